@@ -1,0 +1,135 @@
+#include "app/cli_flags.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "engine/config.h"
+
+namespace shardscope::cli {
+namespace {
+
+using Kind = FlagSpec::Kind;
+
+nlohmann::json parse_value(const FlagSpec& spec, const std::string& text) {
+  auto fail = [&](const std::string& what) { throw ConfigError(spec.key, what + ", got '" + text + "'"); };
+  switch (spec.kind) {
+    case Kind::Int:
+    case Kind::Uint: {
+      errno = 0;
+      char* end = nullptr;
+      long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || errno == ERANGE) fail("expected an integer");
+      if (spec.kind == Kind::Uint && v < 0) fail("expected a non-negative integer");
+      if (spec.kind == Kind::Uint) return nlohmann::json(static_cast<uint64_t>(v));
+      return nlohmann::json(static_cast<int64_t>(v));
+    }
+    case Kind::Double: {
+      errno = 0;
+      char* end = nullptr;
+      double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end != '\0' || errno == ERANGE) fail("expected a number");
+      return nlohmann::json(v);
+    }
+    case Kind::List: {
+      nlohmann::json list = nlohmann::json::array();
+      std::stringstream parts(text);
+      std::string part;
+      while (std::getline(parts, part, ',')) {
+        if (!part.empty()) list.push_back(part);
+      }
+      return list;
+    }
+    case Kind::String:
+    case Kind::Bool:
+      break;
+  }
+  return nlohmann::json(text);
+}
+
+}  // namespace
+
+const std::vector<FlagSpec>& run_flag_specs() {
+  static const std::vector<FlagSpec> specs = {
+      {"--preset", "preset", Kind::String, "model preset: tiny (<1M params), small (~10M), gpt2-small (~124M)"},
+      {"--strategy", "strategy", Kind::String, "training strategy (see `shardscope strategies`)"},
+      {"--world", "world", Kind::Int, "number of ranks"},
+      {"--mode", "mode", Kind::String, "how ranks run: threads"},
+      {"--device", "device", Kind::String, "cpu or cuda:N (ranks share it)"},
+      {"--backend", "backend", Kind::String, "collective backend: gloo"},
+      {"--steps", "steps", Kind::Int, "optimizer steps"},
+      {"--micro-batch", "micro_batch", Kind::Int, "sequences per rank per micro-batch"},
+      {"--global-batch", "global_batch", Kind::Int,
+       "sequences per step over all ranks (sets the micro-batch; must divide by world x accumulation)"},
+      {"--grad-accum", "grad_accum", Kind::Int, "micro-batches accumulated per optimizer step"},
+      {"--seed", "seed", Kind::Uint, "seed of initialisation and data order"},
+      {"--data", "data", Kind::String, "auto (licence texts), synthetic, or a text file"},
+      {"--threads-per-rank", "threads_per_rank", Kind::Int, "intra-op threads per rank (0: cores / world)"},
+      {"--timeout", "collective_timeout_s", Kind::Int, "seconds before a stuck collective fails the run"},
+      {"--vocab", "model.vocab", Kind::Int, "vocabulary size"},
+      {"--d-model", "model.d_model", Kind::Int, "model width"},
+      {"--heads", "model.heads", Kind::Int, "attention heads (must divide d-model)"},
+      {"--layers", "model.layers", Kind::Int, "transformer blocks"},
+      {"--seq", "model.seq", Kind::Int, "sequence length"},
+      {"--mlp-ratio", "model.mlp_ratio", Kind::Int, "MLP hidden width / d-model"},
+      {"--tie-embeddings", "model.tie_embeddings", Kind::Bool, "share the token embedding with the LM head"},
+      {"--freeze", "model.frozen", Kind::List, "comma-separated parameter names to freeze"},
+      {"--unused-parameter", "model.unused_parameter", Kind::Bool,
+       "add a parameter the forward never uses (DDP corner case)"},
+      {"--optimizer", "optimizer.name", Kind::String, "adamw or sgd"},
+      {"--lr", "optimizer.lr", Kind::Double, "peak learning rate"},
+      {"--weight-decay", "optimizer.weight_decay", Kind::Double, "decoupled weight decay"},
+      {"--momentum", "optimizer.momentum", Kind::Double, "SGD momentum"},
+      {"--beta1", "optimizer.beta1", Kind::Double, "AdamW beta1"},
+      {"--beta2", "optimizer.beta2", Kind::Double, "AdamW beta2"},
+      {"--eps", "optimizer.eps", Kind::Double, "AdamW epsilon"},
+      {"--lr-schedule", "optimizer.schedule", Kind::String, "constant, cosine or linear"},
+      {"--warmup-steps", "optimizer.warmup_steps", Kind::Int, "linear warm-up steps"},
+      {"--min-lr-ratio", "optimizer.min_lr_ratio", Kind::Double, "decay floor as a fraction of lr"},
+      {"--clip-grad-norm", "optimizer.clip_grad_norm", Kind::Double, "clip the global gradient norm (0: off)"},
+      {"--bucket-mb", "strategy_options.bucket_mb", Kind::Double, "DDP bucket cap in MiB"},
+      {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
+       "DDP: allow parameters that get no gradient"},
+      {"--inject-fault", "inject_fault", Kind::String, "make a rank fail: rank=R,step=S,kind=throw"},
+  };
+  return specs;
+}
+
+void RunFlags::add_to(CLI::App& app) {
+  for (const auto& spec : run_flag_specs()) {
+    CLI::Option* option = nullptr;
+    if (spec.kind == Kind::Bool) {
+      option = app.add_flag(spec.flag, bools_[spec.flag], spec.help);
+    } else {
+      option = app.add_option(spec.flag, values_[spec.flag], spec.help);
+    }
+    option->group("Training");
+    given_[spec.flag] = option;
+  }
+}
+
+nlohmann::json RunFlags::overrides() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& spec : run_flag_specs()) {
+    const auto* option = static_cast<const CLI::Option*>(given_.at(spec.flag));
+    if (option->count() == 0) continue;
+    nlohmann::json value = spec.kind == Kind::Bool ? nlohmann::json(bools_.at(spec.flag))
+                                                   : parse_value(spec, values_.at(spec.flag));
+    std::string pointer = "/" + spec.key;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    out[nlohmann::json::json_pointer(pointer)] = value;
+  }
+  return out;
+}
+
+std::string RunFlags::describe_key(const std::string& key) {
+  for (const auto& spec : run_flag_specs()) {
+    if (spec.key == key) return spec.flag + " (" + key + ")";
+  }
+  return key;
+}
+
+}  // namespace shardscope::cli

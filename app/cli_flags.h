@@ -1,0 +1,41 @@
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace CLI {
+class App;
+}
+
+namespace shardscope::cli {
+
+// One `run` flag and the configuration key it sets; the same keys are used in config files, so
+// flags and files are validated by one table.
+struct FlagSpec {
+  std::string flag;  // "--d-model"
+  std::string key;   // "model.d_model"
+  enum class Kind { Int, Uint, Double, String, Bool, List } kind;
+  std::string help;
+};
+
+const std::vector<FlagSpec>& run_flag_specs();
+
+// Holds raw flag text until parsing is over, then turns the given ones into config overrides.
+class RunFlags {
+ public:
+  void add_to(CLI::App& app);
+  // Throws ConfigError naming the config key when a value does not parse.
+  nlohmann::json overrides() const;
+  // "--heads (model.heads)" for a config key that has a flag, else the key itself.
+  static std::string describe_key(const std::string& key);
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> bools_;
+  std::map<std::string, const void*> given_;  // flag -> CLI option, to ask whether it was set
+};
+
+}  // namespace shardscope::cli

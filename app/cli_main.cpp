@@ -1,0 +1,224 @@
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "app/cli_flags.h"
+#include "app/cli_main.h"
+#include "engine/config.h"
+#include "engine/run.h"
+#include "engine/strategy_registry.h"
+#include "engine/weights.h"
+
+namespace shardscope::cli {
+namespace {
+
+struct RunOutputs {
+  std::string config_file;
+  std::string json_file;
+  std::string weights_file;
+  double tolerance = 1e-5;
+  bool quiet = false;
+};
+
+std::string format(const char* fmt, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, value);
+  return buf;
+}
+
+nlohmann::json read_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("config", "cannot read config file '" + path + "'");
+  try {
+    return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError("config", "'" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+    out << text;
+    if (!out) throw std::runtime_error("failed writing " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename to " + path);
+}
+
+void print_header(const Config& c, const RunSummary& s, std::ostream& out) {
+  out << "shardscope run: " << c.strategy << ", world " << c.world << " (" << c.mode << ", " << c.device
+      << ", " << c.backend << "), preset " << c.preset << "\n"
+      << "  model: d_model " << c.model.d_model << ", " << c.model.heads << " heads, " << c.model.layers
+      << " layers, seq " << c.model.seq << ", vocab " << c.model.vocab << "\n"
+      << "  batch: " << c.micro_batch << " seq/rank x " << c.world << " ranks x " << c.grad_accum
+      << " accumulation = " << c.global_batch_size() << " sequences per step; optimizer "
+      << c.optimizer.name << " lr " << c.optimizer.lr << "\n";
+}
+
+void print_results(const RunSummary& s, std::ostream& out) {
+  out << "\nrank  checksum          weight sum\n";
+  for (const auto& r : s.ranks) {
+    out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%.9g", r.weight_sum) << "\n";
+  }
+  if (s.replicated) {
+    out << "ranks agree: " << (s.ranks_agree ? "yes" : "NO") << " (max |delta| across ranks "
+        << format("%.3g", s.max_rank_delta) << ")\n";
+  } else {
+    out << "ranks agree: n/a (sharded strategy; weights gathered for the check)\n";
+  }
+  if (s.reference) {
+    const auto& d = s.reference->deviation;
+    out << "reference (single device, same global batches): relative deviation " << format("%.3g", d.rel)
+        << ", max |delta| " << format("%.3g", d.max_abs) << "; largest in " << d.worst << " ("
+        << format("%.3g", d.worst_rel) << ")\n";
+  } else {
+    out << "reference: skipped (--no-reference)\n";
+  }
+}
+
+int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, std::ostream& out,
+                std::ostream& err) {
+  Config config;
+  try {
+    nlohmann::json overrides = nlohmann::json::object();
+    if (!outputs.config_file.empty()) overrides = read_config_file(outputs.config_file);
+    overrides.merge_patch(flags.overrides());
+    config = config_from_json(overrides);
+    if (no_reference) config.reference = false;
+    if (!(outputs.tolerance >= 0)) throw ConfigError("tolerance", "must not be negative");
+    finalize(config);
+  } catch (const ConfigError& e) {
+    err << "error: " << RunFlags::describe_key(e.field()) << ": "
+        << std::string(e.what()).substr(e.field().size() + 2) << "\n";
+    return kExitBadInput;
+  }
+
+  RunSummary summary;
+  try {
+    RunCallbacks callbacks;
+    if (!outputs.quiet) {
+      callbacks.on_phase = [&](const std::string& phase) {
+        if (phase == "training") out << "\nstep  loss      step time\n";
+        if (phase == "reference") out << "training the single-device reference...\n";
+        out.flush();
+      };
+      callbacks.on_step = [&](const StepRecord& r) {
+        out << std::setw(4) << r.step << "  " << format("%-8.5f", r.loss) << "  "
+            << format("%.3f s", r.step_time_s) << "\n";
+        out.flush();
+      };
+      print_header(config, summary, out);
+    }
+    summary = run_training(config, callbacks);
+  } catch (const ConfigError& e) {
+    err << "error: " << RunFlags::describe_key(e.field()) << ": "
+        << std::string(e.what()).substr(e.field().size() + 2) << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitRunFailed;
+  }
+
+  try {
+    if (!outputs.json_file.empty()) write_text_file(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
+    if (!outputs.weights_file.empty() && summary.ok) export_weights(outputs.weights_file, summary.weights);
+  } catch (const std::exception& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitRunFailed;
+  }
+
+  if (!summary.ok) {
+    err << "run failed: " << summary.failure << "\n";
+    return kExitRunFailed;
+  }
+  print_results(summary, out);
+  if (!outputs.weights_file.empty()) out << "weights written to " << outputs.weights_file << "\n";
+  if (summary.replicated && !summary.ranks_agree) {
+    err << "error: ranks disagree on the weights\n";
+    return kExitMismatch;
+  }
+  if (summary.reference && !summary.reference->within(outputs.tolerance)) {
+    err << "error: weights deviate from the single-device reference by "
+        << format("%.3g", summary.reference->deviation.rel) << " (tolerance "
+        << format("%.3g", outputs.tolerance) << ")\n";
+    return kExitMismatch;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{"shardscope: a single-node multi-GPU simulator and visual profiler for distributed training"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("shardscope " SHARDSCOPE_VERSION " (LibTorch ")+
+                       SHARDSCOPE_TORCH_VERSION_STRING + ")");
+
+  CLI::App* run = app.add_subcommand("run", "train a GPT under a strategy on N rank threads and check it "
+                                            "against a single-device reference");
+  RunFlags flags;
+  RunOutputs outputs;
+  bool no_reference = false;
+  run->add_option("--config", outputs.config_file, "JSON config file (flags override its keys)")
+      ->group("Input");
+  flags.add_to(*run);
+  run->add_flag("--no-reference", no_reference, "skip the single-device reference check")->group("Check");
+  run->add_option("--tolerance", outputs.tolerance,
+                  "relative deviation ||w - ref|| / ||ref|| above which the exit code is 3 (default 1e-5)")
+      ->group("Check");
+  run->add_option("--json", outputs.json_file, "write a machine-readable summary here")->group("Output");
+  run->add_option("--export-weights", outputs.weights_file,
+                  "write the trained full weights (name -> tensor) for Python's torch.load")
+      ->group("Output");
+  run->add_flag("--quiet", outputs.quiet, "print only the final check")->group("Output");
+
+  app.add_subcommand("strategies", "list the registered strategies");
+  app.add_subcommand("presets", "list the model presets");
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return kExitOk;
+  } catch (const CLI::CallForAllHelp&) {
+    out << app.help("", CLI::AppFormatMode::All);
+    return kExitOk;
+  } catch (const CLI::CallForVersion&) {
+    out << app.version() << "\n";
+    return kExitOk;
+  } catch (const CLI::ParseError& e) {
+    // CLI11 reports `run --help` through the subcommand; show that subcommand's help.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      out << (run->parsed() ? run->help() : app.help());
+      return kExitOk;
+    }
+    err << "error: " << e.what() << "\n" << "run 'shardscope --help' for usage\n";
+    return kExitBadInput;
+  }
+
+  if (app.got_subcommand("strategies")) {
+    for (const auto& name : StrategyRegistry::instance().names()) {
+      out << name << "  " << StrategyRegistry::instance().find(name)->description << "\n";
+    }
+    return kExitOk;
+  }
+  if (app.got_subcommand("presets")) {
+    for (const auto& name : preset_names()) {
+      ModelConfig m = preset_model(name);
+      out << name << "  d_model " << m.d_model << ", heads " << m.heads << ", layers " << m.layers
+          << ", seq " << m.seq << ", vocab " << m.vocab << "\n";
+    }
+    return kExitOk;
+  }
+  return execute_run(flags, outputs, no_reference, out, err);
+}
+
+}  // namespace shardscope::cli

@@ -1,0 +1,239 @@
+#include "engine/comm.h"
+
+#include <stdexcept>
+
+#include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+
+#include "profiling/clock.h"
+
+namespace shardscope {
+namespace {
+
+using profiling::now_ns;
+
+std::string dtype_name(const at::Tensor& t) {
+  return t.defined() ? std::string(c10::toString(t.scalar_type())) : std::string();
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw std::invalid_argument("Comm: " + message);
+}
+
+void require_same_layout(const at::Tensor& a, const at::Tensor& b, const std::string& what) {
+  require(a.scalar_type() == b.scalar_type(), what + ": dtypes differ");
+  require(a.sizes() == b.sizes(), what + ": shapes differ");
+}
+
+// Row views of `flat` as `size` tensors shaped like `like`; gloo writes through them.
+std::vector<at::Tensor> split_rows(at::Tensor& flat, const at::Tensor& like, int size) {
+  auto rows = flat.view({size, like.numel()});
+  std::vector<at::Tensor> out;
+  for (int r = 0; r < size; ++r) out.push_back(rows[r].view(like.sizes()));
+  return out;
+}
+
+}  // namespace
+
+CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event)
+    : work_(std::move(work)), log_(log), event_(event) {}
+
+void CommWork::wait() {
+  if (work_.defined()) work_->wait();
+  if (log_ != nullptr) {
+    int64_t t = now_ns();
+    log_->stamp_complete(event_, t);
+    log_->stamp_wait_end(event_, t);
+  }
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CommWork::future(
+    const std::vector<at::Tensor>& result) const {
+  if (work_.defined()) return work_->getFuture();
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
+  future->markCompleted(c10::IValue(result));
+  return future;
+}
+
+Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog* log,
+           Options options)
+    : group_(std::move(group)),
+      log_(log),
+      options_(std::move(options)),
+      rank_(group_->getRank()),
+      size_(group_->getSize()) {}
+
+size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
+                    bool emulated, bool collective) {
+  profiling::CommEvent event;
+  event.op = op;
+  event.group = options_.group_name;
+  event.dtype = dtype_name(tensor);
+  event.bytes = tensor.defined() ? static_cast<int64_t>(tensor.numel()) * tensor.element_size() : 0;
+  event.group_size = size_;
+  event.peer = peer;
+  event.seq = collective ? collective_seq_++ : p2p_seq_++;
+  event.async = async;
+  event.emulated = emulated;
+  event.t_issue_ns = now_ns();
+  return log_ != nullptr ? log_->append(std::move(event)) : 0;
+}
+
+CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event) {
+  if (log_ != nullptr) {
+    // Not every backend work exposes a future (gloo's point-to-point work does not); then
+    // completion is stamped when the caller waits.
+    try {
+      auto* log = log_;
+      work->getFuture()->addCallback(
+          [log, event](c10::ivalue::Future&) { log->stamp_complete(event, now_ns()); });
+    } catch (const c10::Error&) {
+    }
+  }
+  return CommWork(std::move(work), log_, event);
+}
+
+CommWork Comm::completed(size_t event) {
+  if (log_ != nullptr) log_->stamp_complete(event, now_ns());
+  return CommWork({}, log_, event);
+}
+
+CommWork Comm::all_reduce_async(at::Tensor& tensor, c10d::ReduceOp op) {
+  size_t event = record("all_reduce", tensor, true, -1, false, true);
+  if (tensor.numel() == 0) return completed(event);
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = op;
+  return track(group_->allreduce(tensors, opts), event);
+}
+
+void Comm::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
+  blocking(all_reduce_async(tensor, op));
+}
+
+CommWork Comm::broadcast_async(at::Tensor& tensor, int root) {
+  require(root >= 0 && root < size_, "broadcast root out of range");
+  size_t event = record("broadcast", tensor, true, root, false, true);
+  if (tensor.numel() == 0) return completed(event);
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  return track(group_->broadcast(tensors, opts), event);
+}
+
+void Comm::broadcast(at::Tensor& tensor, int root) { blocking(broadcast_async(tensor, root)); }
+
+CommWork Comm::all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  require(static_cast<int>(outputs.size()) == size_, "all_gather needs one output per rank");
+  for (const auto& out : outputs) require_same_layout(out, input, "all_gather");
+  size_t event = record("all_gather", input, true, -1, false, true);
+  if (input.numel() == 0) return completed(event);
+  std::vector<std::vector<at::Tensor>> out_lists{outputs};
+  std::vector<at::Tensor> in{input};
+  return track(group_->allgather(out_lists, in), event);
+}
+
+void Comm::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  blocking(all_gather_async(outputs, input));
+}
+
+CommWork Comm::all_gather_into_async(at::Tensor& output, const at::Tensor& input) {
+  require(output.scalar_type() == input.scalar_type(), "all_gather_into: dtypes differ");
+  require(output.numel() == input.numel() * size_,
+          "all_gather_into: output must hold world_size x input elements");
+  require(output.is_contiguous() && input.is_contiguous(), "all_gather_into: needs contiguous tensors");
+  bool emulate = options_.emulate_flat_collectives;
+  size_t event = record("all_gather_into", input, true, -1, emulate, true);
+  if (input.numel() == 0) return completed(event);
+  if (emulate) {
+    std::vector<std::vector<at::Tensor>> out_lists{split_rows(output, input, size_)};
+    std::vector<at::Tensor> in{input};
+    group_->allgather(out_lists, in)->wait();
+    return completed(event);
+  }
+  at::Tensor in = input;
+  return track(group_->_allgather_base(output, in), event);
+}
+
+void Comm::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  blocking(all_gather_into_async(output, input));
+}
+
+CommWork Comm::reduce_scatter_async(at::Tensor& output, std::vector<at::Tensor>& inputs,
+                                    c10d::ReduceOp op) {
+  require(static_cast<int>(inputs.size()) == size_, "reduce_scatter needs one input per rank");
+  for (const auto& in : inputs) require_same_layout(in, output, "reduce_scatter");
+  size_t event = record("reduce_scatter", output, true, -1, false, true);
+  if (output.numel() == 0) return completed(event);
+  std::vector<at::Tensor> outs{output};
+  std::vector<std::vector<at::Tensor>> in_lists{inputs};
+  c10d::ReduceScatterOptions opts;
+  opts.reduceOp = op;
+  return track(group_->reduce_scatter(outs, in_lists, opts), event);
+}
+
+void Comm::reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, c10d::ReduceOp op) {
+  blocking(reduce_scatter_async(output, inputs, op));
+}
+
+CommWork Comm::reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
+                                           c10d::ReduceOp op) {
+  require(output.scalar_type() == input.scalar_type(), "reduce_scatter_tensor: dtypes differ");
+  require(input.numel() == output.numel() * size_,
+          "reduce_scatter_tensor: input must hold world_size x output elements");
+  require(output.is_contiguous() && input.is_contiguous(),
+          "reduce_scatter_tensor: needs contiguous tensors");
+  bool emulate = options_.emulate_flat_collectives;
+  size_t event = record("reduce_scatter_tensor", input, true, -1, emulate, true);
+  if (input.numel() == 0) return completed(event);
+  if (emulate) {
+    // All-reduce the whole input and keep this rank's chunk: twice the traffic of a true
+    // reduce-scatter, which is why it is marked emulated.
+    std::vector<at::Tensor> tensors{input.clone()};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = op;
+    group_->allreduce(tensors, opts)->wait();
+    output.copy_(tensors[0].view({size_, output.numel()})[rank_].view(output.sizes()));
+    return completed(event);
+  }
+  at::Tensor in = input;
+  c10d::ReduceScatterOptions opts;
+  opts.reduceOp = op;
+  return track(group_->_reduce_scatter_base(output, in, opts), event);
+}
+
+void Comm::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, c10d::ReduceOp op) {
+  blocking(reduce_scatter_tensor_async(output, input, op));
+}
+
+CommWork Comm::send_async(const at::Tensor& tensor, int dst, int tag) {
+  require(dst >= 0 && dst < size_ && dst != rank_, "send: bad destination rank");
+  size_t event = record("send", tensor, true, dst, false, false);
+  if (tensor.numel() == 0) return completed(event);
+  std::vector<at::Tensor> tensors{tensor};
+  return track(group_->send(tensors, dst, tag), event);
+}
+
+void Comm::send(const at::Tensor& tensor, int dst, int tag) { blocking(send_async(tensor, dst, tag)); }
+
+CommWork Comm::recv_async(at::Tensor& tensor, int src, int tag) {
+  require(src >= 0 && src < size_ && src != rank_, "recv: bad source rank");
+  size_t event = record("recv", tensor, true, src, false, false);
+  if (tensor.numel() == 0) return completed(event);
+  std::vector<at::Tensor> tensors{tensor};
+  return track(group_->recv(tensors, src, tag), event);
+}
+
+void Comm::recv(at::Tensor& tensor, int src, int tag) { blocking(recv_async(tensor, src, tag)); }
+
+void Comm::barrier() {
+  size_t event = record("barrier", at::Tensor(), false, -1, false, true);
+  CommWork(group_->barrier(), log_, event).wait();
+}
+
+void Comm::blocking(CommWork work) {
+  work.wait();
+  if (log_ != nullptr) log_->mark_blocking(work.event());
+}
+
+}  // namespace shardscope

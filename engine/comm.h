@@ -1,0 +1,106 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+#include "profiling/rank_event_log.h"
+
+namespace shardscope {
+
+// A pending communication call. wait() blocks until the backend is done and records when the
+// caller stopped waiting, so exposed communication can be measured later.
+class CommWork {
+ public:
+  CommWork() = default;
+  CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event);
+
+  void wait();
+  bool valid() const { return work_.defined() || log_ != nullptr; }
+  size_t event() const { return event_; }
+  // The backend's future (for hooks that chain work); completed immediately for emulated ops.
+  c10::intrusive_ptr<c10::ivalue::Future> future(const std::vector<at::Tensor>& result) const;
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  profiling::RankEventLog* log_ = nullptr;
+  size_t event_ = 0;
+};
+
+// The traced facade over a c10d process group: every collective and point-to-point call of a
+// rank goes through here and is recorded in the rank's event log with its logical op, bytes and
+// a per-group sequence number. Ops the backend lacks are built from others and still recorded as
+// the logical op (marked emulated).
+class Comm {
+ public:
+  struct Options {
+    std::string group_name = "world";
+    // Build all_gather_into / reduce_scatter_tensor from list collectives even when the backend
+    // has them, so the fallback path is exercised (tests) or used on backends that lack them.
+    bool emulate_flat_collectives = false;
+  };
+
+  Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog* log, Options options);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& group_name() const { return options_.group_name; }
+  const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return group_; }
+
+  // In place on `tensor`.
+  CommWork all_reduce_async(at::Tensor& tensor, c10d::ReduceOp op = c10d::ReduceOp::SUM);
+  void all_reduce(at::Tensor& tensor, c10d::ReduceOp op = c10d::ReduceOp::SUM);
+
+  CommWork broadcast_async(at::Tensor& tensor, int root);
+  void broadcast(at::Tensor& tensor, int root);
+
+  // `outputs` has size() tensors shaped like `input`.
+  CommWork all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& input);
+  void all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input);
+
+  // `output` is size() times `input` along dim 0 (flat concatenation in rank order).
+  CommWork all_gather_into_async(at::Tensor& output, const at::Tensor& input);
+  void all_gather_into(at::Tensor& output, const at::Tensor& input);
+
+  // `inputs` has size() tensors shaped like `output`; rank r receives the reduction of inputs[r].
+  CommWork reduce_scatter_async(at::Tensor& output, std::vector<at::Tensor>& inputs,
+                                c10d::ReduceOp op = c10d::ReduceOp::SUM);
+  void reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs,
+                      c10d::ReduceOp op = c10d::ReduceOp::SUM);
+
+  // `input` is size() times `output` along dim 0; rank r receives the reduction of its chunk.
+  CommWork reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor& input,
+                                       c10d::ReduceOp op = c10d::ReduceOp::SUM);
+  void reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
+                             c10d::ReduceOp op = c10d::ReduceOp::SUM);
+
+  CommWork send_async(const at::Tensor& tensor, int dst, int tag = 0);
+  void send(const at::Tensor& tensor, int dst, int tag = 0);
+  CommWork recv_async(at::Tensor& tensor, int src, int tag = 0);
+  void recv(at::Tensor& tensor, int src, int tag = 0);
+
+  void barrier();
+
+  profiling::RankEventLog* log() const { return log_; }
+
+ private:
+  size_t record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
+                bool emulated, bool collective);
+  CommWork track(c10::intrusive_ptr<c10d::Work> work, size_t event);
+  // An op done synchronously (emulation or empty payload) presented as completed async work.
+  CommWork completed(size_t event);
+  // The blocking variants: wait at once and record the call as synchronous.
+  void blocking(CommWork work);
+
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  profiling::RankEventLog* log_;
+  Options options_;
+  int rank_;
+  int size_;
+  uint64_t collective_seq_ = 0;
+  uint64_t p2p_seq_ = 0;
+};
+
+}  // namespace shardscope

@@ -1,0 +1,106 @@
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace shardscope {
+
+// A configuration that cannot run. `field` names the offending key the way a user spells it in a
+// config file (dotted, e.g. "model.heads"); the CLI maps it back to the flag.
+class ConfigError : public std::runtime_error {
+ public:
+  ConfigError(std::string field, const std::string& message)
+      : std::runtime_error(field + ": " + message), field_(std::move(field)) {}
+  const std::string& field() const { return field_; }
+
+ private:
+  std::string field_;
+};
+
+struct ModelConfig {
+  int vocab = 256;
+  int d_model = 64;
+  int heads = 4;
+  int layers = 2;
+  int seq = 32;
+  int mlp_ratio = 4;
+  bool tie_embeddings = false;       // LM head shares the token embedding
+  std::vector<std::string> frozen;   // parameter names that get no gradient
+  bool unused_parameter = false;     // adds a parameter the forward never touches (DDP corner case)
+};
+
+struct OptimizerConfig {
+  std::string name = "adamw";  // adamw | sgd
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double momentum = 0.0;        // sgd only
+  std::string schedule = "constant";  // constant | cosine | linear (decay after warm-up)
+  int warmup_steps = 0;
+  double min_lr_ratio = 0.1;    // floor of cosine/linear decay, as a fraction of lr
+  double clip_grad_norm = 0.0;  // 0 disables clipping
+};
+
+struct StrategyOptions {
+  double bucket_mb = 25.0;              // torch_ddp bucket cap
+  bool find_unused_parameters = false;  // torch_ddp: tolerate parameters without gradients
+};
+
+// Deliberate failure for testing the failure path: rank `rank` throws at the start of `step`.
+struct FaultInjection {
+  int rank = -1;  // -1: none
+  int step = 0;
+  std::string kind = "throw";
+  bool enabled() const { return rank >= 0; }
+};
+
+struct Config {
+  std::string preset = "tiny";
+  ModelConfig model;
+  int world = 1;
+  std::string mode = "threads";  // threads (processes: later)
+  std::string device = "cpu";    // cpu | cuda:N
+  std::string backend = "gloo";
+  std::string strategy = "single";
+  StrategyOptions strategy_options;
+  int steps = 5;
+  int micro_batch = 4;   // sequences per rank per micro-batch
+  int global_batch = 0;  // if > 0: micro_batch is derived as global_batch / (world * grad_accum)
+  int grad_accum = 1;
+  OptimizerConfig optimizer;
+  uint64_t seed = 1234;
+  std::string data = "auto";  // auto (licence texts, else synthetic) | synthetic | path to a text
+  int threads_per_rank = 0;   // intra-op threads per rank; 0 = cores / world
+  int collective_timeout_s = 60;
+  bool reference = true;  // train the single-device reference and compare
+  FaultInjection fault;
+
+  // Sequences in one optimizer step across all ranks.
+  int global_batch_size() const { return micro_batch * world * grad_accum; }
+};
+
+// Model shapes of a named preset (tiny, small, gpt2-small).
+ModelConfig preset_model(const std::string& name);
+std::vector<std::string> preset_names();
+
+// Builds a configuration: defaults, then the preset named in `overrides` (if any), then every
+// other key of `overrides`. Unknown keys and wrongly typed values are ConfigErrors.
+Config config_from_json(const nlohmann::json& overrides);
+void apply_json(Config& config, const nlohmann::json& overrides);
+nlohmann::json to_json(const Config& config);
+
+// Rejects every combination that cannot run, before any rank starts.
+void validate(const Config& config);
+// Validates, then derives what other fields imply (micro_batch from global_batch).
+void finalize(Config& config);
+
+// Parses "rank=2,step=3,kind=throw".
+FaultInjection parse_fault(const std::string& text);
+
+}  // namespace shardscope

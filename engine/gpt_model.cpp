@@ -1,0 +1,140 @@
+#include "engine/gpt_model.h"
+
+#include <cmath>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/utils.h>
+
+namespace shardscope {
+namespace {
+
+namespace F = torch::nn::functional;
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t parameter_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name, mixed with the run seed
+  for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ULL;
+  return splitmix64(seed ^ splitmix64(h));
+}
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(int d_model, int heads_) : heads(heads_) {
+  qkv = register_module("qkv", torch::nn::Linear(d_model, 3 * d_model));
+  proj = register_module("proj", torch::nn::Linear(d_model, d_model));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
+  const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
+  auto split = qkv->forward(x).split(channels, /*dim=*/2);
+  auto heads_view = [&](const torch::Tensor& t) {
+    return t.view({batch, time, heads, channels / heads}).transpose(1, 2);
+  };
+  auto y = at::scaled_dot_product_attention(heads_view(split[0]), heads_view(split[1]),
+                                            heads_view(split[2]), /*attn_mask=*/{},
+                                            /*dropout_p=*/0.0, /*is_causal=*/true);
+  return proj->forward(y.transpose(1, 2).contiguous().view({batch, time, channels}));
+}
+
+MlpImpl::MlpImpl(int d_model, int hidden) {
+  fc = register_module("fc", torch::nn::Linear(d_model, hidden));
+  proj = register_module("proj", torch::nn::Linear(hidden, d_model));
+}
+
+torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
+  return proj->forward(F::gelu(fc->forward(x), F::GELUFuncOptions().approximate("tanh")));
+}
+
+BlockImpl::BlockImpl(int d_model, int heads, int mlp_hidden) {
+  ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_model})));
+  attn = register_module("attn", CausalSelfAttention(d_model, heads));
+  ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_model})));
+  mlp = register_module("mlp", Mlp(d_model, mlp_hidden));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
+  auto h = x + attn->forward(ln1->forward(x));
+  return h + mlp->forward(ln2->forward(h));
+}
+
+GptModelImpl::GptModelImpl(const ModelConfig& c, uint64_t seed) : config(c) {
+  tok_emb = register_module("tok_emb", torch::nn::Embedding(c.vocab, c.d_model));
+  pos_emb = register_module("pos_emb", torch::nn::Embedding(c.seq, c.d_model));
+  blocks = register_module("blocks", torch::nn::ModuleList());
+  for (int i = 0; i < c.layers; ++i) blocks->push_back(Block(c.d_model, c.heads, c.d_model * c.mlp_ratio));
+  ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
+  if (!c.tie_embeddings) {
+    lm_head = register_module("lm_head",
+                              torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab).bias(false)));
+  }
+  if (c.unused_parameter) unused = register_parameter("unused", torch::empty({c.d_model}));
+  initialise(seed);
+
+  auto params = named_parameters(/*recurse=*/true);
+  for (const auto& name : c.frozen) {
+    auto* p = params.find(name);
+    if (p == nullptr) throw ConfigError("model.frozen", "no parameter named '" + name + "'");
+    p->set_requires_grad(false);
+  }
+}
+
+void GptModelImpl::initialise(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  // GPT-2: residual projections scaled down with depth so the residual stream stays O(1).
+  const double residual_std = 0.02 / std::sqrt(2.0 * config.layers);
+  for (auto& item : named_parameters(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    auto generator = at::make_generator<at::CPUGeneratorImpl>(parameter_seed(seed, name));
+    if (ends_with(name, ".bias")) {
+      p.zero_();
+    } else if (name.find("ln") != std::string::npos) {  // LayerNorm gains
+      p.fill_(1.0);
+    } else {
+      bool residual = ends_with(name, "attn.proj.weight") || ends_with(name, "mlp.proj.weight");
+      p.normal_(0.0, residual ? residual_std : 0.02, generator);
+    }
+  }
+}
+
+torch::Tensor GptModelImpl::forward(const torch::Tensor& tokens) {
+  const auto time = tokens.size(1);
+  TORCH_CHECK(time <= config.seq, "sequence of ", time, " tokens exceeds model.seq ", config.seq);
+  auto positions = torch::arange(time, tokens.options().dtype(torch::kLong));
+  auto x = tok_emb->forward(tokens) + pos_emb->forward(positions).unsqueeze(0);
+  for (const auto& block : *blocks) x = block->as<Block>()->forward(x);
+  x = ln_f->forward(x);
+  return lm_head ? lm_head->forward(x) : F::linear(x, tok_emb->weight);
+}
+
+torch::Tensor GptModelImpl::loss(const Batch& batch) {
+  auto logits = forward(batch.inputs);
+  return F::cross_entropy(logits.view({-1, logits.size(-1)}), batch.targets.reshape({-1}));
+}
+
+NamedTensors GptModelImpl::named_params() const {
+  NamedTensors out;
+  for (const auto& item : named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  return out;
+}
+
+int64_t GptModelImpl::parameter_count() const {
+  int64_t count = 0;
+  for (const auto& p : parameters()) count += p.numel();
+  return count;
+}
+
+}  // namespace shardscope

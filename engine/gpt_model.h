@@ -1,0 +1,81 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+
+#include "engine/batch.h"
+#include "engine/config.h"
+
+namespace shardscope {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+struct CausalSelfAttentionImpl : torch::nn::Module {
+  CausalSelfAttentionImpl(int d_model, int heads);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  int heads;
+  torch::nn::Linear qkv{nullptr};
+  torch::nn::Linear proj{nullptr};
+};
+TORCH_MODULE(CausalSelfAttention);
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int d_model, int hidden);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Linear fc{nullptr};
+  torch::nn::Linear proj{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+// Pre-LayerNorm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)).
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(int d_model, int heads, int mlp_hidden);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::LayerNorm ln1{nullptr};
+  CausalSelfAttention attn{nullptr};
+  torch::nn::LayerNorm ln2{nullptr};
+  Mlp mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+// GPT-style decoder: token + position embedding, pre-LN blocks, final LN, untied LM head unless
+// the config ties it. Initialisation depends on the seed and each parameter's name only, never
+// on the rank or the order of construction, so every strategy can cut its shards from it.
+struct GptModelImpl : torch::nn::Module {
+  GptModelImpl(const ModelConfig& config, uint64_t seed);
+
+  torch::Tensor forward(const torch::Tensor& tokens);  // logits [B, T, vocab]
+  torch::Tensor loss(const Batch& batch);              // mean next-token cross-entropy
+
+  // Parameters in registration order with stable dotted names ("blocks.0.attn.qkv.weight").
+  NamedTensors named_params() const;
+  int64_t parameter_count() const;
+
+  ModelConfig config;
+  torch::nn::Embedding tok_emb{nullptr};
+  torch::nn::Embedding pos_emb{nullptr};
+  torch::nn::ModuleList blocks{nullptr};
+  torch::nn::LayerNorm ln_f{nullptr};
+  torch::nn::Linear lm_head{nullptr};  // null when tied to tok_emb
+  torch::Tensor unused;                // only with ModelConfig::unused_parameter
+
+ private:
+  void initialise(uint64_t seed);
+};
+TORCH_MODULE(GptModel);
+
+// The value every run starts from for one named parameter (also used by tests).
+uint64_t parameter_seed(uint64_t seed, const std::string& name);
+
+}  // namespace shardscope

@@ -1,0 +1,78 @@
+#include "engine/launcher.h"
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include <ATen/Parallel.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "engine/comm.h"
+#include "engine/process_group_factory.h"
+#include "profiling/clock.h"
+
+namespace shardscope {
+
+int default_threads_per_rank(int world) {
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, world));
+}
+
+LaunchReport launch_rank_threads(const LaunchSpec& spec,
+                                 const std::function<void(RankContext&)>& body) {
+  LaunchReport report;
+  for (int r = 0; r < spec.world; ++r) report.logs.push_back(std::make_unique<profiling::RankEventLog>(r));
+
+  auto store = c10::make_intrusive<c10d::HashStore>();
+  store->setTimeout(spec.timeout);
+  std::mutex failures_mutex;
+  const int threads = spec.threads_per_rank > 0 ? spec.threads_per_rank : default_threads_per_rank(spec.world);
+
+  auto rank_main = [&](int rank) {
+    // Intra-op threads are per calling thread under OpenMP: N ranks share the cores.
+    at::set_num_threads(threads);
+    int64_t t_failed = 0;  // stamped where it was thrown, before teardown takes its time
+    try {
+      ProcessGroupSpec pg_spec;
+      pg_spec.backend = spec.backend;
+      pg_spec.rank = rank;
+      pg_spec.world = spec.world;
+      pg_spec.timeout = spec.timeout;
+      pg_spec.store = store;
+      Comm::Options comm_options;
+      comm_options.emulate_flat_collectives = spec.emulate_flat_collectives;
+      Comm comm(make_process_group(pg_spec), report.logs[rank].get(), comm_options);
+
+      RankContext ctx;
+      ctx.rank = rank;
+      ctx.world = spec.world;
+      ctx.device = c10::Device(spec.device);
+      ctx.comm = &comm;
+      try {
+        body(ctx);
+      } catch (...) {
+        t_failed = profiling::now_ns();
+        throw;
+      }
+    } catch (const std::exception& e) {
+      // By now the group is destroyed (it lived in the try scope), which closes this rank's
+      // connections and wakes peers blocked on it.
+      std::lock_guard<std::mutex> lock(failures_mutex);
+      report.failures.push_back({rank, e.what(), t_failed ? t_failed : profiling::now_ns()});
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(failures_mutex);
+      report.failures.push_back({rank, "unknown exception", t_failed ? t_failed : profiling::now_ns()});
+    }
+  };
+
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < spec.world; ++r) ranks.emplace_back(rank_main, r);
+  for (auto& t : ranks) t.join();
+
+  std::sort(report.failures.begin(), report.failures.end(),
+            [](const RankFailure& a, const RankFailure& b) { return a.t_ns < b.t_ns; });
+  return report;
+}
+
+}  // namespace shardscope

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/rank_context.h"
+#include "profiling/rank_event_log.h"
+
+namespace shardscope {
+
+struct LaunchSpec {
+  int world = 1;
+  std::string backend = "gloo";
+  std::string device = "cpu";
+  std::chrono::milliseconds timeout{60000};
+  int threads_per_rank = 0;  // 0: cores / world, at least 1
+  bool emulate_flat_collectives = false;
+};
+
+struct RankFailure {
+  int rank = -1;
+  std::string message;
+  int64_t t_ns = 0;
+};
+
+struct LaunchReport {
+  std::vector<std::unique_ptr<profiling::RankEventLog>> logs;  // one per rank
+  std::vector<RankFailure> failures;                            // earliest first
+  bool ok() const { return failures.empty(); }
+  // The failure that started it: the earliest; later ones are usually its consequence.
+  const RankFailure* root_failure() const { return failures.empty() ? nullptr : &failures.front(); }
+};
+
+// Runs `body` on `world` rank threads in this process. Each thread gets its own process group
+// (over a shared in-memory store) and traced Comm. A rank that throws tears down its group, so
+// peers blocked in a collective with it fail fast instead of hanging; every thread is joined
+// before this returns.
+LaunchReport launch_rank_threads(const LaunchSpec& spec,
+                                 const std::function<void(RankContext&)>& body);
+
+int default_threads_per_rank(int world);
+
+}  // namespace shardscope

@@ -1,0 +1,178 @@
+#include "engine/run.h"
+
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+#include <torch/cuda.h>
+
+#include "engine/launcher.h"
+#include "engine/strategy_registry.h"
+#include "engine/token_data.h"
+#include "profiling/clock.h"
+
+namespace shardscope {
+namespace {
+
+struct TrainingOutcome {
+  LaunchReport launch;
+  std::vector<RankResult> results;
+};
+
+TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> corpus,
+                      const StepCallback& on_step) {
+  const StrategyInfo* info = StrategyRegistry::instance().find(config.strategy);
+  if (info == nullptr) throw ConfigError("strategy", "unknown strategy '" + config.strategy + "'");
+  auto sampler = std::make_shared<const BatchSampler>(corpus, config.model.seq, config.micro_batch,
+                                                      config.world, config.grad_accum, config.seed);
+  LaunchSpec spec;
+  spec.world = config.world;
+  spec.backend = config.backend;
+  spec.device = config.device;
+  spec.timeout = std::chrono::seconds(config.collective_timeout_s);
+  spec.threads_per_rank = config.threads_per_rank;
+
+  TrainingOutcome outcome;
+  outcome.results.resize(config.world);
+  outcome.launch = launch_rank_threads(spec, [&](RankContext& ctx) {
+    ctx.config = &config;
+    ctx.sampler = sampler;
+    auto strategy = info->make();
+    outcome.results[ctx.rank] = train_rank(ctx, *strategy, on_step);
+  });
+  return outcome;
+}
+
+std::string describe_failures(const LaunchReport& launch) {
+  const RankFailure* root = launch.root_failure();
+  std::string text = "rank " + std::to_string(root->rank) + " failed: " + root->message;
+  for (size_t i = 1; i < launch.failures.size(); ++i) {
+    const auto& f = launch.failures[i];
+    text += "\n  then rank " + std::to_string(f.rank) + " stopped: " + f.message;
+  }
+  return text;
+}
+
+void check_device(const Config& config) {
+  if (config.device != "cpu" && !torch::cuda::is_available()) {
+    throw ConfigError("device", "'" + config.device + "' requested but no CUDA device is available");
+  }
+}
+
+}  // namespace
+
+Config reference_config(const Config& config) {
+  Config ref = config;
+  ref.world = 1;
+  ref.strategy = "single";
+  ref.micro_batch = config.global_batch_size();
+  ref.global_batch = 0;
+  ref.grad_accum = 1;
+  ref.fault = FaultInjection{};
+  ref.reference = false;
+  ref.threads_per_rank = 0;
+  return ref;
+}
+
+RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
+  check_device(config);
+  const int64_t t0 = profiling::now_ns();
+  auto phase = [&](const std::string& what) {
+    if (callbacks.on_phase) callbacks.on_phase(what);
+  };
+  RunSummary summary;
+  summary.config = config;
+  auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
+  summary.data = corpus->description();
+  summary.parameters = GptModel(config.model, config.seed)->parameter_count();
+
+  phase("training");
+  TrainingOutcome outcome = train(config, corpus, callbacks.on_step);
+  for (int r = 0; r < config.world; ++r) {
+    RankSummary rank;
+    rank.rank = r;
+    rank.comm_events = outcome.launch.logs[r]->snapshot();
+    summary.ranks.push_back(std::move(rank));
+  }
+  if (!outcome.launch.ok()) {
+    summary.ok = false;
+    summary.failed_rank = outcome.launch.root_failure()->rank;
+    summary.failure = describe_failures(outcome.launch);
+    summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
+    return summary;
+  }
+
+  summary.steps = outcome.results[0].steps;
+  summary.replicated = outcome.results[0].replicated;
+  summary.weights = outcome.results[0].weights;
+  summary.ranks_agree = true;
+  for (int r = 0; r < config.world; ++r) {
+    const RankResult& result = outcome.results[r];
+    summary.ranks[r].checksum = weights_checksum(result.weights);
+    summary.ranks[r].weight_sum = weights_sum(result.weights);
+    summary.ranks[r].memory = result.memory;
+    if (r > 0) {
+      summary.max_rank_delta =
+          std::max(summary.max_rank_delta, compare_weights(result.weights, summary.weights).max_abs);
+      summary.ranks_agree = summary.ranks_agree && summary.ranks[r].checksum == summary.ranks[0].checksum;
+    }
+  }
+
+  if (config.reference) {
+    phase("reference");
+    Config ref_config = reference_config(config);
+    TrainingOutcome ref = train(ref_config, corpus, {});
+    if (!ref.launch.ok()) throw std::runtime_error("reference run failed: " + describe_failures(ref.launch));
+    ReferenceComparison comparison;
+    comparison.deviation = compare_weights(summary.weights, ref.results[0].weights);
+    for (const auto& step : ref.results[0].steps) comparison.losses.push_back(step.loss);
+    summary.reference = comparison;
+  }
+  summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
+  return summary;
+}
+
+nlohmann::json summary_to_json(const RunSummary& s) {
+  using nlohmann::json;
+  json out;
+  out["config"] = to_json(s.config);
+  out["data"] = s.data;
+  out["parameters"] = s.parameters;
+  out["ok"] = s.ok;
+  if (!s.ok) {
+    out["failed_rank"] = s.failed_rank;
+    out["failure"] = s.failure;
+  }
+  json steps = json::array();
+  for (const auto& st : s.steps) {
+    steps.push_back({{"step", st.step}, {"loss", st.loss}, {"step_time_s", st.step_time_s}, {"lr", st.lr}});
+  }
+  out["steps"] = steps;
+  json ranks = json::array();
+  for (const auto& r : s.ranks) {
+    ranks.push_back({{"rank", r.rank},
+                     {"checksum", r.checksum},
+                     {"weight_sum", r.weight_sum},
+                     {"comm_calls", r.comm_events.size()},
+                     {"memory_bytes",
+                      {{"parameters", r.memory.parameters},
+                       {"gradients", r.memory.gradients},
+                       {"optimizer_state", r.memory.optimizer_state}}}});
+  }
+  out["ranks"] = ranks;
+  out["replicated"] = s.replicated;
+  out["ranks_agree"] = s.ranks_agree;
+  out["max_rank_delta"] = s.max_rank_delta;
+  if (s.reference) {
+    out["reference"] = {{"max_abs_deviation", s.reference->deviation.max_abs},
+                        {"rel_deviation", s.reference->deviation.rel},
+                        {"worst_parameter", s.reference->deviation.worst},
+                        {"worst_parameter_rel_deviation", s.reference->deviation.worst_rel},
+                        {"losses", s.reference->losses}};
+  } else {
+    out["reference"] = nullptr;
+  }
+  out["wall_s"] = s.wall_s;
+  return out;
+}
+
+}  // namespace shardscope

@@ -1,0 +1,66 @@
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "engine/config.h"
+#include "engine/gpt_model.h"
+#include "engine/strategy.h"
+#include "engine/trainer.h"
+#include "engine/weights.h"
+#include "profiling/comm_event.h"
+
+namespace shardscope {
+
+struct RankSummary {
+  int rank = 0;
+  std::string checksum;
+  double weight_sum = 0.0;
+  MemoryBytes memory;
+  std::vector<profiling::CommEvent> comm_events;
+};
+
+struct ReferenceComparison {
+  WeightDeviation deviation;
+  std::vector<double> losses;  // the single-device reference's loss per step
+  bool within(double tolerance) const { return deviation.rel <= tolerance; }
+};
+
+struct RunSummary {
+  Config config;
+  std::string data;
+  int64_t parameters = 0;
+  std::vector<StepRecord> steps;
+  std::vector<RankSummary> ranks;
+  bool replicated = true;
+  bool ranks_agree = false;
+  double max_rank_delta = 0.0;  // max |w_r - w_0| over ranks and weights
+  std::optional<ReferenceComparison> reference;
+  bool ok = true;
+  int failed_rank = -1;
+  std::string failure;  // root cause, then what the other ranks saw
+  NamedTensors weights;  // rank 0's full weights
+  double wall_s = 0.0;
+};
+
+struct RunCallbacks {
+  std::function<void(const StepRecord&)> on_step;
+  std::function<void(const std::string&)> on_phase;  // "training", "reference", ...
+};
+
+// Trains `config` (already finalized) on rank threads, then the single-device reference on the
+// same global batches when config.reference is set, and compares full weights.
+// ConfigError escapes before any rank starts; a rank failure is reported in the summary.
+RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {});
+
+// The single-device counterpart of `config`: world 1, strategy `single`, one micro-batch that is
+// the whole global batch.
+Config reference_config(const Config& config);
+
+nlohmann::json summary_to_json(const RunSummary& summary);
+
+}  // namespace shardscope

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <torch/types.h>
+
+#include "engine/batch.h"
+#include "engine/gpt_model.h"
+#include "engine/rank_context.h"
+
+namespace shardscope {
+
+// Bytes a rank holds, by category (the profiling issue turns this into counters over time).
+struct MemoryBytes {
+  int64_t parameters = 0;
+  int64_t gradients = 0;
+  int64_t optimizer_state = 0;
+};
+
+// How one rank trains: builds its model and optimizer, runs forward/backward on its micro-
+// batches, synchronises gradients, steps, and can hand back the full weights for checking.
+// The trainer drives it; the loop itself is the same for every strategy.
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  virtual void setup(RankContext& ctx) = 0;
+  // Forward and backward of one micro-batch with the loss scaled by `loss_scale`; `last_micro`
+  // marks the micro-batch after which gradients must be synchronised. Returns the unscaled loss.
+  virtual torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) = 0;
+  // Completes gradient synchronisation begun during backward (or does all of it).
+  virtual void sync_gradients() {}
+  // Global gradient norm (before clipping), after scaling the gradients to at most `max_norm`.
+  virtual double clip_gradients(double max_norm) = 0;
+  virtual void optimizer_step(double lr) = 0;
+  virtual void zero_grad() = 0;
+  // The full trained weights on the CPU, name -> tensor (gathered where the strategy shards).
+  virtual NamedTensors full_weights() = 0;
+  // Whether every rank holds every weight (then ranks must agree bitwise).
+  virtual bool replicated() const = 0;
+  virtual MemoryBytes memory() const = 0;
+};
+
+}  // namespace shardscope

@@ -1,0 +1,33 @@
+#include "engine/strategy_registry.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace shardscope {
+
+StrategyRegistry& StrategyRegistry::instance() {
+  static StrategyRegistry registry;
+  return registry;
+}
+
+void StrategyRegistry::add(StrategyInfo info) {
+  if (find(info.name) != nullptr) {
+    throw std::logic_error("strategy registered twice: " + info.name);
+  }
+  entries_.push_back(std::move(info));
+}
+
+const StrategyInfo* StrategyRegistry::find(const std::string& name) const {
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [&](const StrategyInfo& info) { return info.name == name; });
+  return it == entries_.end() ? nullptr : &*it;
+}
+
+std::vector<std::string> StrategyRegistry::names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : entries_) names.push_back(entry.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace shardscope

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "engine/gpt_model.h"
+#include "engine/rank_context.h"
+#include "engine/strategy.h"
+
+namespace shardscope {
+
+struct StepRecord {
+  int step = 0;
+  double loss = 0.0;         // mean over ranks (this rank's own loss in `local_loss`)
+  double local_loss = 0.0;
+  double step_time_s = 0.0;  // slowest rank
+  double local_step_time_s = 0.0;
+  double lr = 0.0;
+};
+
+struct RankResult {
+  int rank = 0;
+  std::vector<StepRecord> steps;
+  NamedTensors weights;  // full weights on the CPU
+  bool replicated = true;
+  MemoryBytes memory;
+};
+
+using StepCallback = std::function<void(const StepRecord&)>;
+
+// The training loop every strategy shares: zero-grad, micro-batches (forward, loss, backward),
+// gradient sync, optional clipping, optimizer step; the loss is averaged across ranks for
+// reporting. `on_step` is called on rank 0 after each step.
+RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& on_step = {});
+
+}  // namespace shardscope

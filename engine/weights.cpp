@@ -1,0 +1,118 @@
+#include "engine/weights.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include <ATen/core/Dict.h>
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickler.h>
+
+namespace shardscope {
+namespace {
+
+// torch::pickle_save tags typed containers with a TorchScript-only global, which Python's
+// torch.load (weights_only, the default since 2.6) refuses. Pickling without those tags gives
+// plain dict/str/tensor records in the same zip container, which it accepts.
+std::vector<char> pickle_for_torch_load(const c10::IValue& value) {
+  std::vector<char> pickle;
+  torch::jit::Pickler pickler([&](const char* data, size_t n) { pickle.insert(pickle.end(), data, data + n); },
+                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
+                              /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
+                              /*tag_aggregates=*/false);
+  pickler.protocol();
+  pickler.pushIValue(value);
+  pickler.stop();
+  std::vector<char> container;
+  caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t n) {
+    const char* bytes = static_cast<const char*>(data);
+    container.insert(container.end(), bytes, bytes + n);
+    return n;
+  });
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+  writer.writeEndOfFile();
+  return container;
+}
+
+}  // namespace
+
+NamedTensors to_cpu_copy(const NamedTensors& weights) {
+  NamedTensors out;
+  for (const auto& [name, tensor] : weights) {
+    out.emplace_back(name, tensor.detach().to(torch::kCPU, torch::kFloat).contiguous().clone());
+  }
+  return out;
+}
+
+std::string weights_checksum(const NamedTensors& weights) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  auto feed = [&h](const unsigned char* data, size_t n) {
+    for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * 0x100000001b3ULL;
+  };
+  for (const auto& [name, tensor] : weights) {
+    auto t = tensor.detach().cpu().contiguous();
+    feed(reinterpret_cast<const unsigned char*>(name.data()), name.size());
+    feed(static_cast<const unsigned char*>(t.data_ptr()), t.numel() * t.element_size());
+  }
+  char text[17];
+  std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+double weights_sum(const NamedTensors& weights) {
+  double sum = 0.0;
+  for (const auto& [name, tensor] : weights) sum += tensor.detach().to(torch::kDouble).sum().item<double>();
+  return sum;
+}
+
+WeightDeviation compare_weights(const NamedTensors& actual, const NamedTensors& expected) {
+  std::map<std::string, torch::Tensor> by_name(expected.begin(), expected.end());
+  if (actual.size() != expected.size()) {
+    throw std::runtime_error("weight sets differ in size: " + std::to_string(actual.size()) +
+                             " vs " + std::to_string(expected.size()));
+  }
+  WeightDeviation dev;
+  double diff_sq = 0.0, ref_sq = 0.0;
+  for (const auto& [name, tensor] : actual) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw std::runtime_error("no reference weight named " + name);
+    if (it->second.sizes() != tensor.sizes()) throw std::runtime_error("shape mismatch for " + name);
+    auto a = tensor.detach().to(torch::kCPU, torch::kDouble);
+    auto b = it->second.detach().to(torch::kCPU, torch::kDouble);
+    if (a.numel() == 0) continue;
+    auto diff = a - b;
+    const double d2 = diff.pow(2).sum().item<double>(), r2 = b.pow(2).sum().item<double>();
+    diff_sq += d2;
+    ref_sq += r2;
+    dev.max_abs = std::max(dev.max_abs, diff.abs().max().item<double>());
+    const double rel = d2 == 0.0 ? 0.0 : std::sqrt(d2 / std::max(r2, 1e-300));
+    if (dev.worst.empty() || rel > dev.worst_rel) {
+      dev.worst_rel = rel;
+      dev.worst = name;
+    }
+  }
+  dev.rel = diff_sq == 0.0 ? 0.0 : std::sqrt(diff_sq / std::max(ref_sq, 1e-300));
+  return dev;
+}
+
+void export_weights(const std::string& path, const NamedTensors& weights) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, tensor] : weights) dict.insert(name, tensor.detach().cpu().contiguous());
+  std::vector<char> bytes = pickle_for_torch_load(c10::IValue(dict));
+  // Write next to the target and rename, so a crash never leaves a half-written file behind.
+  const std::string tmp = path + ".partial";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out) throw std::runtime_error("cannot write " + tmp);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw std::runtime_error("failed writing " + tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename to " + path);
+}
+
+}  // namespace shardscope

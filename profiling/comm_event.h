@@ -1,0 +1,25 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shardscope::profiling {
+
+// One communication call as seen by the rank that made it. `seq` counts collectives within a
+// group, so the same collective can be matched across ranks; point-to-point calls carry the peer.
+struct CommEvent {
+  std::string op;     // logical op: all_reduce, all_gather_into, reduce_scatter_tensor, send, ...
+  std::string group;  // process-group name ("world" for the default group)
+  std::string dtype;
+  int64_t bytes = 0;  // payload of this rank's input (for all_gather: its contribution)
+  int group_size = 0;
+  int peer = -1;       // send/recv peer, or broadcast root; -1 when not applicable
+  uint64_t seq = 0;    // per-group sequence number of collectives (p2p ops have their own count)
+  bool async = false;
+  bool emulated = false;  // implemented from other collectives because the backend lacks it
+  int64_t t_issue_ns = 0;
+  int64_t t_complete_ns = 0;  // when the backend reported completion (0 if never)
+  int64_t t_wait_end_ns = 0;  // when the caller's wait returned (0 if never waited)
+};
+
+}  // namespace shardscope::profiling

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what shardscope needs to build, idempotently:
+#  - Debian -dev packages (compilers' helpers, GoogleTest, CLI11, nlohmann-json, ImGui, GLFW, ...);
+#  - LibTorch from the pinned PyPI `torch` wheel, into a fixed venv outside the repository so that
+#    every clone (and CI) reuses it.
+# Prints the torch CMake prefix on its last line.
+set -euo pipefail
+
+TORCH_VERSION="${SHARDSCOPE_TORCH_VERSION:-2.11.0}"
+PREFIX="${SHARDSCOPE_DEPS:-/opt/shardscope}"
+VENV="$PREFIX/torch-$TORCH_VERSION"
+
+DEBIAN_PACKAGES=(
+  build-essential cmake ninja-build ccache python3 python3-venv
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+  libspdlog-dev libfmt-dev libimgui-dev libglfw3-dev libstb-dev xvfb
+)
+
+missing=()
+for p in "${DEBIAN_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "[install] Debian packages: ${missing[*]}" >&2
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -q >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}" >&2
+fi
+
+have_torch() {
+  [ -x "$VENV/bin/python" ] &&
+    "$VENV/bin/python" -c "import torch,sys; sys.exit(torch.__version__.split('+')[0] != '$TORCH_VERSION')" 2>/dev/null
+}
+if ! have_torch; then
+  echo "[install] torch==$TORCH_VERSION into $VENV (large download, once)" >&2
+  mkdir -p "$PREFIX"
+  PY=python3
+  command -v "$PY" >/dev/null || { echo "python3 not found" >&2; exit 1; }
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --progress-bar off "torch==$TORCH_VERSION" >&2
+fi
+"$VENV/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)'

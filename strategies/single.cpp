@@ -1,0 +1,24 @@
+// `single`: one rank, no communication. The baseline every other strategy is measured against,
+// and the engine of the single-device reference.
+#include "engine/strategy_registry.h"
+#include "strategies/replicated_strategy.h"
+
+namespace shardscope {
+namespace {
+
+class SingleDevice final : public ReplicatedStrategy {};
+
+const StrategyRegistrar registrar({
+    "single",
+    "one rank, no communication (the reference)",
+    [] { return std::unique_ptr<Strategy>(std::make_unique<SingleDevice>()); },
+    [](const Config& config) {
+      if (config.world != 1) {
+        throw ConfigError("world", "strategy 'single' runs on exactly one rank, got world " +
+                                       std::to_string(config.world));
+      }
+    },
+});
+
+}  // namespace
+}  // namespace shardscope

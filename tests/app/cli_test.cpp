@@ -1,0 +1,155 @@
+// The command line as a user meets it: exit codes, messages naming the flag, the JSON summary,
+// and weights that Python's torch.load reads back.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli_main.h"
+#include "tests/support/bad_configs.h"
+
+namespace shardscope {
+namespace {
+
+struct CliResult {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+CliResult cli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  int code = cli::cli_main(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+std::filesystem::path temp_dir() {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("shardscope_cli_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+              "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+class BadConfigFile : public testing::TestWithParam<test::BadConfigCase> {};
+
+TEST_P(BadConfigFile, ExitsWithCodeTwoAndNamesTheField) {
+  auto path = temp_dir() / "config.json";
+  std::ofstream(path) << GetParam().json;
+  CliResult r = cli({"run", "--config", path.string()});
+  EXPECT_EQ(r.code, cli::kExitBadInput) << r.err;
+  EXPECT_NE(r.err.find(GetParam().field), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadConfigFile, testing::ValuesIn(test::bad_config_cases()),
+                         [](const auto& info) { return test::bad_config_name(info.param); });
+
+struct BadFlags {
+  std::vector<std::string> args;
+  std::string message;
+};
+
+class BadFlag : public testing::TestWithParam<BadFlags> {};
+
+TEST_P(BadFlag, ExitsWithCodeTwoAndNamesTheFlag) {
+  std::vector<std::string> args{"run"};
+  args.insert(args.end(), GetParam().args.begin(), GetParam().args.end());
+  CliResult r = cli(args);
+  EXPECT_EQ(r.code, cli::kExitBadInput) << r.err;
+  EXPECT_NE(r.err.find(GetParam().message), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.find("step  loss") == std::string::npos) << "training started";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadFlag,
+    testing::Values(BadFlags{{"--heads", "5"}, "--heads (model.heads)"},
+                    BadFlags{{"--world", "0"}, "--world (world): must be at least 1"},
+                    BadFlags{{"--world", "two"}, "--world (world): expected an integer"},
+                    BadFlags{{"--strategy", "zero9"}, "unknown strategy 'zero9'"},
+                    BadFlags{{"--lr", "1e-3x"}, "--lr (optimizer.lr): expected a number"},
+                    BadFlags{{"--no-such-flag"}, "no-such-flag"},
+                    BadFlags{{"--config", "/nonexistent/x.json"}, "cannot read config file"},
+                    BadFlags{{"--strategy", "torch_ddp", "--world", "4", "--global-batch", "6"},
+                             "--global-batch (global_batch)"},
+                    BadFlags{{"--inject-fault", "rank=9"}, "--inject-fault (inject_fault)"}));
+
+TEST(Cli, HelpDocumentsEveryFlag) {
+  CliResult top = cli({"--help"});
+  EXPECT_EQ(top.code, 0);
+  EXPECT_NE(top.out.find("run"), std::string::npos);
+  CliResult run = cli({"run", "--help"});
+  EXPECT_EQ(run.code, 0);
+  for (const char* flag : {"--strategy", "--world", "--steps", "--preset", "--json", "--export-weights",
+                           "--grad-accum", "--bucket-mb", "--config", "--no-reference"}) {
+    EXPECT_NE(run.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(Cli, ListsStrategiesAndPresets) {
+  CliResult s = cli({"strategies"});
+  EXPECT_EQ(s.code, 0);
+  EXPECT_NE(s.out.find("torch_ddp"), std::string::npos);
+  EXPECT_NE(s.out.find("single"), std::string::npos);
+  CliResult p = cli({"presets"});
+  EXPECT_NE(p.out.find("gpt2-small"), std::string::npos);
+}
+
+TEST(Cli, RunPrintsStepsChecksumsAndTheReferenceCheck) {
+  auto dir = temp_dir();
+  auto json_path = dir / "summary.json";
+  auto weights_path = dir / "weights.pt";
+  CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "2", "--steps", "3", "--preset", "tiny",
+                     "--grad-accum", "2", "--json", json_path.string(), "--export-weights",
+                     weights_path.string()});
+  ASSERT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("ranks agree: yes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("relative deviation"), std::string::npos) << r.out;
+  for (const char* step : {"\n   0  ", "\n   1  ", "\n   2  "}) EXPECT_NE(r.out.find(step), std::string::npos);
+
+  std::ifstream in(json_path);
+  auto summary = nlohmann::json::parse(in);
+  EXPECT_EQ(summary["config"]["strategy"], "torch_ddp");
+  EXPECT_EQ(summary["steps"].size(), 3u);
+  EXPECT_EQ(summary["ranks"].size(), 2u);
+  EXPECT_EQ(summary["ranks"][0]["checksum"], summary["ranks"][1]["checksum"]);
+  EXPECT_TRUE(summary["ranks_agree"].get<bool>());
+  EXPECT_LE(summary["reference"]["rel_deviation"].get<double>(), 1e-5);
+  EXPECT_GT(summary["steps"][0]["step_time_s"].get<double>(), 0.0);
+
+  // Python's torch.load reads the exported weights: same names, same sum as rank 0's.
+  auto script = dir / "load.py";
+  std::ofstream(script) << "import sys, torch\n"
+                           "d = torch.load(sys.argv[1])\n"
+                           "print(len(d), repr(sum(float(t.double().sum()) for t in d.values())),"
+                           " list(d)[0], tuple(d['tok_emb.weight'].shape))\n";
+  auto out_path = dir / "python.txt";
+  std::string command = std::string(SHARDSCOPE_TEST_PYTHON) + " " + script.string() + " " +
+                        weights_path.string() + " > " + out_path.string() + " 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream py(out_path);
+  size_t count = 0;
+  double sum = 0;
+  std::string first, shape;
+  py >> count >> sum >> first;
+  std::getline(py, shape);
+  EXPECT_EQ(count, 29u);  // tiny: 2 embeddings, 2 blocks of 12 tensors, final LN (2), LM head
+  EXPECT_NEAR(sum, summary["ranks"][0]["weight_sum"].get<double>(), 1e-6 * std::abs(sum) + 1e-6);
+  EXPECT_EQ(first, "tok_emb.weight");
+  EXPECT_NE(shape.find("(256, 64)"), std::string::npos) << shape;
+}
+
+TEST(Cli, AFailedRankExitsWithCodeOneAndNamesIt) {
+  CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "3", "--steps", "3", "--inject-fault",
+                     "rank=1,step=1"});
+  EXPECT_EQ(r.code, cli::kExitRunFailed);
+  EXPECT_NE(r.err.find("rank 1 failed: injected fault"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace shardscope

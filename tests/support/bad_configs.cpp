@@ -1,0 +1,75 @@
+#include "tests/support/bad_configs.h"
+
+#include <cctype>
+
+namespace shardscope::test {
+
+std::vector<BadConfigCase> bad_config_cases() {
+  return {
+      {R"({"world":0})", "world", "at least 1"},
+      {R"({"world":-3})", "world", "at least 1"},
+      {R"({"world":1000})", "world", "at most 64"},
+      {R"({"world":"four"})", "world", "expected an integer"},
+      {R"({"strategy":"nope"})", "strategy", "unknown strategy 'nope'"},
+      {R"({"strategy":"single","world":2})", "world", "exactly one rank"},
+      {R"({"mode":"processes","strategy":"torch_ddp","world":2})", "mode", "not available yet"},
+      {R"({"mode":"fibers"})", "mode", "unknown mode"},
+      {R"({"device":"tpu"})", "device", "expected cpu or cuda:N"},
+      {R"({"device":"cuda:x"})", "device", "expected cpu or cuda:N"},
+      {R"({"backend":"mpi"})", "backend", "unknown backend"},
+      {R"({"backend":"nccl"})", "backend", "not available yet"},
+      {R"({"preset":"huge"})", "preset", "unknown preset"},
+      {R"({"model":{"heads":5}})", "model.heads", "do not divide d_model"},
+      {R"({"model":{"heads":0}})", "model.heads", "must be positive"},
+      {R"({"model":{"d_model":0}})", "model.d_model", "must be positive"},
+      {R"({"model":{"layers":0}})", "model.layers", "must be positive"},
+      {R"({"model":{"seq":0}})", "model.seq", "must be positive"},
+      {R"({"model":{"mlp_ratio":0}})", "model.mlp_ratio", "must be positive"},
+      {R"({"model":{"vocab":100}})", "model.vocab", "at least 256"},
+      {R"({"model":{"vocab":1},"data":"synthetic"})", "model.vocab", "at least 2"},
+      {R"({"model":{"colour":"red"}})", "model.colour", "unknown key"},
+      {R"({"stepz":3})", "stepz", "unknown key"},
+      {R"({"steps":0})", "steps", "at least 1"},
+      {R"({"micro_batch":0})", "micro_batch", "at least 1"},
+      {R"({"grad_accum":0})", "grad_accum", "at least 1"},
+      {R"({"strategy":"torch_ddp","world":4,"global_batch":10})", "global_batch", "do not divide evenly"},
+      {R"({"global_batch":-1})", "global_batch", "must not be negative"},
+      {R"({"threads_per_rank":-1})", "threads_per_rank", "must not be negative"},
+      {R"({"collective_timeout_s":0})", "collective_timeout_s", "at least 1 second"},
+      {R"({"seed":-5})", "seed", "non-negative integer"},
+      {R"({"optimizer":{"name":"lamb"}})", "optimizer.name", "unknown optimizer"},
+      {R"({"optimizer":{"lr":0}})", "optimizer.lr", "must be positive"},
+      {R"({"optimizer":{"lr":"fast"}})", "optimizer.lr", "expected a number"},
+      {R"({"optimizer":{"beta1":1.0}})", "optimizer.beta1", "[0, 1)"},
+      {R"({"optimizer":{"beta2":-0.1}})", "optimizer.beta2", "[0, 1)"},
+      {R"({"optimizer":{"eps":0}})", "optimizer.eps", "must be positive"},
+      {R"({"optimizer":{"weight_decay":-1}})", "optimizer.weight_decay", "must not be negative"},
+      {R"({"optimizer":{"momentum":-1}})", "optimizer.momentum", "must not be negative"},
+      {R"({"optimizer":{"schedule":"step"}})", "optimizer.schedule", "unknown schedule"},
+      {R"({"optimizer":{"warmup_steps":-2}})", "optimizer.warmup_steps", "must not be negative"},
+      {R"({"optimizer":{"min_lr_ratio":2}})", "optimizer.min_lr_ratio", "[0, 1]"},
+      {R"({"optimizer":{"clip_grad_norm":-1}})", "optimizer.clip_grad_norm", "must not be negative"},
+      {R"({"strategy_options":{"bucket_mb":0}})", "strategy_options.bucket_mb", "must be positive"},
+      {R"({"strategy_options":{"find_unused_parameters":"yes"}})", "strategy_options.find_unused_parameters",
+       "expected true or false"},
+      {R"({"inject_fault":"rank=5"})", "inject_fault", "does not exist at world"},
+      {R"({"inject_fault":"rank=0,step=99"})", "inject_fault", "past the last step"},
+      {R"({"inject_fault":"rank=0,kind=segv"})", "inject_fault", "kind must be 'throw'"},
+      {R"({"reference":"no"})", "reference", "expected true or false"},
+  };
+}
+
+std::string bad_config_name(const BadConfigCase& c) {
+  std::string name;
+  for (char ch : c.json) {
+    if (std::isalnum(static_cast<unsigned char>(ch))) {
+      name += ch;
+    } else if (!name.empty() && name.back() != '_') {
+      name += '_';
+    }
+  }
+  while (!name.empty() && name.back() == '_') name.pop_back();
+  return name;
+}
+
+}  // namespace shardscope::test

@@ -1,0 +1,14 @@
+#pragma once
+
+#include <functional>
+
+#include "engine/comm.h"
+#include "engine/launcher.h"
+
+namespace shardscope::test {
+
+// Runs `body` on `world` rank threads with a traced Comm and fails the test if any rank threw.
+LaunchReport run_on_ranks(int world, const std::function<void(RankContext&)>& body,
+                          bool emulate_flat_collectives = false);
+
+}  // namespace shardscope::test
