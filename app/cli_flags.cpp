@@ -15,7 +15,9 @@ namespace {
 using Kind = FlagSpec::Kind;
 
 nlohmann::json parse_value(const FlagSpec& spec, const std::string& text) {
-  auto fail = [&](const std::string& what) { throw ConfigError(spec.key, what + ", got '" + text + "'"); };
+  auto fail = [&](const std::string& what) {
+    throw ConfigError(spec.key, what + ", got '" + text + "'");
+  };
   switch (spec.kind) {
     case Kind::Int:
     case Kind::Uint: {
@@ -54,7 +56,8 @@ nlohmann::json parse_value(const FlagSpec& spec, const std::string& text) {
 
 const std::vector<FlagSpec>& run_flag_specs() {
   static const std::vector<FlagSpec> specs = {
-      {"--preset", "preset", Kind::String, "model preset: tiny (<1M params), small (~10M), gpt2-small (~124M)"},
+      {"--preset", "preset", Kind::String,
+       "model preset: tiny (<1M params), small (~10M), gpt2-small (~124M)"},
       {"--strategy", "strategy", Kind::String, "training strategy (see `shardscope strategies`)"},
       {"--world", "world", Kind::Int, "number of ranks"},
       {"--mode", "mode", Kind::String, "how ranks run: threads"},
@@ -63,19 +66,23 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--steps", "steps", Kind::Int, "optimizer steps"},
       {"--micro-batch", "micro_batch", Kind::Int, "sequences per rank per micro-batch"},
       {"--global-batch", "global_batch", Kind::Int,
-       "sequences per step over all ranks (sets the micro-batch; must divide by world x accumulation)"},
+       "sequences per step over all ranks (sets the micro-batch; must divide by world x "
+       "accumulation)"},
       {"--grad-accum", "grad_accum", Kind::Int, "micro-batches accumulated per optimizer step"},
       {"--seed", "seed", Kind::Uint, "seed of initialisation and data order"},
       {"--data", "data", Kind::String, "auto (licence texts), synthetic, or a text file"},
-      {"--threads-per-rank", "threads_per_rank", Kind::Int, "intra-op threads per rank (0: cores / world)"},
-      {"--timeout", "collective_timeout_s", Kind::Int, "seconds before a stuck collective fails the run"},
+      {"--threads-per-rank", "threads_per_rank", Kind::Int,
+       "intra-op threads per rank (0: cores / world)"},
+      {"--timeout", "collective_timeout_s", Kind::Int,
+       "seconds before a stuck collective fails the run"},
       {"--vocab", "model.vocab", Kind::Int, "vocabulary size"},
       {"--d-model", "model.d_model", Kind::Int, "model width"},
       {"--heads", "model.heads", Kind::Int, "attention heads (must divide d-model)"},
       {"--layers", "model.layers", Kind::Int, "transformer blocks"},
       {"--seq", "model.seq", Kind::Int, "sequence length"},
       {"--mlp-ratio", "model.mlp_ratio", Kind::Int, "MLP hidden width / d-model"},
-      {"--tie-embeddings", "model.tie_embeddings", Kind::Bool, "share the token embedding with the LM head"},
+      {"--tie-embeddings", "model.tie_embeddings", Kind::Bool,
+       "share the token embedding with the LM head"},
       {"--freeze", "model.frozen", Kind::List, "comma-separated parameter names to freeze"},
       {"--unused-parameter", "model.unused_parameter", Kind::Bool,
        "add a parameter the forward never uses (DDP corner case)"},
@@ -89,11 +96,13 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--lr-schedule", "optimizer.schedule", Kind::String, "constant, cosine or linear"},
       {"--warmup-steps", "optimizer.warmup_steps", Kind::Int, "linear warm-up steps"},
       {"--min-lr-ratio", "optimizer.min_lr_ratio", Kind::Double, "decay floor as a fraction of lr"},
-      {"--clip-grad-norm", "optimizer.clip_grad_norm", Kind::Double, "clip the global gradient norm (0: off)"},
+      {"--clip-grad-norm", "optimizer.clip_grad_norm", Kind::Double,
+       "clip the global gradient norm (0: off)"},
       {"--bucket-mb", "strategy_options.bucket_mb", Kind::Double, "DDP bucket cap in MiB"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
-      {"--inject-fault", "inject_fault", Kind::String, "make a rank fail: rank=R,step=S,kind=throw"},
+      {"--inject-fault", "inject_fault", Kind::String,
+       "make a rank fail: rank=R,step=S,kind=throw"},
   };
   return specs;
 }

@@ -49,14 +49,15 @@ void write_text_file(const std::string& path, const std::string& text) {
     out << text;
     if (!out) throw std::runtime_error("failed writing " + tmp);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename to " + path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename to " + path);
 }
 
 void print_header(const Config& c, const RunSummary& s, std::ostream& out) {
-  out << "shardscope run: " << c.strategy << ", world " << c.world << " (" << c.mode << ", " << c.device
-      << ", " << c.backend << "), preset " << c.preset << "\n"
-      << "  model: d_model " << c.model.d_model << ", " << c.model.heads << " heads, " << c.model.layers
-      << " layers, seq " << c.model.seq << ", vocab " << c.model.vocab << "\n"
+  out << "shardscope run: " << c.strategy << ", world " << c.world << " (" << c.mode << ", "
+      << c.device << ", " << c.backend << "), preset " << c.preset << "\n"
+      << "  model: d_model " << c.model.d_model << ", " << c.model.heads << " heads, "
+      << c.model.layers << " layers, seq " << c.model.seq << ", vocab " << c.model.vocab << "\n"
       << "  batch: " << c.micro_batch << " seq/rank x " << c.world << " ranks x " << c.grad_accum
       << " accumulation = " << c.global_batch_size() << " sequences per step; optimizer "
       << c.optimizer.name << " lr " << c.optimizer.lr << "\n";
@@ -65,7 +66,8 @@ void print_header(const Config& c, const RunSummary& s, std::ostream& out) {
 void print_results(const RunSummary& s, std::ostream& out) {
   out << "\nrank  checksum          weight sum\n";
   for (const auto& r : s.ranks) {
-    out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%.9g", r.weight_sum) << "\n";
+    out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%.9g", r.weight_sum)
+        << "\n";
   }
   if (s.replicated) {
     out << "ranks agree: " << (s.ranks_agree ? "yes" : "NO") << " (max |delta| across ranks "
@@ -75,9 +77,9 @@ void print_results(const RunSummary& s, std::ostream& out) {
   }
   if (s.reference) {
     const auto& d = s.reference->deviation;
-    out << "reference (single device, same global batches): relative deviation " << format("%.3g", d.rel)
-        << ", max |delta| " << format("%.3g", d.max_abs) << "; largest in " << d.worst << " ("
-        << format("%.3g", d.worst_rel) << ")\n";
+    out << "reference (single device, same global batches): relative deviation "
+        << format("%.3g", d.rel) << ", max |delta| " << format("%.3g", d.max_abs) << "; largest in "
+        << d.worst << " (" << format("%.3g", d.worst_rel) << ")\n";
   } else {
     out << "reference: skipped (--no-reference)\n";
   }
@@ -127,8 +129,10 @@ int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, s
   }
 
   try {
-    if (!outputs.json_file.empty()) write_text_file(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
-    if (!outputs.weights_file.empty() && summary.ok) export_weights(outputs.weights_file, summary.weights);
+    if (!outputs.json_file.empty())
+      write_text_file(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
+    if (!outputs.weights_file.empty() && summary.ok)
+      export_weights(outputs.weights_file, summary.weights);
   } catch (const std::exception& e) {
     err << "error: " << e.what() << "\n";
     return kExitRunFailed;
@@ -156,24 +160,29 @@ int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, s
 }  // namespace
 
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
-  CLI::App app{"shardscope: a single-node multi-GPU simulator and visual profiler for distributed training"};
+  CLI::App app{
+      "shardscope: a single-node multi-GPU simulator and visual profiler for distributed training"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("shardscope " SHARDSCOPE_VERSION " (LibTorch ")+
-                       SHARDSCOPE_TORCH_VERSION_STRING + ")");
+  app.set_version_flag("--version", std::string("shardscope " SHARDSCOPE_VERSION " (LibTorch ") +
+                                        SHARDSCOPE_TORCH_VERSION_STRING + ")");
 
-  CLI::App* run = app.add_subcommand("run", "train a GPT under a strategy on N rank threads and check it "
-                                            "against a single-device reference");
+  CLI::App* run = app.add_subcommand("run",
+                                     "train a GPT under a strategy on N rank threads and check it "
+                                     "against a single-device reference");
   RunFlags flags;
   RunOutputs outputs;
   bool no_reference = false;
   run->add_option("--config", outputs.config_file, "JSON config file (flags override its keys)")
       ->group("Input");
   flags.add_to(*run);
-  run->add_flag("--no-reference", no_reference, "skip the single-device reference check")->group("Check");
-  run->add_option("--tolerance", outputs.tolerance,
-                  "relative deviation ||w - ref|| / ||ref|| above which the exit code is 3 (default 1e-5)")
+  run->add_flag("--no-reference", no_reference, "skip the single-device reference check")
       ->group("Check");
-  run->add_option("--json", outputs.json_file, "write a machine-readable summary here")->group("Output");
+  run->add_option(
+         "--tolerance", outputs.tolerance,
+         "relative deviation ||w - ref|| / ||ref|| above which the exit code is 3 (default 1e-5)")
+      ->group("Check");
+  run->add_option("--json", outputs.json_file, "write a machine-readable summary here")
+      ->group("Output");
   run->add_option("--export-weights", outputs.weights_file,
                   "write the trained full weights (name -> tensor) for Python's torch.load")
       ->group("Output");
@@ -200,7 +209,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       out << (run->parsed() ? run->help() : app.help());
       return kExitOk;
     }
-    err << "error: " << e.what() << "\n" << "run 'shardscope --help' for usage\n";
+    err << "error: " << e.what() << "\n"
+        << "run 'shardscope --help' for usage\n";
     return kExitBadInput;
   }
 

@@ -9,9 +9,9 @@ namespace shardscope::cli {
 // Exit codes of the shardscope binary.
 enum ExitCode : int {
   kExitOk = 0,
-  kExitRunFailed = 1,      // a rank failed, or output could not be written
-  kExitBadInput = 2,       // bad flag, bad config: nothing was started
-  kExitMismatch = 3,       // the run finished but does not match the single-device reference
+  kExitRunFailed = 1,  // a rank failed, or output could not be written
+  kExitBadInput = 2,   // bad flag, bad config: nothing was started
+  kExitMismatch = 3,   // the run finished but does not match the single-device reference
 };
 
 // The whole command line interface; `args` excludes the program name. Used by main() and tests.

@@ -121,7 +121,9 @@ CommWork Comm::broadcast_async(at::Tensor& tensor, int root) {
   return track(group_->broadcast(tensors, opts), event);
 }
 
-void Comm::broadcast(at::Tensor& tensor, int root) { blocking(broadcast_async(tensor, root)); }
+void Comm::broadcast(at::Tensor& tensor, int root) {
+  blocking(broadcast_async(tensor, root));
+}
 
 CommWork Comm::all_gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   require(static_cast<int>(outputs.size()) == size_, "all_gather needs one output per rank");
@@ -141,7 +143,8 @@ CommWork Comm::all_gather_into_async(at::Tensor& output, const at::Tensor& input
   require(output.scalar_type() == input.scalar_type(), "all_gather_into: dtypes differ");
   require(output.numel() == input.numel() * size_,
           "all_gather_into: output must hold world_size x input elements");
-  require(output.is_contiguous() && input.is_contiguous(), "all_gather_into: needs contiguous tensors");
+  require(output.is_contiguous() && input.is_contiguous(),
+          "all_gather_into: needs contiguous tensors");
   bool emulate = options_.emulate_flat_collectives;
   size_t event = record("all_gather_into", input, true, -1, emulate, true);
   if (input.numel() == 0) return completed(event);
@@ -214,7 +217,9 @@ CommWork Comm::send_async(const at::Tensor& tensor, int dst, int tag) {
   return track(group_->send(tensors, dst, tag), event);
 }
 
-void Comm::send(const at::Tensor& tensor, int dst, int tag) { blocking(send_async(tensor, dst, tag)); }
+void Comm::send(const at::Tensor& tensor, int dst, int tag) {
+  blocking(send_async(tensor, dst, tag));
+}
 
 CommWork Comm::recv_async(at::Tensor& tensor, int src, int tag) {
   require(src >= 0 && src < size_ && src != rank_, "recv: bad source rank");
@@ -224,7 +229,9 @@ CommWork Comm::recv_async(at::Tensor& tensor, int src, int tag) {
   return track(group_->recv(tensors, src, tag), event);
 }
 
-void Comm::recv(at::Tensor& tensor, int src, int tag) { blocking(recv_async(tensor, src, tag)); }
+void Comm::recv(at::Tensor& tensor, int src, int tag) {
+  blocking(recv_async(tensor, src, tag));
+}
 
 void Comm::barrier() {
   size_t event = record("barrier", at::Tensor(), false, -1, false, true);

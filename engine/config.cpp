@@ -30,8 +30,7 @@ int read_value<int>(const json& value, const std::string& field) {
 
 template <>
 uint64_t read_value<uint64_t>(const json& value, const std::string& field) {
-  if (!value.is_number_integer() || (value.is_number_integer() && !value.is_number_unsigned() &&
-                                     value.get<int64_t>() < 0)) {
+  if (!value.is_number_integer() || (!value.is_number_unsigned() && value.get<int64_t>() < 0)) {
     throw ConfigError(field, "expected a non-negative integer");
   }
   return value.get<uint64_t>();
@@ -72,15 +71,13 @@ struct FieldBinding {
 
 template <typename T, typename Access>
 FieldBinding bind(Access access) {
-  return FieldBinding{
-      [access](Config& c, const json& v, const std::string& key) {
-        access(c) = read_value<T>(v, key);
-      },
-      [access](const Config& c) { return json(access(c)); }};
+  return FieldBinding{[access](Config& c, const json& v, const std::string& key) {
+                        access(c) = read_value<T>(v, key);
+                      },
+                      [access](const Config& c) { return json(access(c)); }};
 }
 
-#define SHARDSCOPE_FIELD(type, member) \
-  bind<type>([](auto& c) -> auto& { return c.member; })
+#define SHARDSCOPE_FIELD(type, member) bind<type>([](auto& c) -> auto& { return c.member; })
 
 const std::map<std::string, FieldBinding>& field_table() {
   static const std::map<std::string, FieldBinding> table = {
@@ -122,14 +119,16 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"strategy_options.bucket_mb", SHARDSCOPE_FIELD(double, strategy_options.bucket_mb)},
       {"strategy_options.find_unused_parameters",
        SHARDSCOPE_FIELD(bool, strategy_options.find_unused_parameters)},
-      {"inject_fault",
-       FieldBinding{[](Config& c, const json& v,
-                       const std::string& key) { c.fault = parse_fault(read_value<std::string>(v, key)); },
-                    [](const Config& c) {
-                      if (!c.fault.enabled()) return json("");
-                      return json("rank=" + std::to_string(c.fault.rank) +
-                                  ",step=" + std::to_string(c.fault.step) + ",kind=" + c.fault.kind);
-                    }}},
+      {"inject_fault", FieldBinding{[](Config& c, const json& v, const std::string& key) {
+                                      auto text = read_value<std::string>(v, key);
+                                      c.fault = text.empty() ? FaultInjection{} : parse_fault(text);
+                                    },
+                                    [](const Config& c) {
+                                      if (!c.fault.enabled()) return json("");
+                                      return json("rank=" + std::to_string(c.fault.rank) +
+                                                  ",step=" + std::to_string(c.fault.step) +
+                                                  ",kind=" + c.fault.kind);
+                                    }}},
   };
   return table;
 }
@@ -176,15 +175,19 @@ ModelConfig preset_model(const std::string& name) {
     m.vocab = 50257, m.d_model = 768, m.heads = 12, m.layers = 12, m.seq = 1024;
     m.tie_embeddings = true;
   } else {
-    throw ConfigError("preset", "unknown preset '" + name + "' (known: " + join(preset_names()) + ")");
+    throw ConfigError("preset",
+                      "unknown preset '" + name + "' (known: " + join(preset_names()) + ")");
   }
   return m;
 }
 
-std::vector<std::string> preset_names() { return {"tiny", "small", "gpt2-small"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny", "small", "gpt2-small"};
+}
 
 void apply_json(Config& config, const json& overrides) {
-  if (!overrides.is_object()) throw ConfigError("config", "expected a JSON object at the top level");
+  if (!overrides.is_object())
+    throw ConfigError("config", "expected a JSON object at the top level");
   std::map<std::string, json> flat;
   flatten(overrides, "", flat);
   const auto& table = field_table();
@@ -224,13 +227,15 @@ FaultInjection parse_fault(const std::string& text) {
   bool have_rank = false;
   while (std::getline(parts, part, ',')) {
     auto eq = part.find('=');
-    require(eq != std::string::npos, "inject_fault", "expected key=value pairs, got '" + part + "'");
+    require(eq != std::string::npos, "inject_fault",
+            "expected key=value pairs, got '" + part + "'");
     std::string key = part.substr(0, eq), value = part.substr(eq + 1);
     if (key == "kind") {
       fault.kind = value;
       continue;
     }
-    require(key == "rank" || key == "step", "inject_fault", "unknown key '" + key + "' (rank, step, kind)");
+    require(key == "rank" || key == "step", "inject_fault",
+            "unknown key '" + key + "' (rank, step, kind)");
     require(!value.empty() && value.find_first_not_of("0123456789") == std::string::npos,
             "inject_fault", key + " must be a non-negative integer, got '" + value + "'");
     int number = std::stoi(value);
@@ -290,13 +295,15 @@ void validate(const Config& c) {
   require(o.schedule == "constant" || o.schedule == "cosine" || o.schedule == "linear",
           "optimizer.schedule", "unknown schedule '" + o.schedule + "' (constant, cosine, linear)");
   require(o.warmup_steps >= 0, "optimizer.warmup_steps", "must not be negative");
-  require(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "optimizer.min_lr_ratio", "must be in [0, 1]");
+  require(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "optimizer.min_lr_ratio",
+          "must be in [0, 1]");
   require(o.clip_grad_norm >= 0, "optimizer.clip_grad_norm", "must not be negative (0 = off)");
   require(c.strategy_options.bucket_mb > 0, "strategy_options.bucket_mb", "must be positive");
 
   if (c.fault.enabled()) {
     require(c.fault.rank < c.world, "inject_fault",
-            "rank " + std::to_string(c.fault.rank) + " does not exist at world " + std::to_string(c.world));
+            "rank " + std::to_string(c.fault.rank) + " does not exist at world " +
+                std::to_string(c.world));
     require(c.fault.step < c.steps, "inject_fault",
             "step " + std::to_string(c.fault.step) + " is past the last step");
   }

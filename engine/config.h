@@ -28,9 +28,9 @@ struct ModelConfig {
   int layers = 2;
   int seq = 32;
   int mlp_ratio = 4;
-  bool tie_embeddings = false;       // LM head shares the token embedding
-  std::vector<std::string> frozen;   // parameter names that get no gradient
-  bool unused_parameter = false;     // adds a parameter the forward never touches (DDP corner case)
+  bool tie_embeddings = false;      // LM head shares the token embedding
+  std::vector<std::string> frozen;  // parameter names that get no gradient
+  bool unused_parameter = false;    // adds a parameter the forward never touches (DDP corner case)
 };
 
 struct OptimizerConfig {
@@ -40,7 +40,7 @@ struct OptimizerConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  double momentum = 0.0;        // sgd only
+  double momentum = 0.0;              // sgd only
   std::string schedule = "constant";  // constant | cosine | linear (decay after warm-up)
   int warmup_steps = 0;
   double min_lr_ratio = 0.1;    // floor of cosine/linear decay, as a fraction of lr

@@ -4,8 +4,8 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/functional/activation.h>
-#include <torch/nn/functional/loss.h>
 #include <torch/nn/functional/linear.h>
+#include <torch/nn/functional/loss.h>
 #include <torch/utils.h>
 
 namespace shardscope {
@@ -14,7 +14,8 @@ namespace {
 namespace F = torch::nn::functional;
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -74,11 +75,12 @@ GptModelImpl::GptModelImpl(const ModelConfig& c, uint64_t seed) : config(c) {
   tok_emb = register_module("tok_emb", torch::nn::Embedding(c.vocab, c.d_model));
   pos_emb = register_module("pos_emb", torch::nn::Embedding(c.seq, c.d_model));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int i = 0; i < c.layers; ++i) blocks->push_back(Block(c.d_model, c.heads, c.d_model * c.mlp_ratio));
+  for (int i = 0; i < c.layers; ++i)
+    blocks->push_back(Block(c.d_model, c.heads, c.d_model * c.mlp_ratio));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   if (!c.tie_embeddings) {
-    lm_head = register_module("lm_head",
-                              torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab).bias(false)));
+    lm_head = register_module(
+        "lm_head", torch::nn::Linear(torch::nn::LinearOptions(c.d_model, c.vocab).bias(false)));
   }
   if (c.unused_parameter) unused = register_parameter("unused", torch::empty({c.d_model}));
   initialise(seed);
@@ -127,7 +129,8 @@ torch::Tensor GptModelImpl::loss(const Batch& batch) {
 
 NamedTensors GptModelImpl::named_params() const {
   NamedTensors out;
-  for (const auto& item : named_parameters(/*recurse=*/true)) out.emplace_back(item.key(), item.value());
+  for (const auto& item : named_parameters(/*recurse=*/true))
+    out.emplace_back(item.key(), item.value());
   return out;
 }
 

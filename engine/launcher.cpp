@@ -22,12 +22,14 @@ int default_threads_per_rank(int world) {
 LaunchReport launch_rank_threads(const LaunchSpec& spec,
                                  const std::function<void(RankContext&)>& body) {
   LaunchReport report;
-  for (int r = 0; r < spec.world; ++r) report.logs.push_back(std::make_unique<profiling::RankEventLog>(r));
+  for (int r = 0; r < spec.world; ++r)
+    report.logs.push_back(std::make_unique<profiling::RankEventLog>(r));
 
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(spec.timeout);
   std::mutex failures_mutex;
-  const int threads = spec.threads_per_rank > 0 ? spec.threads_per_rank : default_threads_per_rank(spec.world);
+  const int threads =
+      spec.threads_per_rank > 0 ? spec.threads_per_rank : default_threads_per_rank(spec.world);
 
   auto rank_main = [&](int rank) {
     // Intra-op threads are per calling thread under OpenMP: N ranks share the cores.
@@ -62,7 +64,8 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
       report.failures.push_back({rank, e.what(), t_failed ? t_failed : profiling::now_ns()});
     } catch (...) {
       std::lock_guard<std::mutex> lock(failures_mutex);
-      report.failures.push_back({rank, "unknown exception", t_failed ? t_failed : profiling::now_ns()});
+      report.failures.push_back(
+          {rank, "unknown exception", t_failed ? t_failed : profiling::now_ns()});
     }
   };
 

@@ -29,7 +29,7 @@ struct RankFailure {
 
 struct LaunchReport {
   std::vector<std::unique_ptr<profiling::RankEventLog>> logs;  // one per rank
-  std::vector<RankFailure> failures;                            // earliest first
+  std::vector<RankFailure> failures;                           // earliest first
   bool ok() const { return failures.empty(); }
   // The failure that started it: the earliest; later ones are usually its consequence.
   const RankFailure* root_failure() const { return failures.empty() ? nullptr : &failures.front(); }

@@ -15,11 +15,11 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const OptimizerConfig& c
         std::move(params),
         torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
   }
-  return std::make_unique<torch::optim::AdamW>(
-      std::move(params), torch::optim::AdamWOptions(c.lr)
-                             .betas({c.beta1, c.beta2})
-                             .eps(c.eps)
-                             .weight_decay(c.weight_decay));
+  return std::make_unique<torch::optim::AdamW>(std::move(params),
+                                               torch::optim::AdamWOptions(c.lr)
+                                                   .betas({c.beta1, c.beta2})
+                                                   .eps(c.eps)
+                                                   .weight_decay(c.weight_decay));
 }
 
 double learning_rate(const OptimizerConfig& c, int step, int total_steps) {
@@ -28,7 +28,8 @@ double learning_rate(const OptimizerConfig& c, int step, int total_steps) {
   const int decay_steps = std::max(1, total_steps - c.warmup_steps - 1);
   const double progress = std::min(1.0, (step - c.warmup_steps) / static_cast<double>(decay_steps));
   const double floor = c.lr * c.min_lr_ratio;
-  const double shape = c.schedule == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
+  const double shape =
+      c.schedule == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
   return floor + (c.lr - floor) * shape;
 }
 

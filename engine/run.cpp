@@ -2,8 +2,8 @@
 
 #include <mutex>
 
-#include <nlohmann/json.hpp>
 #include <torch/cuda.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/launcher.h"
 #include "engine/strategy_registry.h"
@@ -54,7 +54,8 @@ std::string describe_failures(const LaunchReport& launch) {
 
 void check_device(const Config& config) {
   if (config.device != "cpu" && !torch::cuda::is_available()) {
-    throw ConfigError("device", "'" + config.device + "' requested but no CUDA device is available");
+    throw ConfigError("device",
+                      "'" + config.device + "' requested but no CUDA device is available");
   }
 }
 
@@ -111,9 +112,10 @@ RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
     summary.ranks[r].weight_sum = weights_sum(result.weights);
     summary.ranks[r].memory = result.memory;
     if (r > 0) {
-      summary.max_rank_delta =
-          std::max(summary.max_rank_delta, compare_weights(result.weights, summary.weights).max_abs);
-      summary.ranks_agree = summary.ranks_agree && summary.ranks[r].checksum == summary.ranks[0].checksum;
+      summary.max_rank_delta = std::max(summary.max_rank_delta,
+                                        compare_weights(result.weights, summary.weights).max_abs);
+      summary.ranks_agree =
+          summary.ranks_agree && summary.ranks[r].checksum == summary.ranks[0].checksum;
     }
   }
 
@@ -121,7 +123,8 @@ RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
     phase("reference");
     Config ref_config = reference_config(config);
     TrainingOutcome ref = train(ref_config, corpus, {});
-    if (!ref.launch.ok()) throw std::runtime_error("reference run failed: " + describe_failures(ref.launch));
+    if (!ref.launch.ok())
+      throw std::runtime_error("reference run failed: " + describe_failures(ref.launch));
     ReferenceComparison comparison;
     comparison.deviation = compare_weights(summary.weights, ref.results[0].weights);
     for (const auto& step : ref.results[0].steps) comparison.losses.push_back(step.loss);
@@ -144,7 +147,8 @@ nlohmann::json summary_to_json(const RunSummary& s) {
   }
   json steps = json::array();
   for (const auto& st : s.steps) {
-    steps.push_back({{"step", st.step}, {"loss", st.loss}, {"step_time_s", st.step_time_s}, {"lr", st.lr}});
+    steps.push_back(
+        {{"step", st.step}, {"loss", st.loss}, {"step_time_s", st.step_time_s}, {"lr", st.lr}});
   }
   out["steps"] = steps;
   json ranks = json::array();

@@ -42,7 +42,7 @@ struct RunSummary {
   std::optional<ReferenceComparison> reference;
   bool ok = true;
   int failed_rank = -1;
-  std::string failure;  // root cause, then what the other ranks saw
+  std::string failure;   // root cause, then what the other ranks saw
   NamedTensors weights;  // rank 0's full weights
   double wall_s = 0.0;
 };

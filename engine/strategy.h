@@ -30,7 +30,8 @@ class Strategy {
   virtual void setup(RankContext& ctx) = 0;
   // Forward and backward of one micro-batch with the loss scaled by `loss_scale`; `last_micro`
   // marks the micro-batch after which gradients must be synchronised. Returns the unscaled loss.
-  virtual torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) = 0;
+  virtual torch::Tensor forward_backward(const Batch& batch, bool last_micro,
+                                         double loss_scale) = 0;
   // Completes gradient synchronisation begun during backward (or does all of it).
   virtual void sync_gradients() {}
   // Global gradient norm (before clipping), after scaling the gradients to at most `max_norm`.

@@ -40,7 +40,8 @@ std::shared_ptr<const TokenCorpus> TokenCorpus::synthetic(int vocab, uint64_t se
   uint64_t state = mix(seed ^ 0x5eed);
   for (auto& word : lexicon) {
     int len = 2 + static_cast<int>((state = mix(state)) % 6);
-    for (int i = 0; i < len; ++i) word.push_back(static_cast<int64_t>((state = mix(state)) % vocab));
+    for (int i = 0; i < len; ++i)
+      word.push_back(static_cast<int64_t>((state = mix(state)) % vocab));
   }
   while (corpus->tokens_.size() < length) {
     state = mix(state);
@@ -89,7 +90,8 @@ BatchSampler::BatchSampler(std::shared_ptr<const TokenCorpus> corpus, int seq, i
       grad_accum_(grad_accum),
       seed_(seed) {
   if (static_cast<int64_t>(corpus_->tokens().size()) < seq_ + 2) {
-    throw ConfigError("model.seq", "sequence of " + std::to_string(seq_) + " tokens is longer than the data (" +
+    throw ConfigError("model.seq", "sequence of " + std::to_string(seq_) +
+                                       " tokens is longer than the data (" +
                                        std::to_string(corpus_->tokens().size()) + " tokens)");
   }
 }
@@ -100,11 +102,13 @@ std::vector<int64_t> BatchSampler::shard_sequence_ids(int rank, int micro) const
   return ids;
 }
 
-std::vector<int64_t> BatchSampler::sequence_offsets(int step, const std::vector<int64_t>& ids) const {
+std::vector<int64_t> BatchSampler::sequence_offsets(int step,
+                                                    const std::vector<int64_t>& ids) const {
   const uint64_t span = corpus_->tokens().size() - static_cast<uint64_t>(seq_) - 1;
   std::vector<int64_t> offsets;
   for (int64_t j : ids) {
-    uint64_t h = mix(mix(seed_ ^ 0xda7a) ^ mix(static_cast<uint64_t>(step) << 20 ^ static_cast<uint64_t>(j)));
+    uint64_t h = mix(mix(seed_ ^ 0xda7a) ^
+                     mix(static_cast<uint64_t>(step) << 20 ^ static_cast<uint64_t>(j)));
     offsets.push_back(static_cast<int64_t>(h % (span + 1)));
   }
   return offsets;

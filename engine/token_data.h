@@ -14,7 +14,8 @@ class TokenCorpus {
  public:
   // source: "auto" (the licence texts under /usr/share/common-licenses, else synthetic),
   // "synthetic", or the path of a text file.
-  static std::shared_ptr<const TokenCorpus> load(const std::string& source, int vocab, uint64_t seed);
+  static std::shared_ptr<const TokenCorpus> load(const std::string& source, int vocab,
+                                                 uint64_t seed);
   static std::shared_ptr<const TokenCorpus> synthetic(int vocab, uint64_t seed, size_t length);
 
   const std::vector<int64_t>& tokens() const { return tokens_; }

@@ -40,7 +40,8 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
       local_loss += loss.item<double>() * scale;
     }
     strategy.sync_gradients();
-    if (config.optimizer.clip_grad_norm > 0) strategy.clip_gradients(config.optimizer.clip_grad_norm);
+    if (config.optimizer.clip_grad_norm > 0)
+      strategy.clip_gradients(config.optimizer.clip_grad_norm);
     const double lr = learning_rate(config.optimizer, step, config.steps);
     strategy.optimizer_step(lr);
     const double local_time = (profiling::now_ns() - t0) * 1e-9;

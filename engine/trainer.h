@@ -11,7 +11,7 @@ namespace shardscope {
 
 struct StepRecord {
   int step = 0;
-  double loss = 0.0;         // mean over ranks (this rank's own loss in `local_loss`)
+  double loss = 0.0;  // mean over ranks (this rank's own loss in `local_loss`)
   double local_loss = 0.0;
   double step_time_s = 0.0;  // slowest rank
   double local_step_time_s = 0.0;

@@ -21,10 +21,11 @@ namespace {
 // plain dict/str/tensor records in the same zip container, which it accepts.
 std::vector<char> pickle_for_torch_load(const c10::IValue& value) {
   std::vector<char> pickle;
-  torch::jit::Pickler pickler([&](const char* data, size_t n) { pickle.insert(pickle.end(), data, data + n); },
-                              /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
-                              /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
-                              /*tag_aggregates=*/false);
+  torch::jit::Pickler pickler(
+      [&](const char* data, size_t n) { pickle.insert(pickle.end(), data, data + n); },
+      /*tensor_table=*/nullptr, /*type_renamer=*/nullptr,
+      /*memoized_class_types=*/nullptr, /*get_tensor_id=*/nullptr,
+      /*tag_aggregates=*/false);
   pickler.protocol();
   pickler.pushIValue(value);
   pickler.stop();
@@ -34,7 +35,8 @@ std::vector<char> pickle_for_torch_load(const c10::IValue& value) {
     container.insert(container.end(), bytes, bytes + n);
     return n;
   });
-  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(), writer);
+  torch::jit::writeArchiveAndTensors("data", pickle.data(), pickle.size(), pickler.tensorData(),
+                                     writer);
   writer.writeEndOfFile();
   return container;
 }
@@ -66,7 +68,8 @@ std::string weights_checksum(const NamedTensors& weights) {
 
 double weights_sum(const NamedTensors& weights) {
   double sum = 0.0;
-  for (const auto& [name, tensor] : weights) sum += tensor.detach().to(torch::kDouble).sum().item<double>();
+  for (const auto& [name, tensor] : weights)
+    sum += tensor.detach().to(torch::kDouble).sum().item<double>();
   return sum;
 }
 
@@ -81,7 +84,8 @@ WeightDeviation compare_weights(const NamedTensors& actual, const NamedTensors& 
   for (const auto& [name, tensor] : actual) {
     auto it = by_name.find(name);
     if (it == by_name.end()) throw std::runtime_error("no reference weight named " + name);
-    if (it->second.sizes() != tensor.sizes()) throw std::runtime_error("shape mismatch for " + name);
+    if (it->second.sizes() != tensor.sizes())
+      throw std::runtime_error("shape mismatch for " + name);
     auto a = tensor.detach().to(torch::kCPU, torch::kDouble);
     auto b = it->second.detach().to(torch::kCPU, torch::kDouble);
     if (a.numel() == 0) continue;
@@ -112,7 +116,8 @@ void export_weights(const std::string& path, const NamedTensors& weights) {
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!out) throw std::runtime_error("failed writing " + tmp);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot rename to " + path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error("cannot rename to " + path);
 }
 
 }  // namespace shardscope

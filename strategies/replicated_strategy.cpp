@@ -33,9 +33,13 @@ void ReplicatedStrategy::optimizer_step(double lr) {
   optimizer_->step();
 }
 
-void ReplicatedStrategy::zero_grad() { optimizer_->zero_grad(/*set_to_none=*/true); }
+void ReplicatedStrategy::zero_grad() {
+  optimizer_->zero_grad(/*set_to_none=*/true);
+}
 
-NamedTensors ReplicatedStrategy::full_weights() { return to_cpu_copy(model_->named_params()); }
+NamedTensors ReplicatedStrategy::full_weights() {
+  return to_cpu_copy(model_->named_params());
+}
 
 MemoryBytes ReplicatedStrategy::memory() const {
   MemoryBytes bytes;
@@ -43,7 +47,8 @@ MemoryBytes ReplicatedStrategy::memory() const {
   for (const auto& p : model_->parameters()) bytes.parameters += p.numel() * p.element_size();
   for (const auto& p : trainable_) trainable += p.numel() * p.element_size();
   bytes.gradients = trainable;
-  bytes.optimizer_state = static_cast<int64_t>(trainable * optimizer_state_ratio(ctx_->config->optimizer));
+  bytes.optimizer_state =
+      static_cast<int64_t>(trainable * optimizer_state_ratio(ctx_->config->optimizer));
   return bytes;
 }
 

@@ -5,9 +5,9 @@
 // first iteration in the order gradients actually arrived.
 #include <limits>
 
+#include <torch/torch.h>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
-#include <torch/torch.h>
 
 #include "engine/comm.h"
 #include "engine/strategy_registry.h"
@@ -51,7 +51,8 @@ class TorchDdp final : public ReplicatedStrategy {
                            : std::vector<size_t>{static_cast<size_t>(cap)};
     }
     std::vector<bool> sparse(trainable_.size(), false);
-    auto [buckets, per_bucket_limits] = c10d::compute_bucket_assignment_by_size(trainable_, limits, sparse);
+    auto [buckets, per_bucket_limits] =
+        c10d::compute_bucket_assignment_by_size(trainable_, limits, sparse);
     (void)per_bucket_limits;
     std::reverse(buckets.begin(), buckets.end());
 
@@ -76,8 +77,9 @@ class TorchDdp final : public ReplicatedStrategy {
     auto scaled = loss * loss_scale;
     // Only the micro-batch that ends accumulation arms the reducer's hooks; the others just
     // accumulate into .grad, exactly like DDP's no_sync().
-    if (last_micro) reducer_->prepare_for_backward(find_unused_ ? std::vector<at::Tensor>{scaled}
-                                                               : std::vector<at::Tensor>{});
+    if (last_micro)
+      reducer_->prepare_for_backward(find_unused_ ? std::vector<at::Tensor>{scaled}
+                                                  : std::vector<at::Tensor>{});
     scaled.backward();
     return loss.detach();
   }

@@ -2,6 +2,7 @@
 // and weights that Python's torch.load reads back.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -29,9 +30,10 @@ CliResult cli(const std::vector<std::string>& args) {
 }
 
 std::filesystem::path temp_dir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("shardscope_cli_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-              "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  auto dir =
+      std::filesystem::temp_directory_path() /
+      ("shardscope_cli_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+       "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -55,6 +57,19 @@ struct BadFlags {
   std::string message;
 };
 
+void PrintTo(const BadFlags& c, std::ostream* os) {
+  for (const auto& a : c.args) *os << a << ' ';
+}
+
+std::string flag_case_name(const testing::TestParamInfo<BadFlags>& info) {
+  std::string name;
+  for (const auto& arg : info.param.args) {
+    for (char ch : arg) name += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+    name += '_';
+  }
+  return name + std::to_string(info.index);
+}
+
 class BadFlag : public testing::TestWithParam<BadFlags> {};
 
 TEST_P(BadFlag, ExitsWithCodeTwoAndNamesTheFlag) {
@@ -77,7 +92,8 @@ INSTANTIATE_TEST_SUITE_P(
                     BadFlags{{"--config", "/nonexistent/x.json"}, "cannot read config file"},
                     BadFlags{{"--strategy", "torch_ddp", "--world", "4", "--global-batch", "6"},
                              "--global-batch (global_batch)"},
-                    BadFlags{{"--inject-fault", "rank=9"}, "--inject-fault (inject_fault)"}));
+                    BadFlags{{"--inject-fault", "rank=9"}, "--inject-fault (inject_fault)"}),
+    flag_case_name);
 
 TEST(Cli, HelpDocumentsEveryFlag) {
   CliResult top = cli({"--help"});
@@ -85,8 +101,9 @@ TEST(Cli, HelpDocumentsEveryFlag) {
   EXPECT_NE(top.out.find("run"), std::string::npos);
   CliResult run = cli({"run", "--help"});
   EXPECT_EQ(run.code, 0);
-  for (const char* flag : {"--strategy", "--world", "--steps", "--preset", "--json", "--export-weights",
-                           "--grad-accum", "--bucket-mb", "--config", "--no-reference"}) {
+  for (const char* flag :
+       {"--strategy", "--world", "--steps", "--preset", "--json", "--export-weights",
+        "--grad-accum", "--bucket-mb", "--config", "--no-reference"}) {
     EXPECT_NE(run.out.find(flag), std::string::npos) << flag;
   }
 }
@@ -104,13 +121,14 @@ TEST(Cli, RunPrintsStepsChecksumsAndTheReferenceCheck) {
   auto dir = temp_dir();
   auto json_path = dir / "summary.json";
   auto weights_path = dir / "weights.pt";
-  CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "2", "--steps", "3", "--preset", "tiny",
-                     "--grad-accum", "2", "--json", json_path.string(), "--export-weights",
+  CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "2", "--steps", "3", "--preset",
+                     "tiny", "--grad-accum", "2", "--json", json_path.string(), "--export-weights",
                      weights_path.string()});
   ASSERT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("ranks agree: yes"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("relative deviation"), std::string::npos) << r.out;
-  for (const char* step : {"\n   0  ", "\n   1  ", "\n   2  "}) EXPECT_NE(r.out.find(step), std::string::npos);
+  for (const char* step : {"\n   0  ", "\n   1  ", "\n   2  "})
+    EXPECT_NE(r.out.find(step), std::string::npos);
 
   std::ifstream in(json_path);
   auto summary = nlohmann::json::parse(in);
@@ -145,8 +163,8 @@ TEST(Cli, RunPrintsStepsChecksumsAndTheReferenceCheck) {
 }
 
 TEST(Cli, AFailedRankExitsWithCodeOneAndNamesIt) {
-  CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "3", "--steps", "3", "--inject-fault",
-                     "rank=1,step=1"});
+  CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "3", "--steps", "3",
+                     "--inject-fault", "rank=1,step=1"});
   EXPECT_EQ(r.code, cli::kExitRunFailed);
   EXPECT_NE(r.err.find("rank 1 failed: injected fault"), std::string::npos) << r.err;
 }

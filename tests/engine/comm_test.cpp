@@ -17,6 +17,11 @@ struct CommCase {
   bool emulate;
 };
 
+void PrintTo(const CommCase& c, std::ostream* os) {
+  *os << "world " << c.world << ", " << c.numel << " elements, " << c.dtype
+      << (c.emulate ? ", emulated" : "");
+}
+
 std::string case_name(const testing::TestParamInfo<CommCase>& info) {
   const auto& c = info.param;
   return "world" + std::to_string(c.world) + "_n" + std::to_string(c.numel) + "_" +
@@ -36,94 +41,114 @@ class CommOps : public testing::TestWithParam<CommCase> {
 
 TEST_P(CommOps, AllReduceSumsEveryRank) {
   const int W = GetParam().world;
-  test::run_on_ranks(W, [&](RankContext& ctx) {
-    auto t = full(ctx.rank + 1);
-    ctx.comm->all_reduce(t);
-    expect_all(t, W * (W + 1) / 2, "all_reduce", ctx.rank);
-    auto m = full(ctx.rank + 1);
-    ctx.comm->all_reduce(m, c10d::ReduceOp::MAX);
-    expect_all(m, W, "all_reduce max", ctx.rank);
-  }, GetParam().emulate);
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        auto t = full(ctx.rank + 1);
+        ctx.comm->all_reduce(t);
+        expect_all(t, W * (W + 1) / 2, "all_reduce", ctx.rank);
+        auto m = full(ctx.rank + 1);
+        ctx.comm->all_reduce(m, c10d::ReduceOp::MAX);
+        expect_all(m, W, "all_reduce max", ctx.rank);
+      },
+      GetParam().emulate);
 }
 
 TEST_P(CommOps, BroadcastCopiesTheRoot) {
   const int W = GetParam().world;
-  test::run_on_ranks(W, [&](RankContext& ctx) {
-    auto t = full(ctx.rank * 3 + 1);
-    ctx.comm->broadcast(t, W - 1);
-    expect_all(t, (W - 1) * 3 + 1, "broadcast", ctx.rank);
-  }, GetParam().emulate);
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        auto t = full(ctx.rank * 3 + 1);
+        ctx.comm->broadcast(t, W - 1);
+        expect_all(t, (W - 1) * 3 + 1, "broadcast", ctx.rank);
+      },
+      GetParam().emulate);
 }
 
 TEST_P(CommOps, AllGatherListAndFlat) {
   const int W = GetParam().world;
-  test::run_on_ranks(W, [&](RankContext& ctx) {
-    auto input = full(ctx.rank + 5);
-    std::vector<torch::Tensor> outputs;
-    for (int r = 0; r < W; ++r) outputs.push_back(full(-1));
-    ctx.comm->all_gather(outputs, input);
-    for (int r = 0; r < W; ++r) expect_all(outputs[r], r + 5, "all_gather[" + std::to_string(r) + "]", ctx.rank);
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        auto input = full(ctx.rank + 5);
+        std::vector<torch::Tensor> outputs;
+        for (int r = 0; r < W; ++r) outputs.push_back(full(-1));
+        ctx.comm->all_gather(outputs, input);
+        for (int r = 0; r < W; ++r)
+          expect_all(outputs[r], r + 5, "all_gather[" + std::to_string(r) + "]", ctx.rank);
 
-    auto flat = torch::full({W * GetParam().numel}, -1.0, input.options());
-    ctx.comm->all_gather_into(flat, input);
-    auto rows = flat.view({W, GetParam().numel});
-    for (int r = 0; r < W; ++r) expect_all(rows[r], r + 5, "all_gather_into", ctx.rank);
-  }, GetParam().emulate);
+        auto flat = torch::full({W * GetParam().numel}, -1.0, input.options());
+        ctx.comm->all_gather_into(flat, input);
+        auto rows = flat.view({W, GetParam().numel});
+        for (int r = 0; r < W; ++r) expect_all(rows[r], r + 5, "all_gather_into", ctx.rank);
+      },
+      GetParam().emulate);
 }
 
 TEST_P(CommOps, ReduceScatterListAndFlat) {
   const int W = GetParam().world;
   const int64_t n = GetParam().numel;
-  test::run_on_ranks(W, [&](RankContext& ctx) {
-    // Rank k contributes k*10 + i to destination i, so rank r receives sum_k (10k + r).
-    std::vector<torch::Tensor> inputs;
-    for (int i = 0; i < W; ++i) inputs.push_back(full(ctx.rank * 10 + i));
-    auto out = full(-1);
-    ctx.comm->reduce_scatter(out, inputs);
-    expect_all(out, 10 * W * (W - 1) / 2 + W * ctx.rank, "reduce_scatter", ctx.rank);
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        // Rank k contributes k*10 + i to destination i, so rank r receives sum_k (10k + r).
+        std::vector<torch::Tensor> inputs;
+        for (int i = 0; i < W; ++i) inputs.push_back(full(ctx.rank * 10 + i));
+        auto out = full(-1);
+        ctx.comm->reduce_scatter(out, inputs);
+        expect_all(out, 10 * W * (W - 1) / 2 + W * ctx.rank, "reduce_scatter", ctx.rank);
 
-    // Flat: chunk i of rank k holds (k + 1) * (i + 1); rank r gets (r + 1) * W(W+1)/2.
-    auto input = torch::empty({W * n}, out.options());
-    for (int i = 0; i < W; ++i) input.narrow(0, i * n, n).fill_((ctx.rank + 1) * (i + 1));
-    auto flat_out = full(-1);
-    ctx.comm->reduce_scatter_tensor(flat_out, input);
-    expect_all(flat_out, (ctx.rank + 1) * W * (W + 1) / 2, "reduce_scatter_tensor", ctx.rank);
-  }, GetParam().emulate);
+        // Flat: chunk i of rank k holds (k + 1) * (i + 1); rank r gets (r + 1) * W(W+1)/2.
+        auto input = torch::empty({W * n}, out.options());
+        for (int i = 0; i < W; ++i) input.narrow(0, i * n, n).fill_((ctx.rank + 1) * (i + 1));
+        auto flat_out = full(-1);
+        ctx.comm->reduce_scatter_tensor(flat_out, input);
+        expect_all(flat_out, (ctx.rank + 1) * W * (W + 1) / 2, "reduce_scatter_tensor", ctx.rank);
+      },
+      GetParam().emulate);
 }
 
 TEST_P(CommOps, SendRecvAroundARing) {
   const int W = GetParam().world;
   if (W == 1) GTEST_SKIP() << "no peer at world 1";
-  test::run_on_ranks(W, [&](RankContext& ctx) {
-    auto outgoing = full(ctx.rank + 1);
-    auto incoming = full(-1);
-    auto sent = ctx.comm->send_async(outgoing, (ctx.rank + 1) % W, /*tag=*/7);
-    auto received = ctx.comm->recv_async(incoming, (ctx.rank + W - 1) % W, /*tag=*/7);
-    sent.wait();
-    received.wait();
-    expect_all(incoming, (ctx.rank + W - 1) % W + 1, "recv", ctx.rank);
-    ctx.comm->barrier();
-  }, GetParam().emulate);
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        auto outgoing = full(ctx.rank + 1);
+        auto incoming = full(-1);
+        auto sent = ctx.comm->send_async(outgoing, (ctx.rank + 1) % W, /*tag=*/7);
+        auto received = ctx.comm->recv_async(incoming, (ctx.rank + W - 1) % W, /*tag=*/7);
+        sent.wait();
+        received.wait();
+        expect_all(incoming, (ctx.rank + W - 1) % W + 1, "recv", ctx.rank);
+        ctx.comm->barrier();
+      },
+      GetParam().emulate);
 }
 
 TEST_P(CommOps, AsyncWorkCompletesAfterWait) {
   const int W = GetParam().world;
-  test::run_on_ranks(W, [&](RankContext& ctx) {
-    auto a = full(1), b = full(2);
-    auto wa = ctx.comm->all_reduce_async(a);
-    auto wb = ctx.comm->all_reduce_async(b);
-    wb.wait();
-    wa.wait();
-    expect_all(a, W, "first async all_reduce", ctx.rank);
-    expect_all(b, 2 * W, "second async all_reduce", ctx.rank);
-  }, GetParam().emulate);
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        auto a = full(1), b = full(2);
+        auto wa = ctx.comm->all_reduce_async(a);
+        auto wb = ctx.comm->all_reduce_async(b);
+        wb.wait();
+        wa.wait();
+        expect_all(a, W, "first async all_reduce", ctx.rank);
+        expect_all(b, 2 * W, "second async all_reduce", ctx.rank);
+      },
+      GetParam().emulate);
 }
 
 std::vector<CommCase> all_cases() {
   std::vector<CommCase> cases;
   for (int world : {1, 2, 3, 4}) {
     for (int64_t numel : {0, 1, 7, 1000}) {
-      for (auto dtype : {torch::kFloat, torch::kBFloat16}) cases.push_back({world, numel, dtype, false});
+      for (auto dtype : {torch::kFloat, torch::kBFloat16})
+        cases.push_back({world, numel, dtype, false});
     }
     cases.push_back({world, 7, torch::kFloat, true});
     cases.push_back({world, 1000, torch::kBFloat16, true});

@@ -36,15 +36,16 @@ TEST(Config, PresetsHaveTheirShapes) {
 }
 
 TEST(Config, LaterKeysOverrideThePreset) {
-  Config c = config_from_json(nlohmann::json::parse(R"({"preset":"small","model":{"layers":3},"world":2})"));
+  Config c = config_from_json(
+      nlohmann::json::parse(R"({"preset":"small","model":{"layers":3},"world":2})"));
   EXPECT_EQ(c.model.d_model, 384);
   EXPECT_EQ(c.model.layers, 3);
   EXPECT_EQ(c.world, 2);
 }
 
 TEST(Config, GlobalBatchSetsTheMicroBatch) {
-  Config c = config_from_json(
-      nlohmann::json::parse(R"({"strategy":"torch_ddp","world":4,"grad_accum":2,"global_batch":24})"));
+  Config c = config_from_json(nlohmann::json::parse(
+      R"({"strategy":"torch_ddp","world":4,"grad_accum":2,"global_batch":24})"));
   finalize(c);
   EXPECT_EQ(c.micro_batch, 3);
   EXPECT_EQ(c.global_batch_size(), 24);
@@ -58,6 +59,12 @@ TEST(Config, RoundTripsThroughJson) {
   EXPECT_EQ(to_json(back), to_json(c));
   EXPECT_EQ(back.fault.rank, 1);
   EXPECT_EQ(back.optimizer.name, "sgd");
+}
+
+TEST(Config, DefaultsRoundTripToo) {
+  Config c = config_from_json(nlohmann::json::object());
+  EXPECT_EQ(to_json(config_from_json(to_json(c))), to_json(c));
+  EXPECT_FALSE(config_from_json(to_json(c)).fault.enabled());
 }
 
 TEST(Config, ParsesFaultInjection) {

@@ -8,7 +8,9 @@
 namespace shardscope {
 namespace {
 
-ModelConfig tiny() { return preset_model("tiny"); }
+ModelConfig tiny() {
+  return preset_model("tiny");
+}
 
 TEST(GptModel, LogitsHaveBatchTimeVocabShape) {
   GptModel model(tiny(), 1);
@@ -28,12 +30,15 @@ TEST(GptModel, FutureTokensDoNotChangePastLogits) {
   auto tokens = torch::randint(0, 256, {2, 32}, torch::kLong);
   auto changed = tokens.clone();
   const int64_t t = 20;
-  changed.index_put_({torch::indexing::Slice(), t}, (tokens.index({torch::indexing::Slice(), t}) + 1) % 256);
+  changed.index_put_({torch::indexing::Slice(), t},
+                     (tokens.index({torch::indexing::Slice(), t}) + 1) % 256);
   auto a = model->forward(tokens), b = model->forward(changed);
   using torch::indexing::Slice;
-  EXPECT_TRUE(torch::allclose(a.index({Slice(), Slice(0, t)}), b.index({Slice(), Slice(0, t)}), 0, 1e-6));
+  EXPECT_TRUE(
+      torch::allclose(a.index({Slice(), Slice(0, t)}), b.index({Slice(), Slice(0, t)}), 0, 1e-6));
   // ...while the changed position and later ones do see it (so the check above can fail).
-  EXPECT_FALSE(torch::allclose(a.index({Slice(), Slice(t)}), b.index({Slice(), Slice(t)}), 0, 1e-6));
+  EXPECT_FALSE(
+      torch::allclose(a.index({Slice(), Slice(t)}), b.index({Slice(), Slice(t)}), 0, 1e-6));
 }
 
 TEST(GptModel, SameSeedGivesBitwiseIdenticalWeights) {
@@ -54,9 +59,10 @@ TEST(GptModel, ParametersHaveStableNames) {
   GptModel model(tiny(), 1);
   std::vector<std::string> names;
   for (const auto& [name, p] : model->named_params()) names.push_back(name);
-  const std::vector<std::string> head{"tok_emb.weight", "pos_emb.weight", "blocks.0.ln1.weight",
-                                      "blocks.0.ln1.bias", "blocks.0.attn.qkv.weight",
-                                      "blocks.0.attn.qkv.bias", "blocks.0.attn.proj.weight"};
+  const std::vector<std::string> head{"tok_emb.weight",           "pos_emb.weight",
+                                      "blocks.0.ln1.weight",      "blocks.0.ln1.bias",
+                                      "blocks.0.attn.qkv.weight", "blocks.0.attn.qkv.bias",
+                                      "blocks.0.attn.proj.weight"};
   ASSERT_GE(names.size(), head.size());
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + head.size()), head);
   EXPECT_EQ(names.back(), "lm_head.weight");

@@ -47,7 +47,8 @@ TEST(BatchSampler, ShardsAreDisjointAndMakeUpTheGlobalBatch) {
     std::set<int64_t> ids;
     for (int r = 0; r < world; ++r) {
       for (int k = 0; k < accum; ++k) {
-        for (int64_t id : sampler.shard_sequence_ids(r, k)) EXPECT_TRUE(ids.insert(id).second) << "id " << id;
+        for (int64_t id : sampler.shard_sequence_ids(r, k))
+          EXPECT_TRUE(ids.insert(id).second) << "id " << id;
         auto b = sampler.micro_batch(step, r, k);
         EXPECT_EQ(b.inputs.sizes(), (std::vector<int64_t>{micro, seq}));
         // Targets are the inputs shifted by one token.

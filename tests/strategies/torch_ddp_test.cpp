@@ -31,7 +31,8 @@ void expect_matches_reference(const RunSummary& s) {
       << "worst " << s.reference->deviation.worst << " abs " << s.reference->deviation.max_abs;
   ASSERT_EQ(s.steps.size(), s.reference->losses.size());
   // Losses are reported across ranks: they must track the reference's too.
-  for (size_t i = 0; i < s.steps.size(); ++i) EXPECT_NEAR(s.steps[i].loss, s.reference->losses[i], 1e-4);
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    EXPECT_NEAR(s.steps[i].loss, s.reference->losses[i], 1e-4);
   // Training moved: the first and last losses differ.
   EXPECT_NE(s.steps.front().loss, s.steps.back().loss);
 }
@@ -41,6 +42,10 @@ struct DdpCase {
   int accum;
 };
 
+void PrintTo(const DdpCase& c, std::ostream* os) {
+  *os << "world " << c.world << ", accum " << c.accum;
+}
+
 class TorchDdpMatchesReference : public testing::TestWithParam<DdpCase> {};
 
 TEST_P(TorchDdpMatchesReference, AfterFiveAdamWSteps) {
@@ -48,7 +53,8 @@ TEST_P(TorchDdpMatchesReference, AfterFiveAdamWSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, TorchDdpMatchesReference,
-                         testing::Values(DdpCase{2, 1}, DdpCase{4, 1}, DdpCase{2, 2}, DdpCase{4, 2}),
+                         testing::Values(DdpCase{2, 1}, DdpCase{4, 1}, DdpCase{2, 2},
+                                         DdpCase{4, 2}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_accum" +
                                   std::to_string(info.param.accum);
@@ -60,9 +66,16 @@ TEST(TorchDdp, FrozenParameterStaysAtItsInitialValue) {
   RunSummary s = run_training(c);
   expect_matches_reference(s);
   GptModel initial(c.model, c.seed);
+  auto initial_params = initial->named_parameters();
+  int checked = 0;
   for (const auto& [name, w] : s.weights) {
-    if (name == "pos_emb.weight") EXPECT_TRUE(torch::equal(w, initial->named_parameters()["pos_emb.weight"]));
+    const bool frozen = name == "pos_emb.weight";
+    if (frozen || name == "tok_emb.weight") {
+      EXPECT_EQ(torch::equal(w, initial_params[name]), frozen) << name;
+      ++checked;
+    }
   }
+  EXPECT_EQ(checked, 2);
 }
 
 TEST(TorchDdp, TiedEmbeddingGetsBothGradients) {

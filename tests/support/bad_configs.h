@@ -1,5 +1,6 @@
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ struct BadConfigCase {
 };
 
 std::vector<BadConfigCase> bad_config_cases();
+inline void PrintTo(const BadConfigCase& c, std::ostream* os) {
+  *os << c.json;
+}
 std::string bad_config_name(const BadConfigCase& c);
 
 }  // namespace shardscope::test
