@@ -9,6 +9,7 @@
 
 #include "app/cli_flags.h"
 #include "app/cli_main.h"
+#include "engine/atomic_file.h"
 #include "engine/config.h"
 #include "engine/run.h"
 #include "engine/strategy_registry.h"
@@ -41,23 +42,12 @@ nlohmann::json read_config_file(const std::string& path) {
   }
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out << text;
-    if (!out) throw std::runtime_error("failed writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename to " + path);
-}
-
-void print_header(const Config& c, const RunSummary& s, std::ostream& out) {
+void print_header(const Config& c, std::ostream& out) {
   out << "shardscope run: " << c.strategy << ", world " << c.world << " (" << c.mode << ", "
       << c.device << ", " << c.backend << "), preset " << c.preset << "\n"
       << "  model: d_model " << c.model.d_model << ", " << c.model.heads << " heads, "
-      << c.model.layers << " layers, seq " << c.model.seq << ", vocab " << c.model.vocab << "\n"
+      << c.model.layers << " layers, seq " << c.model.seq << ", vocab " << c.model.vocab << " ("
+      << format("%.3g", parameter_count(c.model) / 1e6) << " M parameters)\n"
       << "  batch: " << c.micro_batch << " seq/rank x " << c.world << " ranks x " << c.grad_accum
       << " accumulation = " << c.global_batch_size() << " sequences per step; optimizer "
       << c.optimizer.name << " lr " << c.optimizer.lr << "\n";
@@ -96,6 +86,7 @@ int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, s
     if (no_reference) config.reference = false;
     if (!(outputs.tolerance >= 0)) throw ConfigError("tolerance", "must not be negative");
     finalize(config);
+    check_environment(config);
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";
@@ -116,7 +107,7 @@ int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, s
             << format("%.3f s", r.step_time_s) << "\n";
         out.flush();
       };
-      print_header(config, summary, out);
+      print_header(config, out);
     }
     summary = run_training(config, callbacks);
   } catch (const ConfigError& e) {
@@ -130,7 +121,7 @@ int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, s
 
   try {
     if (!outputs.json_file.empty())
-      write_text_file(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
+      write_file_atomically(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
     if (!outputs.weights_file.empty() && summary.ok)
       export_weights(outputs.weights_file, summary.weights);
   } catch (const std::exception& e) {

@@ -61,10 +61,12 @@ Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog
       log_(log),
       options_(std::move(options)),
       rank_(group_->getRank()),
-      size_(group_->getSize()) {}
+      size_(group_->getSize()),
+      send_seq_(size_, 0),
+      recv_seq_(size_, 0) {}
 
 size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
-                    bool emulated, bool collective) {
+                    bool emulated, bool collective, int64_t bytes) {
   profiling::CommEvent event;
   event.op = op;
   event.group = options_.group_name;
@@ -72,7 +74,8 @@ size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async,
   event.bytes = tensor.defined() ? static_cast<int64_t>(tensor.numel()) * tensor.element_size() : 0;
   event.group_size = size_;
   event.peer = peer;
-  event.seq = collective ? collective_seq_++ : p2p_seq_++;
+  if (bytes >= 0) event.bytes = bytes;
+  event.seq = collective ? collective_seq_++ : (op == "send" ? send_seq_ : recv_seq_).at(peer)++;
   event.async = async;
   event.emulated = emulated;
   event.t_issue_ns = now_ns();
@@ -166,7 +169,8 @@ CommWork Comm::reduce_scatter_async(at::Tensor& output, std::vector<at::Tensor>&
                                     c10d::ReduceOp op) {
   require(static_cast<int>(inputs.size()) == size_, "reduce_scatter needs one input per rank");
   for (const auto& in : inputs) require_same_layout(in, output, "reduce_scatter");
-  size_t event = record("reduce_scatter", output, true, -1, false, true);
+  size_t event = record("reduce_scatter", output, true, -1, false, true,
+                        static_cast<int64_t>(output.numel()) * output.element_size() * size_);
   if (output.numel() == 0) return completed(event);
   std::vector<at::Tensor> outs{output};
   std::vector<std::vector<at::Tensor>> in_lists{inputs};
@@ -207,6 +211,74 @@ CommWork Comm::reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor&
 
 void Comm::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, c10d::ReduceOp op) {
   blocking(reduce_scatter_tensor_async(output, input, op));
+}
+
+CommWork Comm::reduce_async(at::Tensor& tensor, int root, c10d::ReduceOp op) {
+  require(root >= 0 && root < size_, "reduce root out of range");
+  size_t event = record("reduce", tensor, true, root, false, true);
+  if (tensor.numel() == 0) return completed(event);
+  std::vector<at::Tensor> tensors{tensor};
+  c10d::ReduceOptions opts;
+  opts.reduceOp = op;
+  opts.rootRank = root;
+  return track(group_->reduce(tensors, opts), event);
+}
+
+void Comm::reduce(at::Tensor& tensor, int root, c10d::ReduceOp op) {
+  blocking(reduce_async(tensor, root, op));
+}
+
+CommWork Comm::gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
+  require(root >= 0 && root < size_, "gather root out of range");
+  require(static_cast<int>(outputs.size()) == (rank_ == root ? size_ : 0),
+          "gather needs one output per rank on the root and none elsewhere");
+  for (const auto& out : outputs) require_same_layout(out, input, "gather");
+  size_t event = record("gather", input, true, root, false, true);
+  if (input.numel() == 0) return completed(event);
+  std::vector<std::vector<at::Tensor>> out_lists;
+  if (rank_ == root) out_lists.push_back(outputs);
+  std::vector<at::Tensor> in{input};
+  c10d::GatherOptions opts;
+  opts.rootRank = root;
+  return track(group_->gather(out_lists, in, opts), event);
+}
+
+void Comm::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
+  blocking(gather_async(outputs, input, root));
+}
+
+CommWork Comm::scatter_async(at::Tensor& output, std::vector<at::Tensor>& inputs, int root) {
+  require(root >= 0 && root < size_, "scatter root out of range");
+  require(static_cast<int>(inputs.size()) == (rank_ == root ? size_ : 0),
+          "scatter needs one input per rank on the root and none elsewhere");
+  for (const auto& in : inputs) require_same_layout(in, output, "scatter");
+  size_t event = record("scatter", output, true, root, false, true);
+  if (output.numel() == 0) return completed(event);
+  std::vector<at::Tensor> outs{output};
+  std::vector<std::vector<at::Tensor>> in_lists;
+  if (rank_ == root) in_lists.push_back(inputs);
+  c10d::ScatterOptions opts;
+  opts.rootRank = root;
+  return track(group_->scatter(outs, in_lists, opts), event);
+}
+
+void Comm::scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int root) {
+  blocking(scatter_async(output, inputs, root));
+}
+
+CommWork Comm::all_to_all_async(at::Tensor& output, const at::Tensor& input) {
+  require_same_layout(output, input, "all_to_all");
+  require(input.dim() >= 1 && input.size(0) % size_ == 0,
+          "all_to_all: dim 0 must divide evenly over the ranks");
+  size_t event = record("all_to_all", input, true, -1, false, true);
+  if (input.numel() == 0) return completed(event);
+  at::Tensor in = input;
+  std::vector<int64_t> equal_splits;
+  return track(group_->alltoall_base(output, in, equal_splits, equal_splits), event);
+}
+
+void Comm::all_to_all(at::Tensor& output, const at::Tensor& input) {
+  blocking(all_to_all_async(output, input));
 }
 
 CommWork Comm::send_async(const at::Tensor& tensor, int dst, int tag) {

@@ -18,7 +18,6 @@ class CommWork {
   CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event);
 
   void wait();
-  bool valid() const { return work_.defined() || log_ != nullptr; }
   size_t event() const { return event_; }
   // The backend's future (for hooks that chain work); completed immediately for emulated ops.
   c10::intrusive_ptr<c10::ivalue::Future> future(const std::vector<at::Tensor>& result) const;
@@ -76,6 +75,23 @@ class Comm {
   void reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input,
                              c10d::ReduceOp op = c10d::ReduceOp::SUM);
 
+  // `tensor` on `root` receives the reduction; other ranks' tensors are left unspecified.
+  CommWork reduce_async(at::Tensor& tensor, int root, c10d::ReduceOp op = c10d::ReduceOp::SUM);
+  void reduce(at::Tensor& tensor, int root, c10d::ReduceOp op = c10d::ReduceOp::SUM);
+
+  // On `root`, `outputs` has size() tensors shaped like `input`; elsewhere it is empty.
+  CommWork gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root);
+  void gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root);
+
+  // On `root`, `inputs` has size() tensors shaped like `output`; elsewhere it is empty.
+  CommWork scatter_async(at::Tensor& output, std::vector<at::Tensor>& inputs, int root);
+  void scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int root);
+
+  // Equal split along dim 0: chunk j of this rank's input goes to rank j, and chunk i of the
+  // output comes from rank i.
+  CommWork all_to_all_async(at::Tensor& output, const at::Tensor& input);
+  void all_to_all(at::Tensor& output, const at::Tensor& input);
+
   CommWork send_async(const at::Tensor& tensor, int dst, int tag = 0);
   void send(const at::Tensor& tensor, int dst, int tag = 0);
   CommWork recv_async(at::Tensor& tensor, int src, int tag = 0);
@@ -86,8 +102,10 @@ class Comm {
   profiling::RankEventLog* log() const { return log_; }
 
  private:
+  // `bytes` < 0: the bytes of `tensor`. Point-to-point calls (collective = false) are numbered
+  // per direction and peer, so send k from r to d and receive k at d from r share a number.
   size_t record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
-                bool emulated, bool collective);
+                bool emulated, bool collective, int64_t bytes = -1);
   CommWork track(c10::intrusive_ptr<c10d::Work> work, size_t event);
   // An op done synchronously (emulation or empty payload) presented as completed async work.
   CommWork completed(size_t event);
@@ -100,7 +118,8 @@ class Comm {
   int rank_;
   int size_;
   uint64_t collective_seq_ = 0;
-  uint64_t p2p_seq_ = 0;
+  std::vector<uint64_t> send_seq_;  // per destination
+  std::vector<uint64_t> recv_seq_;  // per source
 };
 
 }  // namespace shardscope

@@ -298,7 +298,8 @@ void validate(const Config& c) {
   require(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "optimizer.min_lr_ratio",
           "must be in [0, 1]");
   require(o.clip_grad_norm >= 0, "optimizer.clip_grad_norm", "must not be negative (0 = off)");
-  require(c.strategy_options.bucket_mb > 0, "strategy_options.bucket_mb", "must be positive");
+  require(c.strategy_options.bucket_mb >= 0, "strategy_options.bucket_mb",
+          "must not be negative (0 = DDP's default)");
 
   if (c.fault.enabled()) {
     require(c.fault.rank < c.world, "inject_fault",

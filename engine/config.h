@@ -48,7 +48,8 @@ struct OptimizerConfig {
 };
 
 struct StrategyOptions {
-  double bucket_mb = 25.0;              // torch_ddp bucket cap
+  // Gradient bucket cap in MiB; 0 means DDP's default: 25 MiB with a 1 MiB first bucket.
+  double bucket_mb = 0.0;
   bool find_unused_parameters = false;  // torch_ddp: tolerate parameters without gradients
 };
 

@@ -1,5 +1,7 @@
 #include "engine/gpt_model.h"
 
+#include "engine/hashing.h"
+
 #include <cmath>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -18,19 +20,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 }  // namespace
 
 uint64_t parameter_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name, mixed with the run seed
-  for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ULL;
-  return splitmix64(seed ^ splitmix64(h));
+  return mix64(seed ^ mix64(fnv1a(name.data(), name.size())));
 }
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(int d_model, int heads_) : heads(heads_) {
@@ -132,6 +125,18 @@ NamedTensors GptModelImpl::named_params() const {
   for (const auto& item : named_parameters(/*recurse=*/true))
     out.emplace_back(item.key(), item.value());
   return out;
+}
+
+int64_t parameter_count(const ModelConfig& c) {
+  const int64_t d = c.d_model, hidden = d * c.mlp_ratio;
+  const int64_t block = 2 * d                  // ln1
+                        + d * 3 * d + 3 * d    // qkv
+                        + d * d + d            // attention projection
+                        + 2 * d                // ln2
+                        + d * hidden + hidden  // mlp fc
+                        + hidden * d + d;      // mlp projection
+  return c.vocab * d + c.seq * d + c.layers * block + 2 * d + (c.tie_embeddings ? 0 : c.vocab * d) +
+         (c.unused_parameter ? d : 0);
 }
 
 int64_t GptModelImpl::parameter_count() const {

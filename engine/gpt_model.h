@@ -75,6 +75,9 @@ struct GptModelImpl : torch::nn::Module {
 };
 TORCH_MODULE(GptModel);
 
+// Parameters of the model `config` describes, without building it.
+int64_t parameter_count(const ModelConfig& config);
+
 // The value every run starts from for one named parameter (also used by tests).
 uint64_t parameter_seed(uint64_t seed, const std::string& name);
 

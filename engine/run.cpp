@@ -20,8 +20,7 @@ struct TrainingOutcome {
 
 TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> corpus,
                       const StepCallback& on_step) {
-  const StrategyInfo* info = StrategyRegistry::instance().find(config.strategy);
-  if (info == nullptr) throw ConfigError("strategy", "unknown strategy '" + config.strategy + "'");
+  const StrategyInfo* info = StrategyRegistry::instance().find(config.strategy);  // validated
   auto sampler = std::make_shared<const BatchSampler>(corpus, config.model.seq, config.micro_batch,
                                                       config.world, config.grad_accum, config.seed);
   LaunchSpec spec;
@@ -52,14 +51,14 @@ std::string describe_failures(const LaunchReport& launch) {
   return text;
 }
 
-void check_device(const Config& config) {
+}  // namespace
+
+void check_environment(const Config& config) {
   if (config.device != "cpu" && !torch::cuda::is_available()) {
     throw ConfigError("device",
                       "'" + config.device + "' requested but no CUDA device is available");
   }
 }
-
-}  // namespace
 
 Config reference_config(const Config& config) {
   Config ref = config;
@@ -75,7 +74,7 @@ Config reference_config(const Config& config) {
 }
 
 RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
-  check_device(config);
+  check_environment(config);
   const int64_t t0 = profiling::now_ns();
   auto phase = [&](const std::string& what) {
     if (callbacks.on_phase) callbacks.on_phase(what);
@@ -84,7 +83,7 @@ RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
   summary.config = config;
   auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
   summary.data = corpus->description();
-  summary.parameters = GptModel(config.model, config.seed)->parameter_count();
+  summary.parameters = parameter_count(config.model);
 
   phase("training");
   TrainingOutcome outcome = train(config, corpus, callbacks.on_step);
@@ -160,7 +159,8 @@ nlohmann::json summary_to_json(const RunSummary& s) {
                      {"memory_bytes",
                       {{"parameters", r.memory.parameters},
                        {"gradients", r.memory.gradients},
-                       {"optimizer_state", r.memory.optimizer_state}}}});
+                       {"optimizer_state", r.memory.optimizer_state},
+                       {"comm_buffers", r.memory.comm_buffers}}}});
   }
   out["ranks"] = ranks;
   out["replicated"] = s.replicated;

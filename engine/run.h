@@ -57,6 +57,9 @@ struct RunCallbacks {
 // ConfigError escapes before any rank starts; a rank failure is reported in the summary.
 RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {});
 
+// What the configuration asks of this machine (a CUDA device); throws ConfigError.
+void check_environment(const Config& config);
+
 // The single-device counterpart of `config`: world 1, strategy `single`, one micro-batch that is
 // the whole global batch.
 Config reference_config(const Config& config);

@@ -18,6 +18,7 @@ struct MemoryBytes {
   int64_t parameters = 0;
   int64_t gradients = 0;
   int64_t optimizer_state = 0;
+  int64_t comm_buffers = 0;  // e.g. DDP's gradient buckets
 };
 
 // How one rank trains: builds its model and optimizer, runs forward/backward on its micro-

@@ -10,18 +10,12 @@
 #include <torch/torch.h>
 
 #include "engine/config.h"
+#include "engine/hashing.h"
 
 namespace shardscope {
 namespace {
 
 constexpr const char* kLicenceDir = "/usr/share/common-licenses";
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -37,14 +31,14 @@ std::shared_ptr<const TokenCorpus> TokenCorpus::synthetic(int vocab, uint64_t se
   auto corpus = std::make_shared<TokenCorpus>();
   const int words = 64;
   std::vector<std::vector<int64_t>> lexicon(words);
-  uint64_t state = mix(seed ^ 0x5eed);
+  uint64_t state = mix64(seed ^ 0x5eed);
   for (auto& word : lexicon) {
-    int len = 2 + static_cast<int>((state = mix(state)) % 6);
+    int len = 2 + static_cast<int>((state = mix64(state)) % 6);
     for (int i = 0; i < len; ++i)
-      word.push_back(static_cast<int64_t>((state = mix(state)) % vocab));
+      word.push_back(static_cast<int64_t>((state = mix64(state)) % vocab));
   }
   while (corpus->tokens_.size() < length) {
-    state = mix(state);
+    state = mix64(state);
     // Half the draws come from 8 frequent words: a skewed distribution worth learning.
     size_t index = (state & 1) ? (state >> 8) % words : (state >> 8) % 8;
     const auto& word = lexicon[index];
@@ -107,8 +101,8 @@ std::vector<int64_t> BatchSampler::sequence_offsets(int step,
   const uint64_t span = corpus_->tokens().size() - static_cast<uint64_t>(seq_) - 1;
   std::vector<int64_t> offsets;
   for (int64_t j : ids) {
-    uint64_t h = mix(mix(seed_ ^ 0xda7a) ^
-                     mix(static_cast<uint64_t>(step) << 20 ^ static_cast<uint64_t>(j)));
+    uint64_t h = mix64(mix64(seed_ ^ 0xda7a) ^
+                       mix64(static_cast<uint64_t>(step) << 20 ^ static_cast<uint64_t>(j)));
     offsets.push_back(static_cast<int64_t>(h % (span + 1)));
   }
   return offsets;

@@ -1,5 +1,8 @@
 #include "engine/weights.h"
 
+#include "engine/atomic_file.h"
+#include "engine/hashing.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -52,14 +55,11 @@ NamedTensors to_cpu_copy(const NamedTensors& weights) {
 }
 
 std::string weights_checksum(const NamedTensors& weights) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  auto feed = [&h](const unsigned char* data, size_t n) {
-    for (size_t i = 0; i < n; ++i) h = (h ^ data[i]) * 0x100000001b3ULL;
-  };
+  uint64_t h = kFnv1aOffset;
   for (const auto& [name, tensor] : weights) {
     auto t = tensor.detach().cpu().contiguous();
-    feed(reinterpret_cast<const unsigned char*>(name.data()), name.size());
-    feed(static_cast<const unsigned char*>(t.data_ptr()), t.numel() * t.element_size());
+    h = fnv1a(name.data(), name.size(), h);
+    h = fnv1a(t.data_ptr(), t.numel() * t.element_size(), h);
   }
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
@@ -108,16 +108,7 @@ void export_weights(const std::string& path, const NamedTensors& weights) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, tensor] : weights) dict.insert(name, tensor.detach().cpu().contiguous());
   std::vector<char> bytes = pickle_for_torch_load(c10::IValue(dict));
-  // Write next to the target and rename, so a crash never leaves a half-written file behind.
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw std::runtime_error("failed writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error("cannot rename to " + path);
+  write_file_atomically(path, bytes.data(), bytes.size());
 }
 
 }  // namespace shardscope

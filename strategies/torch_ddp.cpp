@@ -10,6 +10,7 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include "engine/comm.h"
+#include "engine/config.h"
 #include "engine/strategy_registry.h"
 #include "strategies/replicated_strategy.h"
 
@@ -18,7 +19,7 @@ namespace {
 
 // DDP's first bucket is kept small so that the last layers' gradients start reducing early.
 constexpr int64_t kDefaultFirstBucketBytes = 1024 * 1024;
-constexpr double kDefaultBucketMb = 25.0;
+constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
 
 // Routes the Reducer's bucket all-reduces through our traced Comm. With a hook installed the
 // Reducer no longer divides by the world size, so the hook averages.
@@ -41,8 +42,9 @@ class TorchDdp final : public ReplicatedStrategy {
 
     const StrategyOptions& options = ctx.config->strategy_options;
     find_unused_ = options.find_unused_parameters;
-    const auto cap = static_cast<int64_t>(options.bucket_mb * 1024 * 1024);
-    const bool default_cap = options.bucket_mb == kDefaultBucketMb;
+    const bool default_cap = options.bucket_mb == 0.0;
+    const auto cap =
+        default_cap ? kDefaultBucketBytes : static_cast<int64_t>(options.bucket_mb * 1024 * 1024);
     // As DDP does: before the first backward the real gradient order is unknown, so without
     // unused-parameter detection everything starts in one bucket and is re-bucketed later.
     std::vector<size_t> limits{std::numeric_limits<size_t>::max()};
@@ -84,6 +86,12 @@ class TorchDdp final : public ReplicatedStrategy {
     return loss.detach();
   }
 
+  MemoryBytes memory() const override {
+    MemoryBytes bytes = ReplicatedStrategy::memory();
+    bytes.comm_buffers = bytes.gradients;  // buckets hold a copy of every gradient
+    return bytes;
+  }
+
  private:
   void broadcast_from_rank0() {
     torch::NoGradGuard no_grad;
@@ -102,7 +110,21 @@ const StrategyRegistrar registrar({
     "torch_ddp",
     "PyTorch's DDP engine (c10d::Reducer): bucketed all-reduce overlapped with backward",
     [] { return std::unique_ptr<Strategy>(std::make_unique<TorchDdp>()); },
-    nullptr,
+    [](const Config& config) {
+      if (config.model.unused_parameter && !config.strategy_options.find_unused_parameters) {
+        throw ConfigError("strategy_options.find_unused_parameters",
+                          "the model has a parameter that gets no gradient; torch_ddp needs "
+                          "find_unused_parameters (--find-unused-parameters) to reduce without it");
+      }
+      // On CUDA, autograd runs every thread's backward on one device thread, and the Reducer's
+      // end-of-backward callback blocks there waiting for the other ranks: rank threads would
+      // wait on each other until the timeout.
+      if (config.device != "cpu" && config.world > 1 && config.mode == "threads") {
+        throw ConfigError("device",
+                          "torch_ddp on a shared CUDA device cannot run in threads mode (its "
+                          "Reducer blocks autograd's single device thread); use the cpu");
+      }
+    },
 });
 
 }  // namespace

@@ -164,7 +164,7 @@ TEST(Cli, RunPrintsStepsChecksumsAndTheReferenceCheck) {
 
 TEST(Cli, AFailedRankExitsWithCodeOneAndNamesIt) {
   CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "3", "--steps", "3",
-                     "--inject-fault", "rank=1,step=1"});
+                     "--inject-fault", "rank=1,step=1", "--timeout", "600"});
   EXPECT_EQ(r.code, cli::kExitRunFailed);
   EXPECT_NE(r.err.find("rank 1 failed: injected fault"), std::string::npos) << r.err;
 }

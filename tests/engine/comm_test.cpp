@@ -109,6 +109,55 @@ TEST_P(CommOps, ReduceScatterListAndFlat) {
       GetParam().emulate);
 }
 
+TEST_P(CommOps, ReduceGatherScatterToARoot) {
+  const int W = GetParam().world;
+  const int root = W - 1;
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        auto t = full(ctx.rank + 1);
+        ctx.comm->reduce(t, root);
+        if (ctx.rank == root) expect_all(t, W * (W + 1) / 2, "reduce", ctx.rank);
+
+        std::vector<torch::Tensor> gathered;
+        if (ctx.rank == root) {
+          for (int r = 0; r < W; ++r) gathered.push_back(full(-1));
+        }
+        ctx.comm->gather(gathered, full(ctx.rank * 2), root);
+        for (int r = 0; r < static_cast<int>(gathered.size()); ++r) {
+          expect_all(gathered[r], r * 2, "gather[" + std::to_string(r) + "]", ctx.rank);
+        }
+
+        std::vector<torch::Tensor> pieces;
+        if (ctx.rank == root) {
+          for (int r = 0; r < W; ++r) pieces.push_back(full(r + 3));
+        }
+        auto mine = full(-1);
+        ctx.comm->scatter(mine, pieces, root);
+        expect_all(mine, ctx.rank + 3, "scatter", ctx.rank);
+      },
+      GetParam().emulate);
+}
+
+TEST_P(CommOps, AllToAllTransposesChunks) {
+  const int W = GetParam().world;
+  const int64_t n = GetParam().numel;
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        // Chunk j of rank r holds 10r + j; after the exchange chunk i of rank r holds 10i + r.
+        auto input = torch::empty({W * n}, full(0).options());
+        for (int j = 0; j < W; ++j) input.narrow(0, j * n, n).fill_(10 * ctx.rank + j);
+        auto output = torch::full({W * n}, -1.0, input.options());
+        ctx.comm->all_to_all(output, input);
+        for (int i = 0; i < W; ++i) {
+          expect_all(output.narrow(0, i * n, n), 10 * i + ctx.rank,
+                     "all_to_all chunk " + std::to_string(i), ctx.rank);
+        }
+      },
+      GetParam().emulate);
+}
+
 TEST_P(CommOps, SendRecvAroundARing) {
   const int W = GetParam().world;
   if (W == 1) GTEST_SKIP() << "no peer at world 1";
@@ -186,6 +235,32 @@ TEST(CommRecording, SameCollectiveHasSameSequenceOnEveryRank) {
   }
 }
 
+TEST(CommRecording, PointToPointCallsArePairedByNumber) {
+  auto report = test::run_on_ranks(3, [&](RankContext& ctx) {
+    auto t = torch::ones({3});
+    // Rank 0 sends twice to rank 1 and once to rank 2; numbering is per peer and direction.
+    if (ctx.rank == 0) {
+      ctx.comm->send(t, 1);
+      ctx.comm->send(t, 2);
+      ctx.comm->send(t, 1);
+    } else {
+      ctx.comm->recv(t, 0);
+      if (ctx.rank == 1) ctx.comm->recv(t, 0);
+    }
+  });
+  ASSERT_TRUE(report.ok());
+  auto sends = report.logs[0]->snapshot();
+  ASSERT_EQ(sends.size(), 3u);
+  EXPECT_EQ(sends[0].seq, 0u);  // to 1
+  EXPECT_EQ(sends[1].seq, 0u);  // to 2
+  EXPECT_EQ(sends[2].seq, 1u);  // to 1 again
+  auto at1 = report.logs[1]->snapshot();
+  ASSERT_EQ(at1.size(), 2u);
+  EXPECT_EQ(at1[1].op, "recv");
+  EXPECT_EQ(at1[1].peer, 0);
+  EXPECT_EQ(at1[1].seq, 1u);
+}
+
 TEST(CommValidation, MismatchedFlatSizesAreRejected) {
   test::run_on_ranks(2, [&](RankContext& ctx) {
     auto out = torch::empty({3});
@@ -193,6 +268,11 @@ TEST(CommValidation, MismatchedFlatSizesAreRejected) {
     EXPECT_THROW(ctx.comm->all_gather_into(out, in), std::invalid_argument);
     EXPECT_THROW(ctx.comm->reduce_scatter_tensor(out, in), std::invalid_argument);
     EXPECT_THROW(ctx.comm->broadcast(in, 2), std::invalid_argument);
+    std::vector<torch::Tensor> none;
+    EXPECT_THROW(ctx.comm->gather(none, in, ctx.rank),
+                 std::invalid_argument);  // root needs outputs
+    auto odd = torch::empty({3});
+    EXPECT_THROW(ctx.comm->all_to_all(odd, odd), std::invalid_argument);
   });
 }
 

@@ -68,6 +68,16 @@ TEST(GptModel, ParametersHaveStableNames) {
   EXPECT_EQ(names.back(), "lm_head.weight");
 }
 
+TEST(GptModel, ParameterCountFormulaMatchesTheBuiltModel) {
+  ModelConfig variant = tiny();
+  variant.tie_embeddings = true;
+  variant.unused_parameter = true;
+  variant.mlp_ratio = 3;
+  for (const ModelConfig& c : {tiny(), preset_model("small"), variant}) {
+    EXPECT_EQ(parameter_count(c), GptModel(c, 1)->parameter_count());
+  }
+}
+
 TEST(GptModel, PresetSizes) {
   EXPECT_LT(GptModel(preset_model("tiny"), 1)->parameter_count(), 1'000'000);
   auto small = GptModel(preset_model("small"), 1)->parameter_count();
