@@ -162,6 +162,20 @@ TEST(Cli, RunPrintsStepsChecksumsAndTheReferenceCheck) {
   EXPECT_NE(shape.find("(256, 64)"), std::string::npos) << shape;
 }
 
+TEST(Cli, ConfigFileKeysApplyAndFlagsOverrideThem) {
+  auto json_path = temp_dir() / "summary.json";
+  CliResult r = cli({"run", "--config", SHARDSCOPE_SOURCE_DIR "/assets/presets/tiny-ddp.json",
+                     "--world", "3", "--quiet", "--json", json_path.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(json_path);
+  auto config = nlohmann::json::parse(in)["config"];
+  EXPECT_EQ(config["world"], 3);              // the flag wins
+  EXPECT_EQ(config["grad_accum"], 2);         // from the file
+  EXPECT_EQ(config["model"]["layers"], 1);    // from the file, over the preset
+  EXPECT_EQ(config["model"]["d_model"], 64);  // from the preset
+  EXPECT_EQ(config["optimizer"]["schedule"], "cosine");
+}
+
 TEST(Cli, AFailedRankExitsWithCodeOneAndNamesIt) {
   CliResult r = cli({"run", "--strategy", "torch_ddp", "--world", "3", "--steps", "3",
                      "--inject-fault", "rank=1,step=1", "--timeout", "600"});
