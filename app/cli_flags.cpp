@@ -47,6 +47,7 @@ nlohmann::json parse_value(const FlagSpec& spec, const std::string& text) {
     }
     case Kind::String:
     case Kind::Bool:
+    case Kind::BoolOff:
       break;
   }
   return nlohmann::json(text);
@@ -100,6 +101,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "clip the global gradient norm (0: off)"},
       {"--bucket-mb", "strategy_options.bucket_mb", Kind::Double,
        "DDP bucket cap in MiB (0: DDP's default, 25 with a 1 MiB first bucket)"},
+      {"--no-overlap", "strategy_options.overlap", Kind::BoolOff,
+       "ddp_bucketed: reduce all buckets after backward instead of during it"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
       {"--inject-fault", "inject_fault", Kind::String,
@@ -111,7 +114,7 @@ const std::vector<FlagSpec>& run_flag_specs() {
 void RunFlags::add_to(CLI::App& app) {
   for (const auto& spec : run_flag_specs()) {
     CLI::Option* option = nullptr;
-    if (spec.kind == Kind::Bool) {
+    if (spec.kind == Kind::Bool || spec.kind == Kind::BoolOff) {
       option = app.add_flag(spec.flag, bools_[spec.flag], spec.help);
     } else {
       option = app.add_option(spec.flag, values_[spec.flag], spec.help);
@@ -126,8 +129,9 @@ nlohmann::json RunFlags::overrides() const {
   for (const auto& spec : run_flag_specs()) {
     const auto* option = static_cast<const CLI::Option*>(given_.at(spec.flag));
     if (option->count() == 0) continue;
-    nlohmann::json value = spec.kind == Kind::Bool ? nlohmann::json(bools_.at(spec.flag))
-                                                   : parse_value(spec, values_.at(spec.flag));
+    nlohmann::json value = spec.kind == Kind::Bool      ? nlohmann::json(true)
+                           : spec.kind == Kind::BoolOff ? nlohmann::json(false)
+                                                        : parse_value(spec, values_.at(spec.flag));
     std::string pointer = "/" + spec.key;
     std::replace(pointer.begin(), pointer.end(), '.', '/');
     out[nlohmann::json::json_pointer(pointer)] = value;

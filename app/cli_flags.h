@@ -15,9 +15,9 @@ namespace shardscope::cli {
 // One `run` flag and the configuration key it sets; the same keys are used in config files, so
 // flags and files are validated by one table.
 struct FlagSpec {
-  std::string flag;  // "--d-model"
-  std::string key;   // "model.d_model"
-  enum class Kind { Int, Uint, Double, String, Bool, List } kind;
+  std::string flag;                                                         // "--d-model"
+  std::string key;                                                          // "model.d_model"
+  enum class Kind { Int, Uint, Double, String, Bool, BoolOff, List } kind;  // BoolOff: sets false
   std::string help;
 };
 

@@ -117,6 +117,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"optimizer.min_lr_ratio", SHARDSCOPE_FIELD(double, optimizer.min_lr_ratio)},
       {"optimizer.clip_grad_norm", SHARDSCOPE_FIELD(double, optimizer.clip_grad_norm)},
       {"strategy_options.bucket_mb", SHARDSCOPE_FIELD(double, strategy_options.bucket_mb)},
+      {"strategy_options.overlap", SHARDSCOPE_FIELD(bool, strategy_options.overlap)},
       {"strategy_options.find_unused_parameters",
        SHARDSCOPE_FIELD(bool, strategy_options.find_unused_parameters)},
       {"inject_fault", FieldBinding{[](Config& c, const json& v, const std::string& key) {

@@ -51,6 +51,7 @@ struct StrategyOptions {
   // Gradient bucket cap in MiB; 0 means DDP's default: 25 MiB with a 1 MiB first bucket.
   double bucket_mb = 0.0;
   bool find_unused_parameters = false;  // torch_ddp: tolerate parameters without gradients
+  bool overlap = true;  // ddp_bucketed: reduce buckets during backward (false: after it)
 };
 
 // Deliberate failure for testing the failure path: rank `rank` throws at the start of `step`.

@@ -2,6 +2,8 @@
 
 #include <torch/nn/utils/clip_grad.h>
 
+#include "engine/comm.h"
+#include "engine/config.h"
 #include "engine/optimizer_factory.h"
 #include "engine/weights.h"
 
@@ -41,11 +43,43 @@ NamedTensors ReplicatedStrategy::full_weights() {
   return to_cpu_copy(model_->named_params());
 }
 
+void ReplicatedStrategy::broadcast_parameters(int root) {
+  torch::NoGradGuard no_grad;
+  auto params = model_->parameters();
+  auto flat = at::flatten_dense_tensors(params);
+  ctx_->comm->broadcast(flat, root);
+  auto pieces = at::unflatten_dense_tensors(flat, params);
+  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(pieces[i]);
+}
+
+std::vector<bool> ReplicatedStrategy::used_on_any_rank(const std::vector<bool>& used_here) {
+  auto bitmap = torch::zeros({static_cast<int64_t>(used_here.size())}, torch::kInt);
+  for (size_t i = 0; i < used_here.size(); ++i) bitmap[i] = used_here[i] ? 1 : 0;
+  ctx_->comm->all_reduce(bitmap);
+  std::vector<bool> used(used_here.size());
+  for (size_t i = 0; i < used.size(); ++i) used[i] = bitmap[i].item<int>() > 0;
+  return used;
+}
+
+void ReplicatedStrategy::validate_unused_parameters(const Config& config) {
+  if (config.model.unused_parameter && !config.strategy_options.find_unused_parameters) {
+    throw ConfigError("strategy_options.find_unused_parameters",
+                      "the model has a parameter that gets no gradient; " + config.strategy +
+                          " needs find_unused_parameters (--find-unused-parameters) to reduce "
+                          "without it");
+  }
+}
+
+int64_t ReplicatedStrategy::trainable_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& p : trainable_) bytes += p.numel() * p.element_size();
+  return bytes;
+}
+
 MemoryBytes ReplicatedStrategy::memory() const {
   MemoryBytes bytes;
-  int64_t trainable = 0;
+  const int64_t trainable = trainable_bytes();
   for (const auto& p : model_->parameters()) bytes.parameters += p.numel() * p.element_size();
-  for (const auto& p : trainable_) trainable += p.numel() * p.element_size();
   bytes.gradients = trainable;
   bytes.optimizer_state =
       static_cast<int64_t>(trainable * optimizer_state_ratio(ctx_->config->optimizer));

@@ -23,6 +23,20 @@ class ReplicatedStrategy : public Strategy {
   MemoryBytes memory() const override;
 
  protected:
+  // What DDP does at construction: every rank starts from the root's weights (ours agree already,
+  // since initialisation depends on the seed only; this keeps it true for any model).
+  void broadcast_parameters(int root);
+  int64_t trainable_bytes() const;
+  // Which trainable parameters got a gradient on at least one rank this step (a blocking
+  // all-reduce of a bitmap, as DDP does with find_unused_parameters). A parameter no rank used
+  // keeps an undefined gradient, so the optimizer skips it exactly as on a single device.
+  std::vector<bool> used_on_any_rank(const std::vector<bool>& used_here);
+
+ public:
+  // For data-parallel strategies: a model with a parameter that never gets a gradient needs
+  // find_unused_parameters, or every step would wait for a gradient that never comes.
+  static void validate_unused_parameters(const Config& config);
+
   RankContext* ctx_ = nullptr;
   GptModel model_{nullptr};
   std::vector<torch::Tensor> trainable_;  // parameters that require gradients, in order

@@ -38,7 +38,7 @@ class TorchDdp final : public ReplicatedStrategy {
  public:
   void setup(RankContext& ctx) override {
     ReplicatedStrategy::setup(ctx);
-    broadcast_from_rank0();
+    broadcast_parameters(/*root=*/0);
 
     const StrategyOptions& options = ctx.config->strategy_options;
     find_unused_ = options.find_unused_parameters;
@@ -93,15 +93,6 @@ class TorchDdp final : public ReplicatedStrategy {
   }
 
  private:
-  void broadcast_from_rank0() {
-    torch::NoGradGuard no_grad;
-    auto params = model_->parameters();
-    auto flat = at::flatten_dense_tensors(params);
-    ctx_->comm->broadcast(flat, 0);
-    auto pieces = at::unflatten_dense_tensors(flat, params);
-    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(pieces[i]);
-  }
-
   std::shared_ptr<c10d::Reducer> reducer_;
   bool find_unused_ = false;
 };
@@ -111,11 +102,7 @@ const StrategyRegistrar registrar({
     "PyTorch's DDP engine (c10d::Reducer): bucketed all-reduce overlapped with backward",
     [] { return std::unique_ptr<Strategy>(std::make_unique<TorchDdp>()); },
     [](const Config& config) {
-      if (config.model.unused_parameter && !config.strategy_options.find_unused_parameters) {
-        throw ConfigError("strategy_options.find_unused_parameters",
-                          "the model has a parameter that gets no gradient; torch_ddp needs "
-                          "find_unused_parameters (--find-unused-parameters) to reduce without it");
-      }
+      ReplicatedStrategy::validate_unused_parameters(config);
       // On CUDA, autograd runs every thread's backward on one device thread, and the Reducer's
       // end-of-backward callback blocks there waiting for the other ranks: rank threads would
       // wait on each other until the timeout.

@@ -6,35 +6,15 @@
 
 #include "engine/config.h"
 #include "engine/run.h"
+#include "tests/support/reference_check.h"
 
 namespace shardscope {
 namespace {
 
-constexpr double kTolerance = 1e-5;  // ||w - ref|| / ||ref||, fp32
+using test::expect_matches_reference;
 
 Config ddp_config(int world, int accum) {
-  Config c = config_from_json(nlohmann::json{{"preset", "tiny"}, {"strategy", "torch_ddp"}});
-  c.world = world;
-  c.grad_accum = accum;
-  c.micro_batch = 2;
-  c.steps = 5;
-  c.threads_per_rank = 1;
-  finalize(c);
-  return c;
-}
-
-void expect_matches_reference(const RunSummary& s) {
-  ASSERT_TRUE(s.ok) << s.failure;
-  EXPECT_TRUE(s.ranks_agree) << "max delta " << s.max_rank_delta;
-  ASSERT_TRUE(s.reference.has_value());
-  EXPECT_LE(s.reference->deviation.rel, kTolerance)
-      << "worst " << s.reference->deviation.worst << " abs " << s.reference->deviation.max_abs;
-  ASSERT_EQ(s.steps.size(), s.reference->losses.size());
-  // Losses are reported across ranks: they must track the reference's too.
-  for (size_t i = 0; i < s.steps.size(); ++i)
-    EXPECT_NEAR(s.steps[i].loss, s.reference->losses[i], 1e-4);
-  // Training moved: the first and last losses differ.
-  EXPECT_NE(s.steps.front().loss, s.steps.back().loss);
+  return test::tiny_config("torch_ddp", world, accum);
 }
 
 struct DdpCase {
@@ -116,18 +96,6 @@ TEST(TorchDdp, PlainSgdCatchesGradientScaleErrors) {
   }
 }
 
-// All-reduces the Reducer issued in each step: the step's boundary is the trainer's one
-// all_gather_into of the step's loss and time.
-std::vector<int> all_reduces_per_step(const RankSummary& rank) {
-  std::vector<int> counts{0};
-  for (const auto& e : rank.comm_events) {
-    if (e.op == "all_gather_into") counts.push_back(0);
-    if (e.op == "all_reduce" && e.async) ++counts.back();
-  }
-  counts.pop_back();  // after the last step's boundary
-  return counts;
-}
-
 TEST(TorchDdp, ReducesOncePerStepNotPerMicroBatch) {
   Config plain = ddp_config(2, 1), accumulating = ddp_config(2, 4);
   plain.strategy_options.bucket_mb = 0.05;  // several buckets
@@ -135,12 +103,12 @@ TEST(TorchDdp, ReducesOncePerStepNotPerMicroBatch) {
   RunSummary a = run_training(plain), b = run_training(accumulating);
   ASSERT_TRUE(a.ok && b.ok);
   for (int r = 0; r < 2; ++r) {
-    auto per_step = all_reduces_per_step(a.ranks[r]);
+    auto per_step = test::traffic_per_step(a.ranks[r]);
     ASSERT_EQ(per_step.size(), 5u);
-    EXPECT_EQ(per_step[0], 1) << "DDP starts with one bucket until it learns the gradient order";
-    EXPECT_GT(per_step[1], 1) << "then rebuilds buckets of bucket_mb";
+    EXPECT_EQ(per_step[0].all_reduces, 1) << "DDP starts with one bucket until it learns the order";
+    EXPECT_GT(per_step[1].all_reduces, 1) << "then rebuilds buckets of bucket_mb";
     // Four accumulation micro-batches still reduce each bucket once per step.
-    EXPECT_EQ(all_reduces_per_step(b.ranks[r]), per_step);
+    EXPECT_EQ(test::traffic_per_step(b.ranks[r]), per_step);
   }
 }
 
@@ -160,7 +128,7 @@ TEST(Run, SingleIsItsOwnReference) {
   RunSummary s = run_training(c);
   ASSERT_TRUE(s.ok);
   // Two accumulated micro-batches vs one batch of both: equal up to summation order.
-  EXPECT_LE(s.reference->deviation.rel, kTolerance);
+  EXPECT_LE(s.reference->deviation.rel, test::kReferenceTolerance);
 }
 
 }  // namespace

@@ -1,0 +1,149 @@
+// `ddp_bucketed`: gradients packed into flat buckets of `bucket_mb`, filled in reverse
+// registration order (roughly the order backward produces them). With overlap on, a bucket's
+// all-reduce starts as soon as its last gradient is in, so communication runs under the rest of
+// backward; with overlap off everything is reduced after backward, which is what the timeline
+// contrasts.
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "engine/comm.h"
+#include "engine/config.h"
+#include "engine/strategy_registry.h"
+#include "strategies/gradient_ready_hooks.h"
+#include "strategies/replicated_strategy.h"
+
+namespace shardscope {
+namespace {
+
+constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
+
+class DdpBucketed final : public ReplicatedStrategy {
+ public:
+  void setup(RankContext& ctx) override {
+    ReplicatedStrategy::setup(ctx);
+    broadcast_parameters(/*root=*/0);
+    const auto& options = ctx.config->strategy_options;
+    overlap_ = options.overlap;
+    const int64_t cap = options.bucket_mb > 0
+                            ? static_cast<int64_t>(options.bucket_mb * 1024 * 1024)
+                            : kDefaultBucketBytes;
+    build_buckets(cap);
+    hooks_.attach(trainable_, [this](size_t i) {
+      if (syncing_) gradient_ready(i);
+    });
+  }
+
+  torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) override {
+    syncing_ = last_micro;
+    return ReplicatedStrategy::forward_backward(batch, last_micro, loss_scale);
+  }
+
+  void sync_gradients() override {
+    torch::NoGradGuard no_grad;
+    // Parameters the forward did not use: zeros from this rank if some rank used them (the
+    // ranks agree on that with find_unused_parameters); no gradient at all if none did.
+    std::vector<bool> used(trainable_.size(), true);
+    if (ctx_->config->strategy_options.find_unused_parameters) used = used_on_any_rank(ready_);
+    for (size_t i = 0; i < trainable_.size(); ++i) {
+      if (!ready_[i]) gradient_ready(i);
+    }
+    for (auto& bucket : buckets_) {
+      if (!bucket.launched) launch(bucket);  // overlap off, or waiting on an unused parameter
+    }
+    for (auto& bucket : buckets_) {
+      bucket.work.wait();
+      for (size_t k = 0; k < bucket.params.size(); ++k) {
+        torch::Tensor& param = trainable_[bucket.params[k]];
+        if (!used[bucket.params[k]]) {
+          param.mutable_grad() = torch::Tensor();
+          continue;
+        }
+        torch::Tensor slice =
+            bucket.buffer.narrow(0, bucket.offsets[k], param.numel()).view_as(param);
+        param.mutable_grad().copy_(slice);
+      }
+      bucket.launched = false;
+      bucket.pending = bucket.params.size();
+    }
+    ready_.assign(trainable_.size(), false);
+    syncing_ = false;
+  }
+
+  MemoryBytes memory() const override {
+    MemoryBytes bytes = ReplicatedStrategy::memory();
+    for (const auto& bucket : buckets_) bytes.comm_buffers += bucket.buffer.nbytes();
+    return bytes;
+  }
+
+ private:
+  struct Bucket {
+    std::vector<size_t> params;    // indices into trainable_
+    std::vector<int64_t> offsets;  // element offset of each in `buffer`
+    torch::Tensor buffer;
+    size_t pending = 0;
+    bool launched = false;
+    CommWork work;
+  };
+
+  void build_buckets(int64_t cap_bytes) {
+    bucket_of_.assign(trainable_.size(), 0);
+    ready_.assign(trainable_.size(), false);
+    Bucket current;
+    int64_t elements = 0, bytes = 0;
+    auto close = [&] {
+      if (current.params.empty()) return;
+      current.buffer = torch::zeros({elements}, trainable_[current.params.front()].options());
+      current.pending = current.params.size();
+      buckets_.push_back(std::move(current));
+      current = Bucket{};
+      elements = bytes = 0;
+    };
+    for (size_t n = trainable_.size(); n-- > 0;) {
+      const auto& p = trainable_[n];
+      current.params.push_back(n);
+      current.offsets.push_back(elements);
+      bucket_of_[n] = buckets_.size();
+      elements += p.numel();
+      bytes += p.numel() * p.element_size();
+      if (bytes >= cap_bytes) close();
+    }
+    close();
+  }
+
+  void gradient_ready(size_t i) {
+    torch::NoGradGuard no_grad;
+    Bucket& bucket = buckets_[bucket_of_[i]];
+    const auto k = static_cast<size_t>(std::find(bucket.params.begin(), bucket.params.end(), i) -
+                                       bucket.params.begin());
+    torch::Tensor& param = trainable_[i];
+    torch::Tensor& grad = param.mutable_grad();
+    if (!grad.defined()) grad = torch::zeros_like(param);
+    bucket.buffer.narrow(0, bucket.offsets[k], param.numel()).copy_(grad.reshape({-1}));
+    ready_[i] = true;
+    if (--bucket.pending == 0 && overlap_) launch(bucket);
+  }
+
+  void launch(Bucket& bucket) {
+    bucket.buffer.div_(ctx_->world);
+    bucket.work = ctx_->comm->all_reduce_async(bucket.buffer);
+    bucket.launched = true;
+  }
+
+  GradientReadyHooks hooks_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<bool> ready_;
+  bool overlap_ = true;
+  bool syncing_ = false;
+};
+
+const StrategyRegistrar registrar({
+    "ddp_bucketed",
+    "gradients in buckets of bucket_mb, each all-reduced as soon as it is full (overlap option)",
+    [] { return std::unique_ptr<Strategy>(std::make_unique<DdpBucketed>()); },
+    &ReplicatedStrategy::validate_unused_parameters,
+});
+
+}  // namespace
+}  // namespace shardscope

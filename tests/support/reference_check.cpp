@@ -1,0 +1,46 @@
+#include "tests/support/reference_check.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace shardscope::test {
+
+Config tiny_config(const std::string& strategy, int world, int grad_accum) {
+  Config c = config_from_json(nlohmann::json{{"preset", "tiny"}, {"strategy", strategy}});
+  c.world = world;
+  c.grad_accum = grad_accum;
+  c.micro_batch = 2;
+  c.steps = 5;
+  c.threads_per_rank = 1;
+  finalize(c);
+  return c;
+}
+
+void expect_matches_reference(const RunSummary& s) {
+  ASSERT_TRUE(s.ok) << s.failure;
+  EXPECT_TRUE(s.ranks_agree) << "max delta " << s.max_rank_delta;
+  ASSERT_TRUE(s.reference.has_value());
+  EXPECT_LE(s.reference->deviation.rel, kReferenceTolerance)
+      << "worst " << s.reference->deviation.worst << " abs " << s.reference->deviation.max_abs;
+  ASSERT_EQ(s.steps.size(), s.reference->losses.size());
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    EXPECT_NEAR(s.steps[i].loss, s.reference->losses[i], 1e-4);
+  }
+  EXPECT_NE(s.steps.front().loss, s.steps.back().loss);
+}
+
+std::vector<StepTraffic> traffic_per_step(const RankSummary& rank) {
+  std::vector<StepTraffic> steps(1);
+  for (const auto& e : rank.comm_events) {
+    if (e.op == "all_gather_into") steps.emplace_back();
+    if (e.op == "all_reduce" && e.async) {
+      ++steps.back().all_reduces;
+      steps.back().all_reduce_bytes += e.bytes;
+    }
+  }
+  steps.pop_back();  // after the last step's boundary
+  return steps;
+}
+
+}  // namespace shardscope::test
