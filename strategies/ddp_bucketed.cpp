@@ -10,46 +10,40 @@
 #include "engine/comm.h"
 #include "engine/config.h"
 #include "engine/strategy_registry.h"
-#include "strategies/gradient_ready_hooks.h"
-#include "strategies/replicated_strategy.h"
+#include "strategies/hooked_data_parallel.h"
 
 namespace shardscope {
 namespace {
 
 constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
 
-class DdpBucketed final : public ReplicatedStrategy {
+class DdpBucketed final : public HookedDataParallel {
  public:
-  void setup(RankContext& ctx) override {
-    ReplicatedStrategy::setup(ctx);
-    broadcast_parameters(/*root=*/0);
-    const auto& options = ctx.config->strategy_options;
+  MemoryBytes memory() const override {
+    MemoryBytes bytes = ReplicatedStrategy::memory();
+    for (const auto& bucket : buckets_) bytes.comm_buffers += bucket.buffer.nbytes();
+    return bytes;
+  }
+
+ protected:
+  void prepare() override {
+    const auto& options = ctx_->config->strategy_options;
     overlap_ = options.overlap;
-    const int64_t cap = options.bucket_mb > 0
-                            ? static_cast<int64_t>(options.bucket_mb * 1024 * 1024)
-                            : kDefaultBucketBytes;
-    build_buckets(cap);
-    hooks_.attach(trainable_, [this](size_t i) {
-      if (syncing_) gradient_ready(i);
-    });
+    build_buckets(options.bucket_mb > 0 ? static_cast<int64_t>(options.bucket_mb * 1024 * 1024)
+                                        : kDefaultBucketBytes);
   }
 
-  torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) override {
-    syncing_ = last_micro;
-    return ReplicatedStrategy::forward_backward(batch, last_micro, loss_scale);
+  void gradient_ready(size_t i) override {
+    Bucket& bucket = fill(i);
+    if (--bucket.pending == 0 && overlap_) launch(bucket);
   }
 
-  void sync_gradients() override {
-    torch::NoGradGuard no_grad;
-    // Parameters the forward did not use: zeros from this rank if some rank used them (the
-    // ranks agree on that with find_unused_parameters); no gradient at all if none did.
-    std::vector<bool> used(trainable_.size(), true);
-    if (ctx_->config->strategy_options.find_unused_parameters) used = used_on_any_rank(ready_);
+  void finish_sync(const std::vector<bool>& used) override {
     for (size_t i = 0; i < trainable_.size(); ++i) {
-      if (!ready_[i]) gradient_ready(i);
+      if (!ready_[i]) --fill(i).pending;  // zeros from this rank
     }
     for (auto& bucket : buckets_) {
-      if (!bucket.launched) launch(bucket);  // overlap off, or waiting on an unused parameter
+      if (!bucket.launched) launch(bucket);  // overlap off, or held back by an unused parameter
     }
     for (auto& bucket : buckets_) {
       bucket.work.wait();
@@ -59,21 +53,12 @@ class DdpBucketed final : public ReplicatedStrategy {
           param.mutable_grad() = torch::Tensor();
           continue;
         }
-        torch::Tensor slice =
-            bucket.buffer.narrow(0, bucket.offsets[k], param.numel()).view_as(param);
-        param.mutable_grad().copy_(slice);
+        param.mutable_grad().copy_(
+            bucket.buffer.narrow(0, bucket.offsets[k], param.numel()).view_as(param));
       }
       bucket.launched = false;
       bucket.pending = bucket.params.size();
     }
-    ready_.assign(trainable_.size(), false);
-    syncing_ = false;
-  }
-
-  MemoryBytes memory() const override {
-    MemoryBytes bytes = ReplicatedStrategy::memory();
-    for (const auto& bucket : buckets_) bytes.comm_buffers += bucket.buffer.nbytes();
-    return bytes;
   }
 
  private:
@@ -88,7 +73,6 @@ class DdpBucketed final : public ReplicatedStrategy {
 
   void build_buckets(int64_t cap_bytes) {
     bucket_of_.assign(trainable_.size(), 0);
-    ready_.assign(trainable_.size(), false);
     Bucket current;
     int64_t elements = 0, bytes = 0;
     auto close = [&] {
@@ -111,7 +95,8 @@ class DdpBucketed final : public ReplicatedStrategy {
     close();
   }
 
-  void gradient_ready(size_t i) {
+  // Copies parameter i's gradient (zeros if it has none) into its slot of its bucket.
+  Bucket& fill(size_t i) {
     torch::NoGradGuard no_grad;
     Bucket& bucket = buckets_[bucket_of_[i]];
     const auto k = static_cast<size_t>(std::find(bucket.params.begin(), bucket.params.end(), i) -
@@ -120,8 +105,7 @@ class DdpBucketed final : public ReplicatedStrategy {
     torch::Tensor& grad = param.mutable_grad();
     if (!grad.defined()) grad = torch::zeros_like(param);
     bucket.buffer.narrow(0, bucket.offsets[k], param.numel()).copy_(grad.reshape({-1}));
-    ready_[i] = true;
-    if (--bucket.pending == 0 && overlap_) launch(bucket);
+    return bucket;
   }
 
   void launch(Bucket& bucket) {
@@ -130,12 +114,9 @@ class DdpBucketed final : public ReplicatedStrategy {
     bucket.launched = true;
   }
 
-  GradientReadyHooks hooks_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
-  std::vector<bool> ready_;
   bool overlap_ = true;
-  bool syncing_ = false;
 };
 
 const StrategyRegistrar registrar({

@@ -1,48 +1,30 @@
 // `ddp_flat`: the simplest correct data parallelism. Each parameter's gradient is all-reduced on
 // its own, launched asynchronously the moment autograd has finished accumulating it, and waited
 // for before the optimizer step. Accumulation micro-batches do not communicate: the hook only
-// fires on the last one, when .grad holds the sum over all micro-batches.
+// acts on the last one, when .grad holds the sum over all micro-batches.
 #include <torch/torch.h>
 
 #include "engine/comm.h"
 #include "engine/strategy_registry.h"
-#include "strategies/gradient_ready_hooks.h"
-#include "strategies/replicated_strategy.h"
+#include "strategies/hooked_data_parallel.h"
 
 namespace shardscope {
 namespace {
 
-class DdpFlat final : public ReplicatedStrategy {
- public:
-  void setup(RankContext& ctx) override {
-    ReplicatedStrategy::setup(ctx);
-    broadcast_parameters(/*root=*/0);
-    works_.resize(trainable_.size());
-    launched_.assign(trainable_.size(), false);
-    hooks_.attach(trainable_, [this](size_t i) {
-      if (syncing_) launch(i);
-    });
-  }
+class DdpFlat final : public HookedDataParallel {
+ protected:
+  void prepare() override { works_.resize(trainable_.size()); }
 
-  torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) override {
-    syncing_ = last_micro;
-    return ReplicatedStrategy::forward_backward(batch, last_micro, loss_scale);
-  }
+  void gradient_ready(size_t i) override { launch(i); }
 
-  void sync_gradients() override {
-    // A parameter the forward did not use never fired its hook. With find_unused_parameters,
-    // the ranks agree which ones some rank did use; those are reduced (zeros from the ranks that
-    // did not), the rest keep no gradient at all.
-    std::vector<bool> used(trainable_.size(), true);
-    if (ctx_->config->strategy_options.find_unused_parameters) used = used_on_any_rank(launched_);
+  void finish_sync(const std::vector<bool>& used) override {
+    // Unused here but used elsewhere: contribute zeros, after the others, in one shared order.
     for (size_t i = 0; i < trainable_.size(); ++i) {
-      if (!launched_[i] && used[i]) launch(i);
+      if (!ready_[i] && used[i]) launch(i);
     }
     for (size_t i = 0; i < trainable_.size(); ++i) {
-      if (launched_[i]) works_[i].wait();
+      if (ready_[i] || used[i]) works_[i].wait();
     }
-    launched_.assign(trainable_.size(), false);
-    syncing_ = false;
   }
 
  private:
@@ -52,13 +34,9 @@ class DdpFlat final : public ReplicatedStrategy {
     if (!grad.defined()) grad = torch::zeros_like(trainable_[i]);
     grad.div_(ctx_->world);
     works_[i] = ctx_->comm->all_reduce_async(grad);
-    launched_[i] = true;
   }
 
-  GradientReadyHooks hooks_;
   std::vector<CommWork> works_;
-  std::vector<bool> launched_;
-  bool syncing_ = false;
 };
 
 const StrategyRegistrar registrar({
