@@ -32,8 +32,13 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
       spec.threads_per_rank > 0 ? spec.threads_per_rank : default_threads_per_rank(spec.world);
 
   auto rank_main = [&](int rank) {
-    // Intra-op threads are per calling thread under OpenMP: N ranks share the cores.
-    at::set_num_threads(threads);
+    // Intra-op threads are per calling thread under OpenMP: N ranks share the cores. The call
+    // also resizes process-wide pools, which is not safe from several threads at once.
+    {
+      static std::mutex set_threads_mutex;
+      std::lock_guard<std::mutex> lock(set_threads_mutex);
+      at::set_num_threads(threads);
+    }
     int64_t t_failed = 0;  // stamped where it was thrown, before teardown takes its time
     try {
       ProcessGroupSpec pg_spec;

@@ -1,6 +1,9 @@
 #include "strategies/replicated_strategy.h"
 
+#include <algorithm>
+
 #include <torch/nn/utils/clip_grad.h>
+#include <torch/torch.h>
 
 #include "engine/comm.h"
 #include "engine/config.h"
@@ -16,7 +19,51 @@ void ReplicatedStrategy::setup(RankContext& ctx) {
   for (const auto& p : model_->parameters()) {
     if (p.requires_grad()) trainable_.push_back(p);
   }
-  optimizer_ = make_optimizer(ctx.config->optimizer, trainable_);
+  owner_.assign(trainable_.size(), -1);
+  owned_bytes_ = trainable_bytes();
+  if (shard_optimizer_) {
+    partition_optimizer_state();
+  } else {
+    optimizer_ = make_optimizer(ctx.config->optimizer, trainable_);
+  }
+}
+
+void ReplicatedStrategy::partition_optimizer_state() {
+  // Largest first onto the least-loaded rank: every rank computes the same partition, and no
+  // rank ends up with the embedding plus more than its share (the seed's round-robin did).
+  std::vector<size_t> order(trainable_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return trainable_[a].numel() > trainable_[b].numel();
+  });
+  std::vector<int64_t> load(ctx_->world, 0);
+  for (size_t i : order) {
+    const int rank = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    owner_[i] = rank;
+    load[rank] += trainable_[i].numel() * trainable_[i].element_size();
+  }
+  std::vector<torch::Tensor> mine;
+  for (size_t i = 0; i < trainable_.size(); ++i) {
+    if (owner_[i] == ctx_->rank) mine.push_back(trainable_[i]);
+  }
+  owned_bytes_ = load[ctx_->rank];
+  if (!mine.empty()) optimizer_ = make_optimizer(ctx_->config->optimizer, mine);
+}
+
+void ReplicatedStrategy::broadcast_from_owners() {
+  torch::NoGradGuard no_grad;
+  for (int owner = 0; owner < ctx_->world; ++owner) {
+    std::vector<torch::Tensor> owned;
+    for (size_t i = 0; i < trainable_.size(); ++i) {
+      if (owner_[i] == owner) owned.push_back(trainable_[i]);
+    }
+    if (owned.empty()) continue;
+    auto flat = at::flatten_dense_tensors(owned);
+    ctx_->comm->broadcast(flat, owner);
+    if (owner == ctx_->rank) continue;
+    auto pieces = at::unflatten_dense_tensors(flat, owned);
+    for (size_t k = 0; k < owned.size(); ++k) owned[k].copy_(pieces[k]);
+  }
 }
 
 torch::Tensor ReplicatedStrategy::forward_backward(const Batch& batch, bool, double loss_scale) {
@@ -31,12 +78,16 @@ double ReplicatedStrategy::clip_gradients(double max_norm) {
 }
 
 void ReplicatedStrategy::optimizer_step(double lr) {
-  set_learning_rate(*optimizer_, lr);
-  optimizer_->step();
+  if (optimizer_) {
+    set_learning_rate(*optimizer_, lr);
+    optimizer_->step();
+  }
+  if (shard_optimizer_) broadcast_from_owners();
 }
 
 void ReplicatedStrategy::zero_grad() {
-  optimizer_->zero_grad(/*set_to_none=*/true);
+  // Every gradient, not only those the (possibly sharded) optimizer updates.
+  for (auto& p : trainable_) p.mutable_grad() = torch::Tensor();
 }
 
 NamedTensors ReplicatedStrategy::full_weights() {
@@ -82,7 +133,7 @@ MemoryBytes ReplicatedStrategy::memory() const {
   for (const auto& p : model_->parameters()) bytes.parameters += p.numel() * p.element_size();
   bytes.gradients = trainable;
   bytes.optimizer_state =
-      static_cast<int64_t>(trainable * optimizer_state_ratio(ctx_->config->optimizer));
+      static_cast<int64_t>(owned_bytes_ * optimizer_state_ratio(ctx_->config->optimizer));
   return bytes;
 }
 

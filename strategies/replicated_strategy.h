@@ -22,6 +22,13 @@ class ReplicatedStrategy : public Strategy {
   bool replicated() const override { return true; }
   MemoryBytes memory() const override;
 
+  // ZeRO stage 1, composable with any replicated gradient sync: call before setup. Parameters are
+  // partitioned across ranks balanced by size; each rank keeps optimizer state for, and steps,
+  // only its own partition, then every parameter is broadcast from its owner.
+  void shard_optimizer_state() { shard_optimizer_ = true; }
+  // Rank that owns each trainable parameter's optimizer state (all ranks when not sharded: -1).
+  const std::vector<int>& optimizer_owners() const { return owner_; }
+
  protected:
   // What DDP does at construction: every rank starts from the root's weights (ours agree already,
   // since initialisation depends on the seed only; this keeps it true for any model).
@@ -41,6 +48,14 @@ class ReplicatedStrategy : public Strategy {
   GptModel model_{nullptr};
   std::vector<torch::Tensor> trainable_;  // parameters that require gradients, in order
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+
+ private:
+  void partition_optimizer_state();
+  void broadcast_from_owners();
+
+  bool shard_optimizer_ = false;
+  std::vector<int> owner_;  // per trainable parameter
+  int64_t owned_bytes_ = 0;
 };
 
 }  // namespace shardscope

@@ -1,0 +1,39 @@
+// ZeRO stage 1 (sharded optimizer state) as a composition: `X+zero1` is gradient sync X with the
+// optimizer state partitioned across ranks; `zero1` alone is `ddp_bucketed+zero1`.
+#include <torch/torch.h>
+
+#include "engine/config.h"
+#include "engine/strategy_registry.h"
+#include "strategies/replicated_strategy.h"
+
+namespace shardscope {
+namespace {
+
+// The base is looked up when a run starts, not at registration: registration order across files
+// is unspecified.
+StrategyInfo with_sharded_optimizer(const std::string& name, const std::string& base) {
+  return StrategyInfo{
+      name,
+      base + " gradient sync, optimizer state sharded across ranks (ZeRO-1)",
+      [base] {
+        std::unique_ptr<Strategy> strategy = StrategyRegistry::instance().find(base)->make();
+        auto* replicated = dynamic_cast<ReplicatedStrategy*>(strategy.get());
+        if (replicated == nullptr) throw std::logic_error(base + " cannot shard its optimizer");
+        replicated->shard_optimizer_state();
+        return strategy;
+      },
+      [base](const Config& config) {
+        const StrategyInfo* info = StrategyRegistry::instance().find(base);
+        if (info->validate) info->validate(config);
+      },
+  };
+}
+
+const StrategyRegistrar zero1(with_sharded_optimizer("zero1", "ddp_bucketed"));
+const StrategyRegistrar torch_ddp_zero1(with_sharded_optimizer("torch_ddp+zero1", "torch_ddp"));
+const StrategyRegistrar ddp_flat_zero1(with_sharded_optimizer("ddp_flat+zero1", "ddp_flat"));
+const StrategyRegistrar ddp_bucketed_zero1(with_sharded_optimizer("ddp_bucketed+zero1",
+                                                                  "ddp_bucketed"));
+
+}  // namespace
+}  // namespace shardscope
