@@ -15,8 +15,6 @@
 namespace shardscope {
 namespace {
 
-constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
-
 class DdpBucketed final : public HookedDataParallel {
  public:
   MemoryBytes memory() const override {
@@ -29,8 +27,7 @@ class DdpBucketed final : public HookedDataParallel {
   void prepare() override {
     const auto& options = ctx_->config->strategy_options;
     overlap_ = options.overlap;
-    build_buckets(options.bucket_mb > 0 ? static_cast<int64_t>(options.bucket_mb * 1024 * 1024)
-                                        : kDefaultBucketBytes);
+    build_buckets(bucket_cap_bytes(*ctx_->config));
   }
 
   void gradient_ready(size_t i) override {

@@ -19,7 +19,6 @@ namespace {
 
 // DDP's first bucket is kept small so that the last layers' gradients start reducing early.
 constexpr int64_t kDefaultFirstBucketBytes = 1024 * 1024;
-constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
 
 // Routes the Reducer's bucket all-reduces through our traced Comm. With a hook installed the
 // Reducer no longer divides by the world size, so the hook averages.
@@ -43,8 +42,7 @@ class TorchDdp final : public ReplicatedStrategy {
     const StrategyOptions& options = ctx.config->strategy_options;
     find_unused_ = options.find_unused_parameters;
     const bool default_cap = options.bucket_mb == 0.0;
-    const auto cap =
-        default_cap ? kDefaultBucketBytes : static_cast<int64_t>(options.bucket_mb * 1024 * 1024);
+    const int64_t cap = bucket_cap_bytes(*ctx.config);
     // As DDP does: before the first backward the real gradient order is unknown, so without
     // unused-parameter detection everything starts in one bucket and is re-bucketed later.
     std::vector<size_t> limits{std::numeric_limits<size_t>::max()};
