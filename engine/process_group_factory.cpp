@@ -1,5 +1,7 @@
 #include "engine/process_group_factory.h"
 
+#include <csignal>
+#include <mutex>
 #include <stdexcept>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -11,6 +13,12 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec
   if (spec.backend != "gloo") {
     throw std::invalid_argument("process group backend '" + spec.backend + "' is not supported");
   }
+  // Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a failing rank closes its
+  // connections, a peer's write raises SIGPIPE, whose default action kills the whole process
+  // (every rank, and the report). Python ignores SIGPIPE for the same reason; so do we, and the
+  // write fails with EPIPE, which Gloo turns into an exception on the peer.
+  static std::once_flag ignore_sigpipe;
+  std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
   auto store = c10::make_intrusive<c10d::PrefixStore>("shardscope/" + spec.name, spec.store);
   auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
   // Loopback: ranks of this launcher share one machine, and it needs no name resolution.
