@@ -118,6 +118,13 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"optimizer.clip_grad_norm", SHARDSCOPE_FIELD(double, optimizer.clip_grad_norm)},
       {"strategy_options.bucket_mb", SHARDSCOPE_FIELD(double, strategy_options.bucket_mb)},
       {"strategy_options.overlap", SHARDSCOPE_FIELD(bool, strategy_options.overlap)},
+      {"strategy_options.prefetch", SHARDSCOPE_FIELD(bool, strategy_options.prefetch)},
+      {"strategy_options.precision", SHARDSCOPE_FIELD(std::string, strategy_options.precision)},
+      {"strategy_options.reduce_dtype",
+       SHARDSCOPE_FIELD(std::string, strategy_options.reduce_dtype)},
+      {"strategy_options.activation_checkpointing",
+       SHARDSCOPE_FIELD(bool, strategy_options.activation_checkpointing)},
+      {"strategy_options.offload", SHARDSCOPE_FIELD(bool, strategy_options.offload)},
       {"strategy_options.find_unused_parameters",
        SHARDSCOPE_FIELD(bool, strategy_options.find_unused_parameters)},
       {"inject_fault", FieldBinding{[](Config& c, const json& v, const std::string& key) {
@@ -301,6 +308,11 @@ void validate(const Config& c) {
   require(o.clip_grad_norm >= 0, "optimizer.clip_grad_norm", "must not be negative (0 = off)");
   require(c.strategy_options.bucket_mb >= 0, "strategy_options.bucket_mb",
           "must not be negative (0 = DDP's default)");
+  const StrategyOptions& so = c.strategy_options;
+  require(so.precision == "fp32" || so.precision == "bf16", "strategy_options.precision",
+          "unknown precision '" + so.precision + "' (fp32, bf16)");
+  require(so.reduce_dtype == "fp32" || so.reduce_dtype == "bf16", "strategy_options.reduce_dtype",
+          "unknown reduce dtype '" + so.reduce_dtype + "' (fp32, bf16)");
 
   if (c.fault.enabled()) {
     require(c.fault.rank < c.world, "inject_fault",

@@ -51,7 +51,12 @@ struct StrategyOptions {
   // Gradient bucket cap in MiB; 0 means DDP's default: 25 MiB with a 1 MiB first bucket.
   double bucket_mb = 0.0;
   bool find_unused_parameters = false;  // torch_ddp: tolerate parameters without gradients
-  bool overlap = true;  // ddp_bucketed: reduce buckets during backward (false: after it)
+  bool overlap = true;             // ddp_bucketed: reduce buckets during backward (false: after it)
+  bool prefetch = true;            // fsdp: start the next unit's all_gather while this one computes
+  std::string precision = "fp32";  // fp32 | bf16 (bf16 compute, fp32 master weights)
+  std::string reduce_dtype = "fp32";      // fp32 | bf16: dtype gradients travel in
+  bool activation_checkpointing = false;  // recompute each block's activations in backward
+  bool offload = false;                   // zero1/zero2: optimizer state and its step on the host
 };
 
 // Deliberate failure for testing the failure path: rank `rank` throws at the start of `step`.

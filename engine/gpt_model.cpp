@@ -1,5 +1,6 @@
 #include "engine/gpt_model.h"
 
+#include "engine/activation_checkpoint.h"
 #include "engine/hashing.h"
 
 #include <cmath>
@@ -105,19 +106,39 @@ void GptModelImpl::initialise(uint64_t seed) {
   }
 }
 
-torch::Tensor GptModelImpl::forward(const torch::Tensor& tokens) {
+torch::Tensor GptModelImpl::embed(const torch::Tensor& tokens) {
   const auto time = tokens.size(1);
   TORCH_CHECK(time <= config.seq, "sequence of ", time, " tokens exceeds model.seq ", config.seq);
   auto positions = torch::arange(time, tokens.options().dtype(torch::kLong));
-  auto x = tok_emb->forward(tokens) + pos_emb->forward(positions).unsqueeze(0);
-  for (const auto& block : *blocks) x = block->as<Block>()->forward(x);
-  x = ln_f->forward(x);
-  return lm_head ? lm_head->forward(x) : F::linear(x, tok_emb->weight);
+  return tok_emb->forward(tokens) + pos_emb->forward(positions).unsqueeze(0);
+}
+
+torch::Tensor GptModelImpl::block(size_t index, const torch::Tensor& x) {
+  BlockImpl* block = blocks[index]->as<Block>();
+  if (!activation_checkpointing) return block->forward(x);
+  return recompute_in_backward(
+      [block](const torch::Tensor& input) { return block->forward(input); }, x);
+}
+
+torch::Tensor GptModelImpl::head(const torch::Tensor& x) {
+  auto h = ln_f->forward(x);
+  return lm_head ? lm_head->forward(h) : F::linear(h, tok_emb->weight);
+}
+
+torch::Tensor GptModelImpl::forward(const torch::Tensor& tokens) {
+  auto x = embed(tokens);
+  for (size_t i = 0; i < blocks->size(); ++i) x = block(i, x);
+  return head(x);
+}
+
+torch::Tensor GptModelImpl::loss_of(const torch::Tensor& logits, const torch::Tensor& targets) {
+  // In fp32 even under bf16 autocast: the softmax over the vocabulary is where bf16 hurts most.
+  return F::cross_entropy(logits.view({-1, logits.size(-1)}).to(torch::kFloat),
+                          targets.reshape({-1}));
 }
 
 torch::Tensor GptModelImpl::loss(const Batch& batch) {
-  auto logits = forward(batch.inputs);
-  return F::cross_entropy(logits.view({-1, logits.size(-1)}), batch.targets.reshape({-1}));
+  return loss_of(forward(batch.inputs), batch.targets);
 }
 
 NamedTensors GptModelImpl::named_params() const {

@@ -58,6 +58,13 @@ struct GptModelImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& tokens);  // logits [B, T, vocab]
   torch::Tensor loss(const Batch& batch);              // mean next-token cross-entropy
 
+  // The forward in the pieces strategies wrap (FSDP gathers each unit around its piece):
+  // forward = head(block(n-1, ... block(0, embed(tokens)))).
+  torch::Tensor embed(const torch::Tensor& tokens);
+  torch::Tensor block(size_t index, const torch::Tensor& x);  // recomputed in backward if set
+  torch::Tensor head(const torch::Tensor& x);                 // final LayerNorm and LM head
+  static torch::Tensor loss_of(const torch::Tensor& logits, const torch::Tensor& targets);
+
   // Parameters in registration order with stable dotted names ("blocks.0.attn.qkv.weight").
   NamedTensors named_params() const;
   int64_t parameter_count() const;
@@ -69,6 +76,8 @@ struct GptModelImpl : torch::nn::Module {
   torch::nn::LayerNorm ln_f{nullptr};
   torch::nn::Linear lm_head{nullptr};  // null when tied to tok_emb
   torch::Tensor unused;                // only with ModelConfig::unused_parameter
+  // Keep only each block's input in forward and recompute the block during backward.
+  bool activation_checkpointing = false;
 
  private:
   void initialise(uint64_t seed);

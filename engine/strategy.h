@@ -18,7 +18,10 @@ struct MemoryBytes {
   int64_t parameters = 0;
   int64_t gradients = 0;
   int64_t optimizer_state = 0;
-  int64_t comm_buffers = 0;  // e.g. DDP's gradient buckets
+  int64_t comm_buffers = 0;  // e.g. DDP's gradient buckets, FSDP's gathered units
+  // Kept in host memory instead (ZeRO-Offload: fp32 master copy and optimizer state). On a CPU
+  // run both live in the same memory, but this is what would leave the GPU.
+  int64_t host = 0;
 };
 
 // How one rank trains: builds its model and optimizer, runs forward/backward on its micro-

@@ -9,8 +9,11 @@
 
 #include "engine/comm.h"
 #include "engine/config.h"
+#include "engine/mixed_precision.h"
 #include "engine/strategy_registry.h"
+#include "strategies/bucket_plan.h"
 #include "strategies/hooked_data_parallel.h"
+#include "strategies/option_support.h"
 
 namespace shardscope {
 namespace {
@@ -70,26 +73,21 @@ class DdpBucketed final : public HookedDataParallel {
 
   void build_buckets(int64_t cap_bytes) {
     bucket_of_.assign(trainable_.size(), 0);
-    Bucket current;
-    int64_t elements = 0, bytes = 0;
-    auto close = [&] {
-      if (current.params.empty()) return;
-      current.buffer = torch::zeros({elements}, trainable_[current.params.front()].options());
-      current.pending = current.params.size();
-      buckets_.push_back(std::move(current));
-      current = Bucket{};
-      elements = bytes = 0;
-    };
-    for (size_t n = trainable_.size(); n-- > 0;) {
-      const auto& p = trainable_[n];
-      current.params.push_back(n);
-      current.offsets.push_back(elements);
-      bucket_of_[n] = buckets_.size();
-      elements += p.numel();
-      bytes += p.numel() * p.element_size();
-      if (bytes >= cap_bytes) close();
+    for (auto& members : plan_buckets(trainable_, cap_bytes)) {
+      Bucket bucket;
+      int64_t elements = 0;
+      for (size_t i : members) {
+        bucket.offsets.push_back(elements);
+        bucket_of_[i] = buckets_.size();
+        elements += trainable_[i].numel();
+      }
+      bucket.params = std::move(members);
+      bucket.buffer =
+          torch::zeros({elements}, trainable_[bucket.params.front()].options().dtype(
+                                       gradient_reduce_dtype(ctx_->config->strategy_options)));
+      bucket.pending = bucket.params.size();
+      buckets_.push_back(std::move(bucket));
     }
-    close();
   }
 
   // Copies parameter i's gradient (zeros if it has none) into its slot of its bucket.
@@ -120,7 +118,12 @@ const StrategyRegistrar registrar({
     "ddp_bucketed",
     "gradients in buckets of bucket_mb, each all-reduced as soon as it is full (overlap option)",
     [] { return std::unique_ptr<Strategy>(std::make_unique<DdpBucketed>()); },
-    &ReplicatedStrategy::validate_unused_parameters,
+    [](const Config& config) {
+      ReplicatedStrategy::validate_unused_parameters(config);
+      OptionSupport support;
+      support.reduce_dtype = true;
+      validate_option_support(config, support);
+    },
 });
 
 }  // namespace

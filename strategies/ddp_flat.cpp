@@ -7,6 +7,7 @@
 #include "engine/comm.h"
 #include "engine/strategy_registry.h"
 #include "strategies/hooked_data_parallel.h"
+#include "strategies/option_support.h"
 
 namespace shardscope {
 namespace {
@@ -43,7 +44,10 @@ const StrategyRegistrar registrar({
     "ddp_flat",
     "one async all-reduce per parameter, launched as its gradient is ready",
     [] { return std::unique_ptr<Strategy>(std::make_unique<DdpFlat>()); },
-    &ReplicatedStrategy::validate_unused_parameters,
+    [](const Config& config) {
+      ReplicatedStrategy::validate_unused_parameters(config);
+      validate_option_support(config, {});
+    },
 });
 
 }  // namespace

@@ -7,8 +7,10 @@
 
 #include "engine/comm.h"
 #include "engine/config.h"
+#include "engine/mixed_precision.h"
 #include "engine/optimizer_factory.h"
 #include "engine/weights.h"
+#include "strategies/flat_shard.h"
 
 namespace shardscope {
 
@@ -16,6 +18,7 @@ void ReplicatedStrategy::setup(RankContext& ctx) {
   ctx_ = &ctx;
   model_ = GptModel(ctx.config->model, ctx.config->seed);
   model_->to(ctx.device);
+  model_->activation_checkpointing = ctx.config->strategy_options.activation_checkpointing;
   for (const auto& p : model_->parameters()) {
     if (p.requires_grad()) trainable_.push_back(p);
   }
@@ -47,7 +50,12 @@ void ReplicatedStrategy::partition_optimizer_state() {
     if (owner_[i] == ctx_->rank) mine.push_back(trainable_[i]);
   }
   owned_bytes_ = load[ctx_->rank];
-  if (!mine.empty()) optimizer_ = make_optimizer(ctx_->config->optimizer, mine);
+  if (mine.empty()) return;
+  if (ctx_->config->strategy_options.offload) {
+    offloaded_ = std::make_unique<HostOffloadedOptimizer>(ctx_->config->optimizer, mine);
+  } else {
+    optimizer_ = make_optimizer(ctx_->config->optimizer, mine);
+  }
 }
 
 void ReplicatedStrategy::broadcast_from_owners() {
@@ -67,7 +75,11 @@ void ReplicatedStrategy::broadcast_from_owners() {
 }
 
 torch::Tensor ReplicatedStrategy::forward_backward(const Batch& batch, bool, double loss_scale) {
-  auto loss = model_->loss(batch);
+  torch::Tensor loss;
+  {
+    ComputePrecisionScope precision(ctx_->config->strategy_options, ctx_->device.type());
+    loss = model_->loss(batch);
+  }
   (loss * loss_scale).backward();
   return loss.detach();
 }
@@ -82,6 +94,7 @@ void ReplicatedStrategy::optimizer_step(double lr) {
     set_learning_rate(*optimizer_, lr);
     optimizer_->step();
   }
+  if (offloaded_) offloaded_->step(lr);
   if (shard_optimizer_) broadcast_from_owners();
 }
 
@@ -104,12 +117,7 @@ void ReplicatedStrategy::broadcast_parameters(int root) {
 }
 
 std::vector<bool> ReplicatedStrategy::used_on_any_rank(const std::vector<bool>& used_here) {
-  auto bitmap = torch::zeros({static_cast<int64_t>(used_here.size())}, torch::kInt);
-  for (size_t i = 0; i < used_here.size(); ++i) bitmap[i] = used_here[i] ? 1 : 0;
-  ctx_->comm->all_reduce(bitmap);
-  std::vector<bool> used(used_here.size());
-  for (size_t i = 0; i < used.size(); ++i) used[i] = bitmap[i].item<int>() > 0;
-  return used;
+  return true_on_any_rank(*ctx_->comm, used_here);
 }
 
 void ReplicatedStrategy::validate_unused_parameters(const Config& config) {
@@ -137,8 +145,12 @@ MemoryBytes ReplicatedStrategy::memory() const {
   const int64_t trainable = trainable_bytes();
   for (const auto& p : model_->parameters()) bytes.parameters += p.numel() * p.element_size();
   bytes.gradients = trainable;
-  bytes.optimizer_state =
-      static_cast<int64_t>(owned_bytes_ * optimizer_state_ratio(ctx_->config->optimizer));
+  if (offloaded_) {
+    bytes.host = offloaded_->host_bytes();
+  } else {
+    bytes.optimizer_state =
+        static_cast<int64_t>(owned_bytes_ * optimizer_state_ratio(ctx_->config->optimizer));
+  }
   return bytes;
 }
 

@@ -6,6 +6,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "engine/strategy.h"
+#include "strategies/host_offload.h"
 
 namespace shardscope {
 
@@ -50,6 +51,7 @@ class ReplicatedStrategy : public Strategy {
   GptModel model_{nullptr};
   std::vector<torch::Tensor> trainable_;  // parameters that require gradients, in order
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
+  std::unique_ptr<HostOffloadedOptimizer> offloaded_;  // instead of optimizer_ (ZeRO-Offload)
 
  private:
   void partition_optimizer_state();

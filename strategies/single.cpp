@@ -1,6 +1,7 @@
 // `single`: one rank, no communication. The baseline every other strategy is measured against,
 // and the engine of the single-device reference.
 #include "engine/strategy_registry.h"
+#include "strategies/option_support.h"
 #include "strategies/replicated_strategy.h"
 
 namespace shardscope {
@@ -17,6 +18,7 @@ const StrategyRegistrar registrar({
         throw ConfigError("world", "strategy 'single' runs on exactly one rank, got world " +
                                        std::to_string(config.world));
       }
+      validate_option_support(config, {});
     },
 });
 

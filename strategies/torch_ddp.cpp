@@ -12,6 +12,7 @@
 #include "engine/comm.h"
 #include "engine/config.h"
 #include "engine/strategy_registry.h"
+#include "strategies/option_support.h"
 #include "strategies/replicated_strategy.h"
 
 namespace shardscope {
@@ -101,6 +102,11 @@ const StrategyRegistrar registrar({
     [] { return std::unique_ptr<Strategy>(std::make_unique<TorchDdp>()); },
     [](const Config& config) {
       ReplicatedStrategy::validate_unused_parameters(config);
+      // The Reducer finalises backward when the (inner) backward of a recomputed block ends:
+      // PyTorch needs static_graph for reentrant checkpointing, which this engine does not set.
+      OptionSupport support;
+      support.activation_checkpointing = false;
+      validate_option_support(config, support);
       // On CUDA, autograd runs every thread's backward on one device thread, and the Reducer's
       // end-of-backward callback blocks there waiting for the other ranks: rank threads would
       // wait on each other until the timeout.

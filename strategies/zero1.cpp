@@ -23,8 +23,11 @@ StrategyInfo with_sharded_optimizer(const std::string& name, const std::string& 
         return strategy;
       },
       [base](const Config& config) {
+        // Offload belongs to the sharded optimizer, not to the gradient sync underneath.
+        Config base_config = config;
+        base_config.strategy_options.offload = false;
         const StrategyInfo* info = StrategyRegistry::instance().find(base);
-        if (info->validate) info->validate(config);
+        if (info->validate) info->validate(base_config);
       },
   };
 }

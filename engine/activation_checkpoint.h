@@ -1,0 +1,16 @@
+#pragma once
+
+#include <functional>
+
+#include <torch/types.h>
+
+namespace shardscope {
+
+using TensorFunction = std::function<torch::Tensor(const torch::Tensor&)>;
+
+// Runs fn(x) without keeping its intermediate activations; backward runs fn again (with autograd,
+// under the autocast state forward had) and back-propagates through the recomputation. Gradient
+// hooks on parameters fire during that inner backward, as with PyTorch's reentrant checkpoint.
+torch::Tensor recompute_in_backward(TensorFunction fn, const torch::Tensor& x);
+
+}  // namespace shardscope

@@ -1,0 +1,25 @@
+#include "strategies/option_support.h"
+
+namespace shardscope {
+
+void validate_option_support(const Config& config, const OptionSupport& support) {
+  const StrategyOptions& options = config.strategy_options;
+  if (!support.reduce_dtype && options.reduce_dtype != "fp32") {
+    throw ConfigError("strategy_options.reduce_dtype",
+                      config.strategy +
+                          " reduces gradients in fp32 only (bf16 reduction: "
+                          "ddp_bucketed, zero1, zero2, fsdp)");
+  }
+  if (!support.offload && options.offload) {
+    throw ConfigError("strategy_options.offload",
+                      config.strategy +
+                          " cannot offload its optimizer (ZeRO-Offload is for "
+                          "zero1 compositions and zero2)");
+  }
+  if (!support.activation_checkpointing && options.activation_checkpointing) {
+    throw ConfigError("strategy_options.activation_checkpointing",
+                      config.strategy + " does not support activation checkpointing");
+  }
+}
+
+}  // namespace shardscope

@@ -1,0 +1,202 @@
+// `zero2` (ZeRO stage 2): gradients and optimizer state partitioned. Gradient buckets are laid
+// out flat and reduce-scattered, so each rank receives only its slice of every bucket, the sum
+// over ranks; full gradients are dropped as soon as they are in a bucket. Each rank steps its
+// slices (views into its own parameters) and the updated slices are all-gathered back. A
+// bucket's reduce-scatter starts when its last gradient is ready, overlapping backward.
+#include <algorithm>
+
+#include <torch/torch.h>
+
+#include "engine/comm.h"
+#include "engine/config.h"
+#include "engine/mixed_precision.h"
+#include "engine/optimizer_factory.h"
+#include "engine/strategy_registry.h"
+#include "strategies/bucket_plan.h"
+#include "strategies/flat_shard.h"
+#include "strategies/hooked_data_parallel.h"
+#include "strategies/option_support.h"
+
+namespace shardscope {
+namespace {
+
+class Zero2 final : public HookedDataParallel {
+ public:
+  double clip_gradients(double max_norm) override {
+    return clip_sharded_gradients(*ctx_->comm, slices_, max_norm);
+  }
+
+  void optimizer_step(double lr) override {
+    torch::NoGradGuard no_grad;
+    if (offloaded_) {
+      offloaded_->step(lr);
+    } else if (optimizer_) {
+      set_learning_rate(*optimizer_, lr);
+      optimizer_->step();
+    }
+    // The slices were updated in place inside this rank's parameters; everyone gets everyone's.
+    for (auto& bucket : buckets_) {
+      auto own = bucket.layout.own_values();
+      auto full = torch::empty({bucket.layout.padded_numel()}, own.options());
+      ctx_->comm->all_gather_into(full, own);
+      bucket.layout.scatter_values(full);
+    }
+  }
+
+  void zero_grad() override {
+    ReplicatedStrategy::zero_grad();
+    for (auto& slice : slices_) slice.mutable_grad() = torch::Tensor();
+  }
+
+  MemoryBytes memory() const override {
+    MemoryBytes bytes;
+    for (const auto& p : model_->parameters()) bytes.parameters += p.numel() * p.element_size();
+    int64_t owned = 0;
+    for (const auto& bucket : buckets_) {
+      bytes.gradients += bucket.layout.shard_numel() * bucket.grad_slice.element_size();
+      for (const auto& piece : bucket.layout.pieces()) owned += piece.length;
+    }
+    const int64_t owned_bytes = owned * static_cast<int64_t>(sizeof(float));
+    if (offloaded_) {
+      bytes.host = offloaded_->host_bytes();
+    } else {
+      bytes.optimizer_state =
+          static_cast<int64_t>(owned_bytes * optimizer_state_ratio(ctx_->config->optimizer));
+    }
+    bytes.comm_buffers = peak_bucket_bytes_;
+    return bytes;
+  }
+
+ protected:
+  void prepare() override {
+    const auto& options = ctx_->config->strategy_options;
+    overlap_ = options.overlap;
+    reduce_dtype_ = gradient_reduce_dtype(options);
+    bucket_of_.assign(trainable_.size(), 0);
+    for (auto& members : plan_buckets(trainable_, bucket_cap_bytes(*ctx_->config))) {
+      std::vector<torch::Tensor> params;
+      for (size_t i : members) {
+        bucket_of_[i] = buckets_.size();
+        params.push_back(trainable_[i]);
+      }
+      Bucket bucket(FlatShard(params, ctx_->rank, ctx_->world), std::move(members));
+      bucket.grad_slice = torch::zeros({bucket.layout.shard_numel()}, params.front().options());
+      bucket.pending = bucket.params.size();
+      buckets_.push_back(std::move(bucket));
+    }
+    // This rank's slices, as views into its own parameters: the optimizer updates them in place.
+    for (auto& bucket : buckets_) {
+      for (const auto& piece : bucket.layout.pieces()) {
+        auto view = bucket.layout.params()[piece.param].variable_data().view({-1}).narrow(
+            0, piece.param_offset, piece.length);
+        slices_.push_back(view.set_requires_grad(true));
+        slice_param_.push_back(bucket.params[piece.param]);
+      }
+    }
+    optimizer_.reset();  // the base made one over whole parameters; this rank steps only slices
+    if (options.offload) {
+      offloaded_ = std::make_unique<HostOffloadedOptimizer>(ctx_->config->optimizer, slices_);
+    } else if (!slices_.empty()) {
+      optimizer_ = make_optimizer(ctx_->config->optimizer, slices_);
+    }
+  }
+
+  void gradient_ready(size_t i) override {
+    Bucket& bucket = fill(i);
+    if (--bucket.pending == 0 && overlap_) launch(bucket);
+  }
+
+  void finish_sync(const std::vector<bool>& used) override {
+    for (size_t i = 0; i < trainable_.size(); ++i) {
+      if (!ready_[i]) --fill(i).pending;  // zeros, or what earlier micro-batches accumulated
+    }
+    for (auto& bucket : buckets_) {
+      if (!bucket.launched) launch(bucket);
+    }
+    for (auto& bucket : buckets_) {
+      bucket.work.wait();
+      bucket.grad_slice.copy_(bucket.reduced);
+      bucket.buffer = bucket.reduced = torch::Tensor();
+      bucket.launched = false;
+      bucket.pending = bucket.params.size();
+    }
+    live_bucket_bytes_ = 0;
+    size_t s = 0;
+    for (auto& bucket : buckets_) {
+      for (const auto& piece : bucket.layout.pieces()) {
+        // A parameter no rank used keeps no gradient, so the optimizer leaves it alone.
+        slices_[s].mutable_grad() =
+            used[slice_param_[s]] ? bucket.grad_slice.narrow(0, piece.shard_offset, piece.length)
+                                  : torch::Tensor();
+        ++s;
+      }
+    }
+  }
+
+ private:
+  struct Bucket {
+    Bucket(FlatShard layout_, std::vector<size_t> params_)
+        : layout(std::move(layout_)), params(std::move(params_)) {}
+    FlatShard layout;
+    std::vector<size_t> params;  // indices into trainable_, in layout order
+    torch::Tensor buffer;        // the whole bucket while it is filled and reduced
+    torch::Tensor reduced;       // this rank's slice of the sum, in the reduce dtype
+    torch::Tensor grad_slice;    // this rank's slice of the averaged gradient (kept)
+    size_t pending = 0;
+    bool launched = false;
+    CommWork work;
+  };
+
+  // Moves parameter i's gradient into its bucket and drops the full gradient.
+  Bucket& fill(size_t i) {
+    torch::NoGradGuard no_grad;
+    Bucket& bucket = buckets_[bucket_of_[i]];
+    if (!bucket.buffer.defined()) {
+      bucket.buffer = torch::zeros({bucket.layout.padded_numel()},
+                                   trainable_[i].options().dtype(reduce_dtype_));
+      live_bucket_bytes_ += bucket.buffer.nbytes();
+      peak_bucket_bytes_ = std::max(peak_bucket_bytes_, live_bucket_bytes_);
+    }
+    const auto k = static_cast<size_t>(std::find(bucket.params.begin(), bucket.params.end(), i) -
+                                       bucket.params.begin());
+    torch::Tensor& grad = trainable_[i].mutable_grad();
+    if (grad.defined()) {
+      bucket.buffer.narrow(0, bucket.layout.offset(k), trainable_[i].numel())
+          .copy_(grad.reshape({-1}));
+    }
+    grad = torch::Tensor();
+    return bucket;
+  }
+
+  void launch(Bucket& bucket) {
+    bucket.buffer.div_(ctx_->world);
+    bucket.reduced = torch::empty({bucket.layout.shard_numel()}, bucket.buffer.options());
+    bucket.work = ctx_->comm->reduce_scatter_tensor_async(bucket.reduced, bucket.buffer);
+    bucket.launched = true;
+  }
+
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<torch::Tensor> slices_;  // optimizer parameters: views of this rank's slices
+  std::vector<size_t> slice_param_;    // trainable index of each slice
+  bool overlap_ = true;
+  c10::ScalarType reduce_dtype_ = c10::kFloat;
+  int64_t live_bucket_bytes_ = 0;
+  int64_t peak_bucket_bytes_ = 0;
+};
+
+const StrategyRegistrar registrar({
+    "zero2",
+    "ZeRO-2: gradients reduce-scattered in buckets, optimizer state and gradients sharded",
+    [] { return std::unique_ptr<Strategy>(std::make_unique<Zero2>()); },
+    [](const Config& config) {
+      ReplicatedStrategy::validate_unused_parameters(config);
+      OptionSupport support;
+      support.reduce_dtype = true;
+      support.offload = true;
+      validate_option_support(config, support);
+    },
+});
+
+}  // namespace
+}  // namespace shardscope
