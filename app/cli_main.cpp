@@ -22,9 +22,16 @@ struct RunOutputs {
   std::string config_file;
   std::string json_file;
   std::string weights_file;
-  double tolerance = 1e-5;
+  double tolerance = -1;  // unset: kDefaultTolerance, or kBf16Tolerance with bf16 anywhere
   bool quiet = false;
+  bool tolerance_given = false;
 };
+
+// fp32 strategies agree with the fp32 reference to rounding (seen: below 1e-6). bf16 keeps 8
+// mantissa bits (relative step 2^-8 = 3.9e-3); after 20 AdamW steps the weights were seen
+// 3e-3 apart and losses 2e-4.
+constexpr double kDefaultTolerance = 1e-5;
+constexpr double kBf16Tolerance = 2e-2;
 
 std::string format(const char* fmt, double value) {
   char buf[64];
@@ -54,10 +61,13 @@ void print_header(const Config& c, std::ostream& out) {
 }
 
 void print_results(const RunSummary& s, std::ostream& out) {
-  out << "\nrank  checksum          weight sum\n";
+  out << "\nrank  checksum          weight sum        MB: params  grads  optim  comm  host\n";
+  auto mb = [](int64_t bytes) { return format("%6.2f", bytes / 1e6); };
   for (const auto& r : s.ranks) {
-    out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%.9g", r.weight_sum)
-        << "\n";
+    const MemoryBytes& m = r.memory;
+    out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%-16.9g", r.weight_sum)
+        << "  " << mb(m.parameters) << " " << mb(m.gradients) << " " << mb(m.optimizer_state)
+        << " " << mb(m.comm_buffers) << " " << mb(m.host) << "\n";
   }
   if (s.replicated) {
     out << "ranks agree: " << (s.ranks_agree ? "yes" : "NO") << " (max |delta| across ranks "
@@ -75,7 +85,7 @@ void print_results(const RunSummary& s, std::ostream& out) {
   }
 }
 
-int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, std::ostream& out,
+int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ostream& out,
                 std::ostream& err) {
   Config config;
   try {
@@ -84,8 +94,14 @@ int execute_run(RunFlags& flags, const RunOutputs& outputs, bool no_reference, s
     overrides.merge_patch(flags.overrides());
     config = config_from_json(overrides);
     if (no_reference) config.reference = false;
-    if (!(outputs.tolerance >= 0)) throw ConfigError("tolerance", "must not be negative");
+    if (outputs.tolerance_given && !(outputs.tolerance >= 0))
+      throw ConfigError("tolerance", "must not be negative");
     finalize(config);
+    if (!outputs.tolerance_given) {
+      const bool bf16 = config.strategy_options.precision == "bf16" ||
+                        config.strategy_options.reduce_dtype == "bf16";
+      outputs.tolerance = bf16 ? kBf16Tolerance : kDefaultTolerance;
+    }
     check_environment(config);
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
@@ -168,10 +184,11 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   flags.add_to(*run);
   run->add_flag("--no-reference", no_reference, "skip the single-device reference check")
       ->group("Check");
-  run->add_option(
-         "--tolerance", outputs.tolerance,
-         "relative deviation ||w - ref|| / ||ref|| above which the exit code is 3 (default 1e-5)")
-      ->group("Check");
+  CLI::Option* tolerance =
+      run->add_option("--tolerance", outputs.tolerance,
+                      "relative deviation ||w - ref|| / ||ref|| above which the exit code is 3 "
+                      "(default 1e-5; 2e-2 when bf16 is used)")
+          ->group("Check");
   run->add_option("--json", outputs.json_file, "write a machine-readable summary here")
       ->group("Output");
   run->add_option("--export-weights", outputs.weights_file,
@@ -219,6 +236,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     }
     return kExitOk;
   }
+  outputs.tolerance_given = tolerance->count() > 0;
   return execute_run(flags, outputs, no_reference, out, err);
 }
 

@@ -70,6 +70,9 @@ Config reference_config(const Config& config) {
   ref.fault = FaultInjection{};
   ref.reference = false;
   ref.threads_per_rank = 0;
+  // The reference is plain fp32 training: options that change how (not what) a strategy
+  // computes are what the comparison checks.
+  ref.strategy_options = StrategyOptions{};
   return ref;
 }
 
@@ -160,7 +163,8 @@ nlohmann::json summary_to_json(const RunSummary& s) {
                       {{"parameters", r.memory.parameters},
                        {"gradients", r.memory.gradients},
                        {"optimizer_state", r.memory.optimizer_state},
-                       {"comm_buffers", r.memory.comm_buffers}}}});
+                       {"comm_buffers", r.memory.comm_buffers},
+                       {"host", r.memory.host}}}});
   }
   out["ranks"] = ranks;
   out["replicated"] = s.replicated;

@@ -6,6 +6,7 @@
 // parameters, gradients and optimizer state. With prefetch on, the next unit's all-gather is
 // issued while the current unit computes.
 #include <algorithm>
+#include <deque>
 #include <functional>
 
 #include <torch/torch.h>
@@ -62,7 +63,6 @@ class Fsdp final : public Strategy {
         if (!p.requires_grad()) continue;
         param_unit_.push_back(&unit - units_.data());
         trainable.push_back(p);
-        ++unit.trainable;
       }
       for (const auto& piece : unit.layout->pieces()) {
         if (!unit.layout->params()[piece.param].requires_grad()) continue;
@@ -125,9 +125,12 @@ class Fsdp final : public Strategy {
   }
 
   NamedTensors full_weights() override {
+    // A check after training, not part of it: keep it out of the memory peaks.
+    const int64_t peak = peak_gathered_bytes_;
     for (auto& unit : units_) ensure_gathered(unit);
     NamedTensors weights = to_cpu_copy(model_->named_params());
     for (auto& unit : units_) release(unit);
+    peak_gathered_bytes_ = peak;
     return weights;
   }
 
@@ -248,20 +251,24 @@ class Fsdp final : public Strategy {
       if (unit.trainable > 0 && !unit.reducing) reduce(unit);  // some gradient never came
       release(unit);
     }
+    while (!in_flight_.empty()) complete_oldest_reduction();
+  }
+
+  // Waits for the oldest reduce-scatter and adds its result to the unit's gradient slice.
+  void complete_oldest_reduction() {
     torch::NoGradGuard no_grad;
-    for (auto& unit : units_) {
-      if (!unit.reducing) continue;
-      unit.reduce_work.wait();
-      auto reduced = unit.reduced.to(unit.shard.scalar_type());
-      if (unit.grad_slice.defined()) {
-        unit.grad_slice.add_(reduced);
-      } else {
-        unit.grad_slice = reduced;
-      }
-      live_reduce_bytes_ -= unit.reduce_input.nbytes();
-      unit.reduce_input = unit.reduced = torch::Tensor();
-      unit.reducing = false;
+    Unit& unit = units_[in_flight_.front()];
+    in_flight_.pop_front();
+    unit.reduce_work.wait();
+    auto reduced = unit.reduced.to(unit.shard.scalar_type());
+    if (unit.grad_slice.defined()) {
+      unit.grad_slice.add_(reduced);
+    } else {
+      unit.grad_slice = reduced;
     }
+    live_reduce_bytes_ -= unit.reduce_input.nbytes();
+    unit.reduce_input = unit.reduced = torch::Tensor();
+    unit.reducing = false;
   }
 
   void start_gather(Unit& unit) {
@@ -302,6 +309,9 @@ class Fsdp final : public Strategy {
     unit.reducing = true;
     live_reduce_bytes_ += unit.reduce_input.nbytes();
     peak_reduce_bytes_ = std::max(peak_reduce_bytes_, live_reduce_bytes_);
+    // Two in flight keep the link busy; more would only hold more full-size gradient buffers.
+    in_flight_.push_back(&unit - units_.data());
+    while (in_flight_.size() > 2) complete_oldest_reduction();
   }
 
   RankContext* ctx_ = nullptr;
@@ -316,6 +326,7 @@ class Fsdp final : public Strategy {
   std::vector<bool> got_grad_;  // per trainable parameter, this step, on this rank
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   GradientReadyHooks hooks_;
+  std::deque<size_t> in_flight_;  // units whose reduce-scatter is not yet completed, oldest first
   bool prefetch_ = true;
   c10::ScalarType reduce_dtype_ = c10::kFloat;
   int64_t live_gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
