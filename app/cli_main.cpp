@@ -66,8 +66,8 @@ void print_results(const RunSummary& s, std::ostream& out) {
   for (const auto& r : s.ranks) {
     const MemoryBytes& m = r.memory;
     out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%-16.9g", r.weight_sum)
-        << "  " << mb(m.parameters) << " " << mb(m.gradients) << " " << mb(m.optimizer_state)
-        << " " << mb(m.comm_buffers) << " " << mb(m.host) << "\n";
+        << "  " << mb(m.parameters) << " " << mb(m.gradients) << " " << mb(m.optimizer_state) << " "
+        << mb(m.comm_buffers) << " " << mb(m.host) << "\n";
   }
   if (s.replicated) {
     out << "ranks agree: " << (s.ranks_agree ? "yes" : "NO") << " (max |delta| across ranks "

@@ -79,7 +79,10 @@ class Fsdp final : public Strategy {
   }
 
   torch::Tensor forward_backward(const Batch& batch, bool, double loss_scale) override {
-    for (auto& unit : units_) unit.pending = unit.trainable;
+    for (auto& unit : units_) {
+      unit.pending = unit.trainable;
+      unit.reduced_this_pass = false;
+    }
     forward_order_.clear();
     torch::Tensor loss;
     {
@@ -164,7 +167,8 @@ class Fsdp final : public Strategy {
     bool gathered = false;
     bool gathering = false;
     CommWork gather_work;
-    bool reducing = false;
+    bool reducing = false;           // its reduce-scatter is in flight
+    bool reduced_this_pass = false;  // launched in this forward-backward
     torch::Tensor reduce_input, reduced;
     CommWork reduce_work;
   };
@@ -248,7 +252,7 @@ class Fsdp final : public Strategy {
 
   void finish_backward() {
     for (auto& unit : units_) {
-      if (unit.trainable > 0 && !unit.reducing) reduce(unit);  // some gradient never came
+      if (unit.trainable > 0 && !unit.reduced_this_pass) reduce(unit);  // a gradient never came
       release(unit);
     }
     while (!in_flight_.empty()) complete_oldest_reduction();
@@ -307,6 +311,7 @@ class Fsdp final : public Strategy {
     unit.reduced = torch::empty({unit.layout->shard_numel()}, unit.reduce_input.options());
     unit.reduce_work = ctx_->comm->reduce_scatter_tensor_async(unit.reduced, unit.reduce_input);
     unit.reducing = true;
+    unit.reduced_this_pass = true;
     live_reduce_bytes_ += unit.reduce_input.nbytes();
     peak_reduce_bytes_ = std::max(peak_reduce_bytes_, live_reduce_bytes_);
     // Two in flight keep the link busy; more would only hold more full-size gradient buffers.

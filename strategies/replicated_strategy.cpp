@@ -74,12 +74,13 @@ void ReplicatedStrategy::broadcast_from_owners() {
   }
 }
 
+torch::Tensor ReplicatedStrategy::forward(const Batch& batch) {
+  ComputePrecisionScope precision(ctx_->config->strategy_options, ctx_->device.type());
+  return model_->loss(batch);
+}
+
 torch::Tensor ReplicatedStrategy::forward_backward(const Batch& batch, bool, double loss_scale) {
-  torch::Tensor loss;
-  {
-    ComputePrecisionScope precision(ctx_->config->strategy_options, ctx_->device.type());
-    loss = model_->loss(batch);
-  }
+  auto loss = forward(batch);
   (loss * loss_scale).backward();
   return loss.detach();
 }

@@ -34,6 +34,8 @@ class ReplicatedStrategy : public Strategy {
   // What DDP does at construction: every rank starts from the root's weights (ours agree already,
   // since initialisation depends on the seed only; this keeps it true for any model).
   void broadcast_parameters(int root);
+  // The loss of one micro-batch, computed in the configured precision.
+  torch::Tensor forward(const Batch& batch);
   int64_t trainable_bytes() const;
   // Which trainable parameters got a gradient on at least one rank this step (a blocking
   // all-reduce of a bitmap, as DDP does with find_unused_parameters). A parameter no rank used

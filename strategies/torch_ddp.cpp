@@ -74,7 +74,7 @@ class TorchDdp final : public ReplicatedStrategy {
   torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) override {
     if (last_micro) reducer_->prepare_for_forward();
     reducer_->rebuild_buckets();
-    auto loss = model_->loss(batch);
+    auto loss = forward(batch);
     auto scaled = loss * loss_scale;
     // Only the micro-batch that ends accumulation arms the reducer's hooks; the others just
     // accumulate into .grad, exactly like DDP's no_sync().

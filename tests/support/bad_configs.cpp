@@ -62,6 +62,23 @@ std::vector<BadConfigCase> bad_config_cases() {
       {R"({"inject_fault":"rank=0,step=99"})", "inject_fault", "past the last step"},
       {R"({"inject_fault":"rank=0,kind=segv"})", "inject_fault", "kind must be 'throw'"},
       {R"({"reference":"no"})", "reference", "expected true or false"},
+      {R"({"strategy_options":{"precision":"fp8"}})", "strategy_options.precision",
+       "unknown precision"},
+      {R"({"strategy_options":{"reduce_dtype":"fp16"}})", "strategy_options.reduce_dtype",
+       "unknown reduce dtype"},
+      {R"({"strategy":"ddp_bucketed","world":2,"strategy_options":{"offload":true}})",
+       "strategy_options.offload", "cannot offload"},
+      {R"({"strategy":"fsdp","world":2,"strategy_options":{"offload":true}})",
+       "strategy_options.offload", "cannot offload"},
+      {R"({"strategy":"ddp_flat","world":2,"strategy_options":{"reduce_dtype":"bf16"}})",
+       "strategy_options.reduce_dtype", "fp32 only"},
+      {R"({"strategy":"torch_ddp","world":2,"strategy_options":{"activation_checkpointing":true}})",
+       "strategy_options.activation_checkpointing", "does not support"},
+      {R"({"strategy":"fsdp","world":2,"device":"cuda:0"})", "device", "threads mode"},
+      {R"({"strategy":"zero2","world":2,"model":{"unused_parameter":true}})",
+       "strategy_options.find_unused_parameters", "gets no gradient"},
+      {R"({"strategy_options":{"prefetch":1}})", "strategy_options.prefetch",
+       "expected true or false"},
   };
 }
 
