@@ -13,6 +13,7 @@
 
 #include "app/cli_main.h"
 #include "tests/support/bad_configs.h"
+#include "tests/support/temp_dir.h"
 
 namespace shardscope {
 namespace {
@@ -30,12 +31,7 @@ CliResult cli(const std::vector<std::string>& args) {
 }
 
 std::filesystem::path temp_dir() {
-  auto dir =
-      std::filesystem::temp_directory_path() /
-      ("shardscope_cli_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-       "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-  std::filesystem::create_directories(dir);
-  return dir;
+  return test::test_temp_dir();
 }
 
 class BadConfigFile : public testing::TestWithParam<test::BadConfigCase> {};
