@@ -61,13 +61,14 @@ void print_header(const Config& c, std::ostream& out) {
 }
 
 void print_results(const RunSummary& s, std::ostream& out) {
-  out << "\nrank  checksum          weight sum        MB: params  grads  optim  comm  host\n";
+  out << "\nrank  checksum          weight sum        MB: params  grads  optim  comm  host  "
+         "sent/step\n";
   auto mb = [](int64_t bytes) { return format("%6.2f", bytes / 1e6); };
   for (const auto& r : s.ranks) {
     const MemoryBytes& m = r.memory;
     out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%-16.9g", r.weight_sum)
         << "  " << mb(m.parameters) << " " << mb(m.gradients) << " " << mb(m.optimizer_state) << " "
-        << mb(m.comm_buffers) << " " << mb(m.host) << "\n";
+        << mb(m.comm_buffers) << " " << mb(m.host) << "  " << mb(r.comm_bytes_per_step) << "\n";
   }
   if (s.replicated) {
     out << "ranks agree: " << (s.ranks_agree ? "yes" : "NO") << " (max |delta| across ranks "

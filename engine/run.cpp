@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/launcher.h"
+#include "engine/step_traffic.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
 #include "profiling/clock.h"
@@ -94,6 +95,7 @@ RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
     RankSummary rank;
     rank.rank = r;
     rank.comm_events = outcome.launch.logs[r]->snapshot();
+    rank.comm_bytes_per_step = typical_bytes_per_step(traffic_per_step(rank.comm_events));
     summary.ranks.push_back(std::move(rank));
   }
   if (!outcome.launch.ok()) {
@@ -159,6 +161,7 @@ nlohmann::json summary_to_json(const RunSummary& s) {
                      {"checksum", r.checksum},
                      {"weight_sum", r.weight_sum},
                      {"comm_calls", r.comm_events.size()},
+                     {"comm_bytes_per_step", r.comm_bytes_per_step},
                      {"memory_bytes",
                       {{"parameters", r.memory.parameters},
                        {"gradients", r.memory.gradients},

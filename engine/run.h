@@ -22,6 +22,7 @@ struct RankSummary {
   double weight_sum = 0.0;
   MemoryBytes memory;
   std::vector<profiling::CommEvent> comm_events;
+  int64_t comm_bytes_per_step = 0;  // median over steps of bytes handed to collectives
 };
 
 struct ReferenceComparison {

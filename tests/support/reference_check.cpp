@@ -31,21 +31,7 @@ void expect_matches_reference(const RunSummary& s) {
 }
 
 std::vector<StepTraffic> traffic_per_step(const RankSummary& rank) {
-  std::vector<StepTraffic> steps(1);
-  for (const auto& e : rank.comm_events) {
-    if (e.op == "all_gather_into" && e.dtype == "Double") {
-      steps.emplace_back();
-    } else if (e.op == "all_reduce" && e.async) {
-      ++steps.back().all_reduces;
-      steps.back().all_reduce_bytes += e.bytes;
-    } else if (e.op == "all_gather_into") {
-      steps.back().all_gather_bytes += e.bytes;
-    } else if (e.op == "reduce_scatter_tensor") {
-      steps.back().reduce_scatter_bytes += e.bytes;
-    }
-  }
-  steps.pop_back();  // after the last step's boundary
-  return steps;
+  return shardscope::traffic_per_step(rank.comm_events);
 }
 
 }  // namespace shardscope::test

@@ -5,6 +5,7 @@
 
 #include "engine/config.h"
 #include "engine/run.h"
+#include "engine/step_traffic.h"
 
 namespace shardscope::test {
 
@@ -17,20 +18,7 @@ Config tiny_config(const std::string& strategy, int world, int grad_accum);
 // and training moved.
 void expect_matches_reference(const RunSummary& summary);
 
-// Per step, over one rank's trace: how many async all-reduces were issued and the bytes of each
-// kind of collective. A step ends at the trainer's all_gather_into of loss and time (the only
-// collective in double precision).
-struct StepTraffic {
-  int all_reduces = 0;
-  int64_t all_reduce_bytes = 0;
-  int64_t all_gather_bytes = 0;      // each rank's contribution (its shard)
-  int64_t reduce_scatter_bytes = 0;  // each rank's input (the whole flat vector)
-  bool operator==(const StepTraffic& other) const {
-    return all_reduces == other.all_reduces && all_reduce_bytes == other.all_reduce_bytes &&
-           all_gather_bytes == other.all_gather_bytes &&
-           reduce_scatter_bytes == other.reduce_scatter_bytes;
-  }
-};
+// Per step, over one rank's trace (see engine/step_traffic.h).
 std::vector<StepTraffic> traffic_per_step(const RankSummary& rank);
 
 }  // namespace shardscope::test
