@@ -50,6 +50,11 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
       Comm::Options comm_options;
       comm_options.emulate_flat_collectives = spec.emulate_flat_collectives;
       Comm comm(make_process_group(pg_spec), report.logs[rank].get(), comm_options);
+      // A rank's group is built once its own connections are up, not everyone's: a rank with
+      // nothing to do could tear its group down while a peer is still connecting to it. The
+      // store (not a traced collective) holds every rank here until all are connected.
+      if (store->add("launcher/connected", 1) == spec.world) store->set("launcher/ready", {1});
+      store->wait({"launcher/ready"});
 
       RankContext ctx;
       ctx.rank = rank;

@@ -1,6 +1,7 @@
 #include "engine/process_group_factory.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 
@@ -17,8 +18,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec
   // connections, a peer's write raises SIGPIPE, whose default action kills the whole process
   // (every rank, and the report). Python ignores SIGPIPE for the same reason; so do we, and the
   // write fails with EPIPE, which Gloo turns into an exception on the peer.
-  static std::once_flag ignore_sigpipe;
-  std::call_once(ignore_sigpipe, [] { std::signal(SIGPIPE, SIG_IGN); });
+  //
+  // c10d's flight recorder is one process-wide singleton that every group writes on each
+  // collective; with several ranks' groups in one process its bookkeeping races (crashes seen
+  // in FlightRecorder::recordWithResetEnabled when ranks start collectives together). Comm
+  // records every call already, so it is switched off before the first group reads the setting.
+  static std::once_flag process_setup;
+  std::call_once(process_setup, [] {
+    std::signal(SIGPIPE, SIG_IGN);
+    setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
+  });
   auto store = c10::make_intrusive<c10d::PrefixStore>("shardscope/" + spec.name, spec.store);
   auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
   // Loopback: ranks of this launcher share one machine, and it needs no name resolution.
