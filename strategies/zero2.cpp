@@ -4,6 +4,7 @@
 // slices (views into its own parameters) and the updated slices are all-gathered back. A
 // bucket's reduce-scatter starts when its last gradient is ready, overlapping backward.
 #include <algorithm>
+#include <deque>
 
 #include <torch/torch.h>
 
@@ -113,14 +114,11 @@ class Zero2 final : public HookedDataParallel {
     for (auto& bucket : buckets_) {
       if (!bucket.launched) launch(bucket);
     }
+    while (!in_flight_.empty()) complete_oldest();
     for (auto& bucket : buckets_) {
-      bucket.work.wait();
-      bucket.grad_slice.copy_(bucket.reduced);
-      bucket.buffer = bucket.reduced = torch::Tensor();
       bucket.launched = false;
       bucket.pending = bucket.params.size();
     }
-    live_bucket_bytes_ = 0;
     size_t s = 0;
     for (auto& bucket : buckets_) {
       for (const auto& piece : bucket.layout.pieces()) {
@@ -173,10 +171,24 @@ class Zero2 final : public HookedDataParallel {
     bucket.reduced = torch::empty({bucket.layout.shard_numel()}, bucket.buffer.options());
     bucket.work = ctx_->comm->reduce_scatter_tensor_async(bucket.reduced, bucket.buffer);
     bucket.launched = true;
+    // Two in flight keep the link busy; more would only hold more full-size buckets.
+    in_flight_.push_back(&bucket - buckets_.data());
+    while (in_flight_.size() > 2) complete_oldest();
+  }
+
+  // Waits for the oldest reduce-scatter, keeps this rank's slice, frees the bucket.
+  void complete_oldest() {
+    Bucket& bucket = buckets_[in_flight_.front()];
+    in_flight_.pop_front();
+    bucket.work.wait();
+    bucket.grad_slice.copy_(bucket.reduced);
+    live_bucket_bytes_ -= bucket.buffer.nbytes();
+    bucket.buffer = bucket.reduced = torch::Tensor();
   }
 
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
+  std::deque<size_t> in_flight_;       // buckets whose reduce-scatter is not yet completed
   std::vector<torch::Tensor> slices_;  // optimizer parameters: views of this rank's slices
   std::vector<size_t> slice_param_;    // trainable index of each slice
   bool overlap_ = true;
