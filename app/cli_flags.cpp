@@ -115,6 +115,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "zero1/zero2: keep optimizer state and its step on the host (ZeRO-Offload)"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
+      {"--no-tracing", "tracing", Kind::BoolOff,
+       "record no trace (to measure what tracing costs); bytes per step are then unknown"},
       {"--inject-fault", "inject_fault", Kind::String,
        "make a rank fail: rank=R,step=S,kind=throw"},
   };

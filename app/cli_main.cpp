@@ -9,11 +9,13 @@
 
 #include "app/cli_flags.h"
 #include "app/cli_main.h"
+#include "app/report_command.h"
 #include "engine/atomic_file.h"
 #include "engine/config.h"
 #include "engine/run.h"
 #include "engine/strategy_registry.h"
 #include "engine/weights.h"
+#include "profiling/trace_io.h"
 
 namespace shardscope::cli {
 namespace {
@@ -22,6 +24,7 @@ struct RunOutputs {
   std::string config_file;
   std::string json_file;
   std::string weights_file;
+  std::string trace_file;
   double tolerance = -1;  // unset: kDefaultTolerance, or kBf16Tolerance with bf16 anywhere
   bool quiet = false;
   bool tolerance_given = false;
@@ -62,13 +65,14 @@ void print_header(const Config& c, std::ostream& out) {
 
 void print_results(const RunSummary& s, std::ostream& out) {
   out << "\nrank  checksum          weight sum        MB: params  grads  optim  comm  host  "
-         "sent/step\n";
+         "sent/step  peak alloc\n";
   auto mb = [](int64_t bytes) { return format("%6.2f", bytes / 1e6); };
   for (const auto& r : s.ranks) {
     const MemoryBytes& m = r.memory;
     out << std::setw(4) << r.rank << "  " << r.checksum << "  " << format("%-16.9g", r.weight_sum)
         << "  " << mb(m.parameters) << " " << mb(m.gradients) << " " << mb(m.optimizer_state) << " "
-        << mb(m.comm_buffers) << " " << mb(m.host) << "  " << mb(r.comm_bytes_per_step) << "\n";
+        << mb(m.comm_buffers) << " " << mb(m.host) << "  " << mb(r.comm_bytes_per_step) << "   "
+        << mb(r.peak_allocated_bytes) << "\n";
   }
   if (s.replicated) {
     out << "ranks agree: " << (s.ranks_agree ? "yes" : "NO") << " (max |delta| across ranks "
@@ -127,6 +131,8 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
       print_header(config, out);
     }
     summary = run_training(config, callbacks);
+    if (!summary.device_tracing.empty() && !outputs.quiet)
+      out << "device tracing: " << summary.device_tracing << "\n";
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";
@@ -139,6 +145,15 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
   try {
     if (!outputs.json_file.empty())
       write_file_atomically(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
+    // Also for a failed run: what was recorded up to the failure is what explains it.
+    if (!outputs.trace_file.empty()) {
+      write_file_atomically(outputs.trace_file,
+                            profiling::serialise_trace(summary.trace, outputs.trace_file));
+      if (!outputs.quiet) {
+        out << "trace written to " << outputs.trace_file << " (" << summary.trace.event_count()
+            << " events)\n";
+      }
+    }
     if (!outputs.weights_file.empty() && summary.ok)
       export_weights(outputs.weights_file, summary.weights);
   } catch (const std::exception& e) {
@@ -192,11 +207,19 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
           ->group("Check");
   run->add_option("--json", outputs.json_file, "write a machine-readable summary here")
       ->group("Output");
+  run->add_option("--trace", outputs.trace_file,
+                  "write the trace: FILE.json as Chrome trace JSON (Perfetto, chrome://tracing), "
+                  "any other name in the native format (for `shardscope report` and the GUI)")
+      ->group("Output");
   run->add_option("--export-weights", outputs.weights_file,
                   "write the trained full weights (name -> tensor) for Python's torch.load")
       ->group("Output");
   run->add_flag("--quiet", outputs.quiet, "print only the final check")->group("Output");
 
+  std::string report_file;
+  CLI::App* report =
+      app.add_subcommand("report", "print per-rank overlap and collective metrics of a trace");
+  report->add_option("trace", report_file, "trace file (native or Chrome JSON)")->required();
   app.add_subcommand("strategies", "list the registered strategies");
   app.add_subcommand("presets", "list the model presets");
 
@@ -223,6 +246,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return kExitBadInput;
   }
 
+  if (app.got_subcommand("report")) return report_command(report_file, out, err);
   if (app.got_subcommand("strategies")) {
     for (const auto& name : StrategyRegistry::instance().names()) {
       out << name << "  " << StrategyRegistry::instance().find(name)->description << "\n";

@@ -39,6 +39,7 @@ CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog*
     : work_(std::move(work)), log_(log), event_(event) {}
 
 void CommWork::wait() {
+  if (log_ != nullptr) log_->stamp_wait_begin(event_, now_ns());
   if (work_.defined()) work_->wait();
   if (log_ != nullptr) {
     int64_t t = now_ns();

@@ -95,6 +95,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"data", SHARDSCOPE_FIELD(std::string, data)},
       {"threads_per_rank", SHARDSCOPE_FIELD(int, threads_per_rank)},
       {"collective_timeout_s", SHARDSCOPE_FIELD(int, collective_timeout_s)},
+      {"tracing", SHARDSCOPE_FIELD(bool, tracing)},
       {"reference", SHARDSCOPE_FIELD(bool, reference)},
       {"model.vocab", SHARDSCOPE_FIELD(int, model.vocab)},
       {"model.d_model", SHARDSCOPE_FIELD(int, model.d_model)},

@@ -86,6 +86,7 @@ struct Config {
   int threads_per_rank = 0;   // intra-op threads per rank; 0 = cores / world
   int collective_timeout_s = 60;
   bool reference = true;  // train the single-device reference and compare
+  bool tracing = true;    // record host spans and communication calls (the trace)
   FaultInjection fault;
 
   // Sequences in one optimizer step across all ranks.

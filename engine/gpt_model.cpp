@@ -2,6 +2,7 @@
 
 #include "engine/activation_checkpoint.h"
 #include "engine/hashing.h"
+#include "profiling/host_tracing.h"
 
 #include <cmath>
 
@@ -109,20 +110,61 @@ void GptModelImpl::initialise(uint64_t seed) {
 torch::Tensor GptModelImpl::embed(const torch::Tensor& tokens) {
   const auto time = tokens.size(1);
   TORCH_CHECK(time <= config.seq, "sequence of ", time, " tokens exceeds model.seq ", config.seq);
+  // A new forward pass: its backward spans go to the rank running it (if it is traced).
+  traced_log_ = torch::GradMode::is_enabled() ? profiling::current_rank_log() : nullptr;
+  backward_spans_.assign(config.layers + 1, kNoSpan);
+  profiling::ScopedSpan span(profiling::Category::kForward, "forward embeddings");
   auto positions = torch::arange(time, tokens.options().dtype(torch::kLong));
   return tok_emb->forward(tokens) + pos_emb->forward(positions).unsqueeze(0);
 }
 
 torch::Tensor GptModelImpl::block(size_t index, const torch::Tensor& x) {
   BlockImpl* block = blocks[index]->as<Block>();
+  // The gradient of a block's input is ready when its backward ends, which is when the backward
+  // of the block before it begins: one hook per input marks both, so spans never overlap.
+  if (traced_log_ != nullptr && x.requires_grad()) {
+    x.register_hook([this, index](const torch::Tensor&) {
+      end_backward_span(index);
+      if (index > 0) begin_backward_span(index - 1);
+    });
+  }
+  profiling::ScopedSpan span(profiling::Category::kForward,
+                             "forward blocks." + std::to_string(index));
   if (!activation_checkpointing) return block->forward(x);
-  return recompute_in_backward(
-      [block](const torch::Tensor& input) { return block->forward(input); }, x);
+  return recompute_in_backward([block](const torch::Tensor& input) { return block->forward(input); },
+                               x);
 }
 
 torch::Tensor GptModelImpl::head(const torch::Tensor& x) {
-  auto h = ln_f->forward(x);
-  return lm_head ? lm_head->forward(h) : F::linear(h, tok_emb->weight);
+  const size_t head_index = blocks->size();
+  if (traced_log_ != nullptr && x.requires_grad()) {
+    x.register_hook([this, head_index](const torch::Tensor&) {
+      end_backward_span(head_index);
+      if (head_index > 0) begin_backward_span(head_index - 1);
+    });
+  }
+  torch::Tensor logits;
+  {
+    profiling::ScopedSpan span(profiling::Category::kForward, "forward head");
+    auto h = ln_f->forward(x);
+    logits = lm_head ? lm_head->forward(h) : F::linear(h, tok_emb->weight);
+  }
+  if (traced_log_ != nullptr && logits.requires_grad()) {
+    logits.register_hook([this, head_index](const torch::Tensor&) { begin_backward_span(head_index); });
+  }
+  return logits;
+}
+
+void GptModelImpl::begin_backward_span(size_t unit) {
+  if (traced_log_ == nullptr || unit >= backward_spans_.size()) return;
+  const std::string name =
+      unit == blocks->size() ? "backward head" : "backward blocks." + std::to_string(unit);
+  backward_spans_[unit] = traced_log_->begin_span(name, profiling::Category::kBackward);
+}
+
+void GptModelImpl::end_backward_span(size_t unit) {
+  if (traced_log_ == nullptr || unit >= backward_spans_.size()) return;
+  if (backward_spans_[unit] != kNoSpan) traced_log_->end_span(backward_spans_[unit]);
 }
 
 torch::Tensor GptModelImpl::forward(const torch::Tensor& tokens) {

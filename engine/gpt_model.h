@@ -14,6 +14,10 @@
 #include "engine/batch.h"
 #include "engine/config.h"
 
+namespace shardscope::profiling {
+class RankEventLog;
+}
+
 namespace shardscope {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
@@ -81,6 +85,13 @@ struct GptModelImpl : torch::nn::Module {
 
  private:
   void initialise(uint64_t seed);
+  // Backward spans of the traced rank: units 0..layers-1 are blocks, `layers` is the head.
+  void begin_backward_span(size_t unit);
+  void end_backward_span(size_t unit);
+
+  static constexpr size_t kNoSpan = static_cast<size_t>(-1);
+  profiling::RankEventLog* traced_log_ = nullptr;
+  std::vector<size_t> backward_spans_;
 };
 TORCH_MODULE(GptModel);
 

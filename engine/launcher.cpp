@@ -11,6 +11,9 @@
 #include "engine/comm.h"
 #include "engine/process_group_factory.h"
 #include "profiling/clock.h"
+#include "profiling/device_tracer.h"
+#include "profiling/host_tracing.h"
+#include "profiling/memory_tracker.h"
 
 namespace shardscope {
 
@@ -24,6 +27,7 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
   LaunchReport report;
   for (int r = 0; r < spec.world; ++r)
     report.logs.push_back(std::make_unique<profiling::RankEventLog>(r));
+  report.peak_allocated_bytes.assign(spec.world, 0);
 
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(spec.timeout);
@@ -39,6 +43,20 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
       std::lock_guard<std::mutex> lock(set_threads_mutex);
       at::set_num_threads(threads);
     }
+    profiling::RankEventLog* log = spec.tracing ? report.logs[rank].get() : nullptr;
+    profiling::RankLogScope tracing(log);
+    profiling::RankMemoryTracker memory(rank, log);
+    struct KeepPeak {
+      profiling::RankMemoryTracker& memory;
+      int64_t& peak;
+      ~KeepPeak() { peak = memory.peak_bytes(); }
+    } keep_peak{memory, report.peak_allocated_bytes[rank]};
+    profiling::RankMemoryTracker::ThreadScope attribute_allocations(&memory);
+    // Kernels this thread launches are attributed to this rank (a no-op without device tracing).
+    profiling::DeviceTracer::instance().push_rank(rank);
+    struct PopRank {
+      ~PopRank() { profiling::DeviceTracer::instance().pop_rank(); }
+    } pop_rank;
     int64_t t_failed = 0;  // stamped where it was thrown, before teardown takes its time
     try {
       ProcessGroupSpec pg_spec;
@@ -49,7 +67,7 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
       pg_spec.store = store;
       Comm::Options comm_options;
       comm_options.emulate_flat_collectives = spec.emulate_flat_collectives;
-      Comm comm(make_process_group(pg_spec), report.logs[rank].get(), comm_options);
+      Comm comm(make_process_group(pg_spec), log, comm_options);
       // A rank's group is built once its own connections are up, not everyone's: a rank with
       // nothing to do could tear its group down while a peer is still connecting to it. The
       // store (not a traced collective) holds every rank here until all are connected.

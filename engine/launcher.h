@@ -19,6 +19,7 @@ struct LaunchSpec {
   std::chrono::milliseconds timeout{60000};
   int threads_per_rank = 0;  // 0: cores / world, at least 1
   bool emulate_flat_collectives = false;
+  bool tracing = true;  // false: ranks record nothing (their logs stay empty)
 };
 
 struct RankFailure {
@@ -30,6 +31,7 @@ struct RankFailure {
 struct LaunchReport {
   std::vector<std::unique_ptr<profiling::RankEventLog>> logs;  // one per rank
   std::vector<RankFailure> failures;                           // earliest first
+  std::vector<int64_t> peak_allocated_bytes;  // per rank: the most its threads held at once
   bool ok() const { return failures.empty(); }
   // The failure that started it: the earliest; later ones are usually its consequence.
   const RankFailure* root_failure() const { return failures.empty() ? nullptr : &failures.front(); }

@@ -3,10 +3,13 @@
 #include <mutex>
 
 #include <torch/cuda.h>
+#include <torch/version.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/launcher.h"
 #include "engine/step_traffic.h"
+#include "profiling/device_tracer.h"
+#include "profiling/trace_builder.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
 #include "profiling/clock.h"
@@ -30,6 +33,7 @@ TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> c
   spec.device = config.device;
   spec.timeout = std::chrono::seconds(config.collective_timeout_s);
   spec.threads_per_rank = config.threads_per_rank;
+  spec.tracing = config.tracing;
 
   TrainingOutcome outcome;
   outcome.results.resize(config.world);
@@ -74,8 +78,30 @@ Config reference_config(const Config& config) {
   // The reference is plain fp32 training: options that change how (not what) a strategy
   // computes are what the comparison checks.
   ref.strategy_options = StrategyOptions{};
+  ref.tracing = false;  // only its weights and losses are used
   return ref;
 }
+
+namespace {
+
+profiling::Trace trace_of(const Config& config, const LaunchReport& launch) {
+  nlohmann::json run = {{"config", to_json(config)},
+                        {"strategy", config.strategy},
+                        {"world", config.world},
+                        {"mode", config.mode},
+                        {"device", config.device},
+                        {"backend", config.backend},
+                        {"torch", TORCH_VERSION}};
+  std::vector<const profiling::RankEventLog*> logs;
+  for (const auto& log : launch.logs) logs.push_back(log.get());
+  std::vector<std::string> failures(logs.size());
+  for (const auto& f : launch.failures) {
+    if (f.rank >= 0 && f.rank < static_cast<int>(failures.size())) failures[f.rank] = f.message;
+  }
+  return profiling::build_trace(run.dump(), logs, failures);
+}
+
+}  // namespace
 
 RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
   check_environment(config);
@@ -89,6 +115,11 @@ RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
   summary.data = corpus->description();
   summary.parameters = parameter_count(config.model);
 
+  auto& device_tracer = profiling::DeviceTracer::instance();
+  if (config.device != "cpu") {
+    std::string why;
+    summary.device_tracing = device_tracer.enable(&why) ? "on" : why;
+  }
   phase("training");
   TrainingOutcome outcome = train(config, corpus, callbacks.on_step);
   for (int r = 0; r < config.world; ++r) {
@@ -96,8 +127,11 @@ RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
     rank.rank = r;
     rank.comm_events = outcome.launch.logs[r]->snapshot();
     rank.comm_bytes_per_step = typical_bytes_per_step(traffic_per_step(rank.comm_events));
+    rank.peak_allocated_bytes = outcome.launch.peak_allocated_bytes[r];
     summary.ranks.push_back(std::move(rank));
   }
+  summary.trace = trace_of(config, outcome.launch);
+  profiling::add_device_activity(summary.trace, device_tracer.collect());
   if (!outcome.launch.ok()) {
     summary.ok = false;
     summary.failed_rank = outcome.launch.root_failure()->rank;
@@ -162,6 +196,7 @@ nlohmann::json summary_to_json(const RunSummary& s) {
                      {"weight_sum", r.weight_sum},
                      {"comm_calls", r.comm_events.size()},
                      {"comm_bytes_per_step", r.comm_bytes_per_step},
+                     {"peak_allocated_bytes", r.peak_allocated_bytes},
                      {"memory_bytes",
                       {{"parameters", r.memory.parameters},
                        {"gradients", r.memory.gradients},

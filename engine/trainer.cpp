@@ -9,6 +9,7 @@
 #include "engine/optimizer_factory.h"
 #include "engine/token_data.h"
 #include "profiling/clock.h"
+#include "profiling/host_tracing.h"
 
 namespace shardscope {
 namespace {
@@ -18,12 +19,22 @@ Batch to_device(const Batch& batch, const c10::Device& device) {
   return {batch.inputs.to(device), batch.targets.to(device)};
 }
 
+// What the strategy holds, as the rank's memory counters at the end of a step.
+void record_memory(profiling::RankEventLog& log, const MemoryBytes& m) {
+  using profiling::MemoryKind;
+  log.add_memory(MemoryKind::kParameters, m.parameters);
+  log.add_memory(MemoryKind::kGradients, m.gradients);
+  log.add_memory(MemoryKind::kOptimizerState, m.optimizer_state);
+  log.add_memory(MemoryKind::kCommBuffers, m.comm_buffers);
+}
+
 }  // namespace
 
 RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& on_step) {
   const Config& config = *ctx.config;
   RankResult result;
   result.rank = ctx.rank;
+  profiling::RankEventLog* log = profiling::current_rank_log();
   strategy.setup(ctx);
 
   for (int step = 0; step < config.steps; ++step) {
@@ -31,20 +42,33 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
       throw std::runtime_error("injected fault (kind=throw) at step " + std::to_string(step));
     }
     const int64_t t0 = profiling::now_ns();
-    strategy.zero_grad();
+    if (log) log->set_position(step, -1);
     double local_loss = 0.0;
-    const double scale = 1.0 / config.grad_accum;
-    for (int micro = 0; micro < config.grad_accum; ++micro) {
-      Batch batch = to_device(ctx.sampler->micro_batch(step, ctx.rank, micro), ctx.device);
-      auto loss = strategy.forward_backward(batch, micro == config.grad_accum - 1, scale);
-      local_loss += loss.item<double>() * scale;
-    }
-    strategy.sync_gradients();
-    if (config.optimizer.clip_grad_norm > 0)
-      strategy.clip_gradients(config.optimizer.clip_grad_norm);
     const double lr = learning_rate(config.optimizer, step, config.steps);
-    strategy.optimizer_step(lr);
+    {
+      profiling::ScopedSpan step_span(profiling::Category::kStep, "step " + std::to_string(step));
+      strategy.zero_grad();
+      const double scale = 1.0 / config.grad_accum;
+      for (int micro = 0; micro < config.grad_accum; ++micro) {
+        if (log) log->set_position(step, micro);
+        profiling::ScopedSpan micro_span(profiling::Category::kMicroBatch,
+                                         "micro-batch " + std::to_string(micro));
+        Batch batch = to_device(ctx.sampler->micro_batch(step, ctx.rank, micro), ctx.device);
+        auto loss = strategy.forward_backward(batch, micro == config.grad_accum - 1, scale);
+        local_loss += loss.item<double>() * scale;
+      }
+      if (log) log->set_position(step, -1);
+      {
+        profiling::ScopedSpan sync_span(profiling::Category::kGradSync, "gradient sync");
+        strategy.sync_gradients();
+      }
+      profiling::ScopedSpan optimizer_span(profiling::Category::kOptimizer, "optimizer step");
+      if (config.optimizer.clip_grad_norm > 0)
+        strategy.clip_gradients(config.optimizer.clip_grad_norm);
+      strategy.optimizer_step(lr);
+    }
     const double local_time = (profiling::now_ns() - t0) * 1e-9;
+    if (log) record_memory(*log, strategy.memory());
 
     // One small all_gather gives every rank the mean loss and the slowest rank's time.
     auto mine = torch::tensor({local_loss, local_time}, torch::kDouble);
@@ -61,6 +85,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     result.steps.push_back(record);
     if (ctx.rank == 0 && on_step) on_step(record);
   }
+  if (log) log->set_position(-1, -1);
   result.weights = strategy.full_weights();
   result.replicated = strategy.replicated();
   result.memory = strategy.memory();

@@ -2,10 +2,20 @@
 
 #include <utility>
 
+#include "profiling/clock.h"
+
 namespace shardscope::profiling {
+
+void RankEventLog::set_position(int step, int micro) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_ = step;
+  micro_ = static_cast<int16_t>(micro);
+}
 
 size_t RankEventLog::append(CommEvent event) {
   std::lock_guard<std::mutex> lock(mutex_);
+  event.step = step_;
+  event.micro = micro_;
   events_.push_back(std::move(event));
   return events_.size() - 1;
 }
@@ -14,6 +24,13 @@ void RankEventLog::stamp_complete(size_t index, int64_t t_ns) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (index < events_.size() && events_[index].t_complete_ns == 0) {
     events_[index].t_complete_ns = t_ns;
+  }
+}
+
+void RankEventLog::stamp_wait_begin(size_t index, int64_t t_ns) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (index < events_.size() && events_[index].t_wait_begin_ns == 0) {
+    events_[index].t_wait_begin_ns = t_ns;
   }
 }
 
@@ -27,9 +44,38 @@ void RankEventLog::mark_blocking(size_t index) {
   if (index < events_.size()) events_[index].async = false;
 }
 
+size_t RankEventLog::begin_span(std::string name, Category category) {
+  const int64_t t = now_ns();
+  std::lock_guard<std::mutex> lock(mutex_);
+  spans_.push_back({std::move(name), category, t, 0, step_, micro_});
+  return spans_.size() - 1;
+}
+
+void RankEventLog::end_span(size_t index) {
+  const int64_t t = now_ns();
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (index < spans_.size() && spans_[index].t1_ns == 0) spans_[index].t1_ns = t;
+}
+
+void RankEventLog::add_memory(MemoryKind kind, int64_t bytes) {
+  const int64_t t = now_ns();
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.push_back({t, kind, bytes});
+}
+
 std::vector<CommEvent> RankEventLog::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_;
+}
+
+std::vector<HostSpan> RankEventLog::spans() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return spans_;
+}
+
+std::vector<MemorySample> RankEventLog::memory() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return memory_;
 }
 
 size_t RankEventLog::size() const {

@@ -1,35 +1,68 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "profiling/comm_event.h"
+#include "profiling/trace.h"
 
 namespace shardscope::profiling {
 
-// Append-only event list owned by one rank. Backends complete async work on their own threads,
-// so completion stamps arrive concurrently with new calls; the mutex is per rank and therefore
-// never contended between ranks.
+// A phase of a rank's host thread: a step, a micro-batch, a unit's forward or backward, ...
+struct HostSpan {
+  std::string name;
+  Category category = Category::kOther;
+  int64_t t0_ns = 0;
+  int64_t t1_ns = 0;  // 0 while open
+  int32_t step = -1;
+  int16_t micro = -1;
+};
+
+struct MemorySample {
+  int64_t t_ns = 0;
+  MemoryKind kind = MemoryKind::kOther;
+  int64_t bytes = 0;
+};
+
+// Append-only record of one rank: its communication calls, host spans and memory samples.
+// Backends complete async work on their own threads, so completion stamps arrive concurrently
+// with new records; the mutex is per rank and therefore never contended between ranks.
 class RankEventLog {
  public:
   explicit RankEventLog(int rank) : rank_(rank) {}
 
   int rank() const { return rank_; }
 
+  // Where the rank is in training; stamped on everything recorded after it.
+  void set_position(int step, int micro);
+
   // Returns the index used to stamp the event later.
   size_t append(CommEvent event);
   void stamp_complete(size_t index, int64_t t_ns);
+  void stamp_wait_begin(size_t index, int64_t t_ns);
   void stamp_wait_end(size_t index, int64_t t_ns);
   void mark_blocking(size_t index);
 
+  size_t begin_span(std::string name, Category category);
+  void end_span(size_t index);
+  void add_memory(MemoryKind kind, int64_t bytes);
+
   std::vector<CommEvent> snapshot() const;
-  size_t size() const;
+  std::vector<HostSpan> spans() const;
+  std::vector<MemorySample> memory() const;
+  size_t size() const;  // communication calls
 
  private:
   int rank_;
   mutable std::mutex mutex_;
+  int32_t step_ = -1;
+  int16_t micro_ = -1;
   std::vector<CommEvent> events_;
+  std::vector<HostSpan> spans_;
+  std::vector<MemorySample> memory_;
 };
 
 }  // namespace shardscope::profiling

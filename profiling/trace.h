@@ -54,8 +54,9 @@ enum class MemoryKind : uint8_t {
   kActivations,
   kCommBuffers,
   kOther,
+  kAllocated,  // everything the rank's threads allocated and still hold, whatever it is
 };
-constexpr int kMemoryKindCount = static_cast<int>(MemoryKind::kOther) + 1;
+constexpr int kMemoryKindCount = static_cast<int>(MemoryKind::kAllocated) + 1;
 const char* memory_kind_name(MemoryKind kind);
 
 struct CounterSample {

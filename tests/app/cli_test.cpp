@@ -181,3 +181,48 @@ TEST(Cli, AFailedRankExitsWithCodeOneAndNamesIt) {
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+TEST(CliTrace, RunWritesBothFormatsAndReportReadsThem) {
+  auto dir = test::test_temp_dir();
+  for (const char* name : {"run.json", "run.sst"}) {
+    const auto path = (dir / name).string();
+    auto r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny",
+                  "--steps", "3", "--no-reference", "--trace", path});
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("trace written to " + path), std::string::npos) << r.out;
+    auto report = cli({"report", path});
+    ASSERT_EQ(report.code, 0) << report.err;
+    EXPECT_NE(report.out.find("2 ranks"), std::string::npos) << report.out;
+    EXPECT_NE(report.out.find("ddp_bucketed, world 2"), std::string::npos) << report.out;
+    EXPECT_NE(report.out.find("all_reduce"), std::string::npos) << report.out;
+    EXPECT_NE(report.out.find("overlap"), std::string::npos) << report.out;
+  }
+}
+
+TEST(CliTrace, AFailedRunStillWritesItsTrace) {
+  auto path = (test::test_temp_dir() / "failed.sst").string();
+  auto r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny",
+                "--steps", "3", "--no-reference", "--inject-fault", "rank=1,step=1", "--trace",
+                path});
+  EXPECT_EQ(r.code, 1);
+  auto report = cli({"report", path});
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_NE(report.out.find("rank 1 FAILED: injected fault"), std::string::npos) << report.out;
+}
+
+TEST(CliTrace, ReportRejectsWhatIsNotATrace) {
+  auto dir = test::test_temp_dir();
+  std::ofstream(dir / "garbage.json") << "{\"traceEvents\": [1, 2";
+  auto r = cli({"report", (dir / "garbage.json").string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("garbage.json"), std::string::npos) << r.err;
+  auto missing = cli({"report", (dir / "missing.sst").string()});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("cannot open"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace shardscope

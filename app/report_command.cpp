@@ -1,0 +1,102 @@
+#include "app/report_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "profiling/trace_io.h"
+#include "profiling/trace_metrics.h"
+
+namespace shardscope::cli {
+namespace {
+
+std::string fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, value);
+  return buf;
+}
+
+double ms(int64_t ns) { return ns * 1e-6; }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int report_command(const std::string& path, std::ostream& out, std::ostream& err) {
+  profiling::Trace trace;
+  try {
+    trace = profiling::read_trace_file(path);
+  } catch (const profiling::TraceFormatError& e) {
+    err << "error: " << e.what() << "\n";
+    return 2;
+  }
+  auto run = nlohmann::json::parse(trace.run_json, nullptr, false);
+  out << "trace " << path << ": " << trace.ranks.size() << " ranks, " << trace.event_count()
+      << " events";
+  if (run.is_object() && run.contains("strategy")) {
+    out << "; " << run.value("strategy", "") << ", world " << run.value("world", 0) << ", "
+        << run.value("device", "") << "/" << run.value("backend", "");
+  }
+  out << "\n";
+  for (const auto& r : trace.ranks) {
+    if (!r.failure.empty()) out << "rank " << r.rank << " FAILED: " << r.failure << "\n";
+  }
+
+  // Medians over steps, leaving out step 0 (warm-up, one-off set-up) when there are others.
+  std::map<int, std::vector<profiling::StepMetrics>> by_rank;
+  for (const auto& m : profiling::step_metrics(trace)) by_rank[m.rank].push_back(m);
+  out << "\nper rank, median over steps (ms):\n"
+         "rank  steps  step    compute  comm    overlap  exposed  idle\n";
+  for (auto& [rank, steps] : by_rank) {
+    if (steps.size() > 1) steps.erase(steps.begin());
+    auto med = [&](auto member) {
+      std::vector<double> v;
+      for (const auto& s : steps) v.push_back(member(s));
+      return median(v);
+    };
+    out << std::string(4 - std::min<size_t>(4, std::to_string(rank).size()), ' ') << rank
+        << "  " << steps.size() << "      "
+        << fixed(med([](const auto& s) { return ms(s.span_ns); }), 1) << "  "
+        << fixed(med([](const auto& s) { return ms(s.compute_ns); }), 1) << "  "
+        << fixed(med([](const auto& s) { return ms(s.comm_ns); }), 1) << "  "
+        << fixed(100 * med([](const auto& s) { return s.overlap_fraction(); }), 0) << " %  "
+        << fixed(med([](const auto& s) { return ms(s.exposed_comm_ns); }), 1) << "  "
+        << fixed(med([](const auto& s) { return ms(s.idle_ns); }), 1) << "\n";
+  }
+
+  struct OpSummary {
+    int count = 0;
+    int64_t bytes = 0;
+    std::vector<double> busbw, skew_ms;
+    std::map<int, int> last;
+  };
+  std::map<std::string, OpSummary> ops;
+  for (const auto& c : profiling::collective_metrics(trace)) {
+    if (c.ranks < 2) continue;
+    OpSummary& s = ops[c.op];
+    ++s.count;
+    s.bytes += c.size_bytes;
+    if (c.busbw_gbps > 0) s.busbw.push_back(c.busbw_gbps);
+    s.skew_ms.push_back(ms(c.skew_ns));
+    ++s.last[c.last_rank];
+  }
+  out << "\ncollectives (matched across ranks):\n"
+         "op                      count  MB total  median busbw GB/s  median skew ms  "
+         "last to arrive (rank: times)\n";
+  for (const auto& [op, s] : ops) {
+    out << op << std::string(24 - std::min<size_t>(23, op.size()), ' ') << s.count << "  "
+        << fixed(s.bytes / 1e6, 2) << "  " << fixed(median(s.busbw), 3) << "  "
+        << fixed(median(s.skew_ms), 3) << "  ";
+    for (const auto& [rank, times] : s.last) out << rank << ":" << times << " ";
+    out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace shardscope::cli

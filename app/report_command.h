@@ -1,0 +1,13 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+
+namespace shardscope::cli {
+
+// `shardscope report FILE`: reads a trace (native or Chrome JSON) and prints the per-rank
+// compute / communication / overlap breakdown and the collectives' bandwidth and skew.
+// Returns the exit code (2 for a file that is not a readable trace).
+int report_command(const std::string& path, std::ostream& out, std::ostream& err);
+
+}  // namespace shardscope::cli

@@ -1,0 +1,213 @@
+#include "profiling/device_tracer.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "profiling/clock.h"
+
+#ifdef SHARDSCOPE_HAVE_CUPTI
+#include <cupti.h>
+#include <torch/cuda.h>
+#endif
+
+namespace shardscope::profiling {
+
+#ifdef SHARDSCOPE_HAVE_CUPTI
+namespace {
+
+// What CUPTI hands back between flushes; its callbacks run on CUPTI's own thread.
+struct Collected {
+  std::mutex mutex;
+  std::vector<DeviceActivity> activity;
+  std::map<uint32_t, int> rank_of_correlation;  // CUPTI correlation id -> external id (rank)
+  int64_t host_minus_device_ns = 0;
+};
+
+Collected& collected() {
+  static Collected c;
+  return c;
+}
+
+constexpr size_t kBufferBytes = 8 << 20;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, kBufferBytes));
+  *size = kBufferBytes;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  Collected& c = collected();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  CUpti_Activity* record = nullptr;
+  while (cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    DeviceActivity a;
+    switch (record->kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      case CUPTI_ACTIVITY_KIND_KERNEL: {
+        auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(record);
+        a.name = k->name != nullptr ? k->name : "kernel";
+        a.stream = k->streamId;
+        a.t0_ns = static_cast<int64_t>(k->start);
+        a.t1_ns = static_cast<int64_t>(k->end);
+        a.rank = k->correlationId;  // resolved to a rank below
+        c.activity.push_back(a);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
+        a.name = "memcpy";
+        a.category = Category::kMemcpy;
+        a.stream = m->streamId;
+        a.t0_ns = static_cast<int64_t>(m->start);
+        a.t1_ns = static_cast<int64_t>(m->end);
+        a.bytes = static_cast<int64_t>(m->bytes);
+        a.rank = m->correlationId;
+        c.activity.push_back(a);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
+        a.name = "memset";
+        a.category = Category::kMemcpy;
+        a.stream = m->streamId;
+        a.t0_ns = static_cast<int64_t>(m->start);
+        a.t1_ns = static_cast<int64_t>(m->end);
+        a.bytes = static_cast<int64_t>(m->bytes);
+        a.rank = m->correlationId;
+        c.activity.push_back(a);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(record);
+        c.rank_of_correlation[e->correlationId] = static_cast<int>(e->externalId);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  free(buffer);
+}
+
+std::string cupti_error(CUptiResult result) {
+  const char* text = nullptr;
+  cuptiGetResultString(result, &text);
+  return text != nullptr ? text : "unknown CUPTI error";
+}
+
+}  // namespace
+
+bool DeviceTracer::built_with_cupti() { return true; }
+
+bool DeviceTracer::enable(std::string* why) {
+  if (enabled_) return true;
+  if (!torch::cuda::is_available()) {
+    if (why) *why = "no CUDA device or driver: device tracing is off, host tracing goes on";
+    return false;
+  }
+  CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+    if (r == CUPTI_SUCCESS) r = cuptiActivityEnable(kind);
+  }
+  if (r != CUPTI_SUCCESS) {
+    if (why) *why = "CUPTI could not be enabled: " + cupti_error(r);
+    return false;
+  }
+  uint64_t device_now = 0;
+  cuptiGetTimestamp(&device_now);
+  collected().host_minus_device_ns = now_ns() - static_cast<int64_t>(device_now);
+  enabled_ = true;
+  return true;
+}
+
+void DeviceTracer::push_rank(int rank) {
+  if (enabled_) {
+    cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                           static_cast<uint64_t>(rank));
+  }
+}
+
+void DeviceTracer::pop_rank() {
+  uint64_t id = 0;
+  if (enabled_) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+}
+
+std::vector<DeviceActivity> DeviceTracer::collect() {
+  if (!enabled_) return {};
+  torch::cuda::synchronize();
+  cuptiActivityFlushAll(0);
+  Collected& c = collected();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::vector<DeviceActivity> out;
+  for (auto a : c.activity) {
+    auto it = c.rank_of_correlation.find(static_cast<uint32_t>(a.rank));
+    a.rank = it != c.rank_of_correlation.end() ? it->second : -1;
+    a.t0_ns += c.host_minus_device_ns;
+    a.t1_ns += c.host_minus_device_ns;
+    out.push_back(std::move(a));
+  }
+  c.activity.clear();
+  return out;
+}
+
+void DeviceTracer::disable() {
+  if (!enabled_) return;
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+    cuptiActivityDisable(kind);
+  }
+  enabled_ = false;
+}
+
+#else  // no CUPTI in this build
+
+bool DeviceTracer::built_with_cupti() { return false; }
+
+bool DeviceTracer::enable(std::string* why) {
+  if (why) *why = "built without CUPTI: device tracing is off, host tracing goes on";
+  return false;
+}
+void DeviceTracer::push_rank(int) {}
+void DeviceTracer::pop_rank() {}
+std::vector<DeviceActivity> DeviceTracer::collect() { return {}; }
+void DeviceTracer::disable() {}
+
+#endif
+
+DeviceTracer& DeviceTracer::instance() {
+  static DeviceTracer tracer;
+  return tracer;
+}
+
+void add_device_activity(Trace& trace, const std::vector<DeviceActivity>& activity) {
+  for (const auto& a : activity) {
+    for (auto& r : trace.ranks) {
+      if (r.rank != a.rank) continue;
+      const std::string lane_name = "stream " + std::to_string(a.stream);
+      auto it = std::find(r.lanes.begin(), r.lanes.end(), lane_name);
+      if (it == r.lanes.end()) {
+        if (r.lanes.size() >= 255) break;
+        r.lanes.push_back(lane_name);
+        it = r.lanes.end() - 1;
+      }
+      Event e;
+      e.name = trace.intern(a.name);
+      e.category = a.category;
+      e.lane = static_cast<uint8_t>(it - r.lanes.begin());
+      e.t0_ns = a.t0_ns;
+      e.t1_ns = std::max(a.t0_ns, a.t1_ns);
+      e.bytes = a.bytes;
+      r.events.push_back(e);
+    }
+  }
+  trace.normalise();
+}
+
+}  // namespace shardscope::profiling

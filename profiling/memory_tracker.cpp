@@ -1,0 +1,92 @@
+#include "profiling/memory_tracker.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <c10/core/Allocator.h>
+#include <c10/util/ThreadLocalDebugInfo.h>
+
+namespace shardscope::profiling {
+namespace {
+
+// Live trackers, so that a block freed on another rank's thread finds its owner.
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::vector<RankMemoryTracker*>& registry() {
+  static std::vector<RankMemoryTracker*> r;
+  return r;
+}
+
+class Reporter final : public c10::MemoryReportingInfoBase {
+ public:
+  explicit Reporter(RankMemoryTracker* tracker) : tracker_(tracker) {}
+
+  void reportMemoryUsage(void* ptr, int64_t bytes, size_t, size_t, c10::Device) override {
+    if (tracker_->record(ptr, bytes) || bytes >= 0) return;
+    // Freed here, allocated by another rank.
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    for (RankMemoryTracker* other : registry()) {
+      if (other != tracker_ && other->record(ptr, bytes)) return;
+    }
+  }
+  bool memoryProfilingEnabled() const override { return true; }
+
+ private:
+  RankMemoryTracker* tracker_;
+};
+
+}  // namespace
+
+RankMemoryTracker::RankMemoryTracker(int rank, RankEventLog* log) : rank_(rank), log_(log) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry().push_back(this);
+}
+
+RankMemoryTracker::~RankMemoryTracker() {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto& r = registry();
+  r.erase(std::remove(r.begin(), r.end(), this), r.end());
+}
+
+bool RankMemoryTracker::record(void* ptr, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (bytes >= 0) {
+    blocks_[ptr] = bytes;
+    live_ += bytes;
+    peak_ = std::max(peak_, live_);
+  } else {
+    auto it = blocks_.find(ptr);
+    if (it == blocks_.end()) return false;
+    live_ -= it->second;
+    blocks_.erase(it);
+  }
+  if (log_ != nullptr && std::abs(live_ - last_sample_) >= kSampleStepBytes) sample_locked();
+  return true;
+}
+
+void RankMemoryTracker::sample_locked() {
+  last_sample_ = live_;
+  log_->add_memory(MemoryKind::kAllocated, live_);
+}
+
+int64_t RankMemoryTracker::live_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_;
+}
+
+int64_t RankMemoryTracker::peak_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_;
+}
+
+RankMemoryTracker::ThreadScope::ThreadScope(RankMemoryTracker* tracker) {
+  if (tracker == nullptr) return;
+  guard_ = std::make_shared<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE,
+                                                 std::make_shared<Reporter>(tracker));
+}
+
+RankMemoryTracker::ThreadScope::~ThreadScope() = default;
+
+}  // namespace shardscope::profiling

@@ -1,0 +1,18 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "profiling/rank_event_log.h"
+#include "profiling/trace.h"
+
+namespace shardscope::profiling {
+
+// Turns what each rank recorded into the trace model: host spans and waits on the host lane,
+// every communication call on the comm lane (issue to completion), memory samples as counters.
+// Open spans (a rank that failed mid-step) are closed at the rank's last timestamp.
+// `failures` (rank -> message, may be empty) marks failed ranks.
+Trace build_trace(const std::string& run_json, const std::vector<const RankEventLog*>& logs,
+                  const std::vector<std::string>& failures = {});
+
+}  // namespace shardscope::profiling

@@ -1,0 +1,51 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profiling/trace.h"
+
+namespace shardscope::profiling {
+
+// Holistic Trace Analysis definitions, per rank and step. Compute is the union of compute
+// events (forward, backward, kernels); communication the union of collectives (issue to
+// completion); overlap = |compute ∩ communication|, exposed = |communication \ compute|,
+// idle = span - |compute ∪ communication|, span = last end - first start of the step's events.
+struct StepMetrics {
+  int rank = 0;
+  int step = 0;
+  int64_t span_ns = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  int64_t overlap_ns = 0;
+  int64_t exposed_comm_ns = 0;
+  int64_t idle_ns = 0;
+  double overlap_fraction() const { return comm_ns > 0 ? double(overlap_ns) / comm_ns : 0.0; }
+};
+std::vector<StepMetrics> step_metrics(const Trace& trace);
+
+// One collective matched across ranks by (group, sequence number, op).
+struct CollectiveMetrics {
+  std::string op;
+  std::string group;
+  int64_t seq = -1;
+  int step = -1;
+  int ranks = 0;           // how many ranks' records were found
+  int64_t size_bytes = 0;  // nccl-tests' S: the whole buffer (all_gather: every contribution)
+  int64_t time_ns = 0;     // from the last rank's arrival to the last completion
+  double algbw_gbps = 0;   // S / time
+  double busbw_gbps = 0;   // algbw x the op's factor
+  int last_rank = -1;      // who arrived last
+  int64_t skew_ns = 0;     // last arrival - first arrival: how long the earliest rank waited
+};
+std::vector<CollectiveMetrics> collective_metrics(const Trace& trace);
+
+// nccl-tests' bus bandwidth factor: 2(n-1)/n all_reduce, (n-1)/n all_gather / reduce_scatter,
+// 1 for broadcast / reduce and anything else.
+double busbw_factor(const std::string& op, int n);
+
+// Length of the union of [a, b) intervals.
+int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals);
+
+}  // namespace shardscope::profiling

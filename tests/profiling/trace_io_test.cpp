@@ -1,0 +1,171 @@
+#include "profiling/trace_io.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/profiling/sample_trace.h"
+#include "tests/support/temp_dir.h"
+
+namespace shardscope::profiling {
+namespace {
+
+TEST(NativeTrace, RoundTripsEveryField) {
+  Trace t = test::sample_trace();
+  test::expect_same_trace(t, from_native(to_native(t)));
+  EXPECT_EQ(from_native(to_native(t)).run_json, t.run_json);
+}
+
+TEST(ChromeTrace, RoundTripsEveryFieldToTheNanosecond) {
+  Trace t = test::sample_trace();
+  Trace back = from_chrome_json(to_chrome_json(t));
+  test::expect_same_trace(t, back);
+  EXPECT_EQ(nlohmann::json::parse(back.run_json)["strategy"], "ddp_bucketed");
+}
+
+TEST(ChromeTrace, IsAValidTraceEventFile) {
+  auto doc = nlohmann::json::parse(to_chrome_json(test::sample_trace()));
+  ASSERT_TRUE(doc["traceEvents"].is_array());
+  std::set<int> named_processes;
+  // In whole nanoseconds: ts + dur in floating point can land a hair past the next ts.
+  std::map<std::pair<int, int>, std::vector<std::pair<int64_t, int64_t>>> spans;
+  std::map<int64_t, int> flow_ends;
+  int counters = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e.at("ph");
+    ASSERT_TRUE(e.contains("pid")) << e.dump();
+    if (ph == "M" && e["name"] == "process_name") named_processes.insert(e["pid"].get<int>());
+    if (ph == "X") {
+      for (const char* key : {"name", "cat", "tid", "ts", "dur"}) {
+        ASSERT_TRUE(e.contains(key)) << key << " missing in " << e.dump();
+      }
+      EXPECT_GE(e["ts"].get<double>(), 0.0);
+      EXPECT_GE(e["dur"].get<double>(), 0.0);
+      const int64_t t0 = std::llround(e["ts"].get<double>() * 1000);
+      spans[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back(
+          {t0, t0 + std::llround(e["dur"].get<double>() * 1000)});
+    }
+    if (ph == "C") {
+      ++counters;
+      EXPECT_TRUE(e["args"].contains("bytes"));
+    }
+    if (ph == "s") ++flow_ends[e["id"].get<int64_t>()];
+    if (ph == "f") {
+      --flow_ends[e["id"].get<int64_t>()];
+      EXPECT_EQ(e["bp"], "e");
+    }
+  }
+  EXPECT_EQ(named_processes, (std::set<int>{0, 1}));
+  EXPECT_EQ(counters, 4);
+  // Two collectives matched across the two ranks (the send/recv pair is not a collective).
+  EXPECT_EQ(flow_ends.size(), 2u);
+  for (const auto& [id, balance] : flow_ends) EXPECT_EQ(balance, 0) << "flow " << id;
+  // Complete events on one thread must nest (Perfetto and chrome://tracing require it).
+  for (auto& [thread, list] : spans) {
+    std::sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return a.first < b.first || (a.first == b.first && a.second > b.second);
+    });
+    std::vector<int64_t> open_ends;
+    for (const auto& [t0, t1] : list) {
+      while (!open_ends.empty() && open_ends.back() <= t0) open_ends.pop_back();
+      if (!open_ends.empty()) {
+        EXPECT_LE(t1, open_ends.back())
+            << "pid " << thread.first << " tid " << thread.second << " overlaps at " << t0;
+      }
+      open_ends.push_back(t1);
+    }
+  }
+}
+
+TEST(NativeTrace, EveryTruncationIsAnErrorNotACrash) {
+  const std::string bytes = to_native(test::sample_trace());
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_THROW(from_native(bytes.substr(0, n)), TraceFormatError) << "cut at " << n;
+  }
+}
+
+TEST(NativeTrace, CorruptionIsDetected) {
+  const std::string good = to_native(test::sample_trace());
+  for (size_t at : {size_t{40}, good.size() / 2, good.size() - 1}) {
+    std::string bad = good;
+    bad[at] ^= 0x5a;
+    EXPECT_THROW(from_native(bad), TraceFormatError) << "flipped byte " << at;
+  }
+  std::string wrong_magic = good;
+  wrong_magic[0] = 'X';
+  EXPECT_THROW(from_native(wrong_magic), TraceFormatError);
+  std::string future = good;
+  future[8] = 99;  // version
+  try {
+    from_native(future);
+    ADD_FAILURE() << "version 99 accepted";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("version"), std::string::npos) << e.what();
+  }
+}
+
+// A hostile file with a valid checksum but absurd counts must not allocate or read past the end.
+TEST(NativeTrace, HostileCountsAreRejectedBeforeAllocating) {
+  Trace t;
+  t.ranks.push_back({});
+  t.ranks[0].lanes = {"host"};
+  std::string bytes = to_native(t);
+  // The rank's event count sits after: run json (4+2), string table (8 + 4+0), rank count (8),
+  // rank (4), lane count (8), lane (4+4), failure (4+0).
+  const size_t events_at = 32 + 6 + 12 + 8 + 4 + 8 + 8 + 4;
+  const uint64_t absurd = uint64_t{1} << 60;
+  std::memcpy(&bytes[events_at], &absurd, 8);
+  // Recompute the checksum so that only the count is wrong.
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 32; i < bytes.size(); ++i) {
+    h ^= static_cast<unsigned char>(bytes[i]);
+    h *= 1099511628211ull;
+  }
+  std::memcpy(&bytes[24], &h, 8);
+  try {
+    from_native(bytes);
+    ADD_FAILURE() << "absurd count accepted";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChromeTrace, BrokenFilesAreClearErrors) {
+  const std::string good = to_chrome_json(test::sample_trace());
+  for (size_t n : {size_t{0}, size_t{1}, good.size() / 3, good.size() - 1}) {
+    EXPECT_THROW(from_chrome_json(good.substr(0, n)), TraceFormatError) << "cut at " << n;
+  }
+  for (const char* text :
+       {"[]", "{}", R"({"traceEvents": 3})", R"({"traceEvents": [1]})",
+        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "name": "a"}]})",
+        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "dur": -5, "name": "a"}]})",
+        R"({"traceEvents": [{"ph": "X", "pid": -1, "tid": 0, "ts": 1, "dur": 1, "name": "a"}]})",
+        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 900, "ts": 1, "dur": 1, "name": "a"}]})",
+        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": "x", "dur": 1, "name": "a"}]})",
+        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1e300, "dur": 1, "name": "a"}]})"}) {
+    EXPECT_THROW(from_chrome_json(text), TraceFormatError) << text;
+  }
+}
+
+TEST(TraceFiles, ChosenByNameReadByContent) {
+  const auto dir = test::test_temp_dir();
+  Trace t = test::sample_trace();
+  for (const char* name : {"trace.json", "trace.sst"}) {
+    const auto path = (dir / name).string();
+    std::ofstream(path, std::ios::binary) << serialise_trace(t, path);
+    test::expect_same_trace(t, read_trace_file(path));
+  }
+  EXPECT_EQ(serialise_trace(t, "x.json").front(), '{');
+  EXPECT_EQ(serialise_trace(t, "x.sst").substr(0, 7), "SSTRACE");
+  EXPECT_THROW(read_trace_file((dir / "missing.sst").string()), TraceFormatError);
+}
+
+}  // namespace
+}  // namespace shardscope::profiling
