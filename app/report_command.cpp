@@ -18,7 +18,9 @@ std::string fixed(double value, int decimals) {
   return buf;
 }
 
-double ms(int64_t ns) { return ns * 1e-6; }
+double ms(int64_t ns) {
+  return ns * 1e-6;
+}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0.0;
@@ -60,10 +62,9 @@ int report_command(const std::string& path, std::ostream& out, std::ostream& err
       for (const auto& s : steps) v.push_back(member(s));
       return median(v);
     };
-    out << std::string(4 - std::min<size_t>(4, std::to_string(rank).size()), ' ') << rank
-        << "  " << steps.size() << "      "
-        << fixed(med([](const auto& s) { return ms(s.span_ns); }), 1) << "  "
-        << fixed(med([](const auto& s) { return ms(s.compute_ns); }), 1) << "  "
+    out << std::string(4 - std::min<size_t>(4, std::to_string(rank).size()), ' ') << rank << "  "
+        << steps.size() << "      " << fixed(med([](const auto& s) { return ms(s.span_ns); }), 1)
+        << "  " << fixed(med([](const auto& s) { return ms(s.compute_ns); }), 1) << "  "
         << fixed(med([](const auto& s) { return ms(s.comm_ns); }), 1) << "  "
         << fixed(100 * med([](const auto& s) { return s.overlap_fraction(); }), 0) << " %  "
         << fixed(med([](const auto& s) { return ms(s.exposed_comm_ns); }), 1) << "  "

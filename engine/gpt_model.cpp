@@ -131,8 +131,8 @@ torch::Tensor GptModelImpl::block(size_t index, const torch::Tensor& x) {
   profiling::ScopedSpan span(profiling::Category::kForward,
                              "forward blocks." + std::to_string(index));
   if (!activation_checkpointing) return block->forward(x);
-  return recompute_in_backward([block](const torch::Tensor& input) { return block->forward(input); },
-                               x);
+  return recompute_in_backward(
+      [block](const torch::Tensor& input) { return block->forward(input); }, x);
 }
 
 torch::Tensor GptModelImpl::head(const torch::Tensor& x) {
@@ -150,7 +150,8 @@ torch::Tensor GptModelImpl::head(const torch::Tensor& x) {
     logits = lm_head ? lm_head->forward(h) : F::linear(h, tok_emb->weight);
   }
   if (traced_log_ != nullptr && logits.requires_grad()) {
-    logits.register_hook([this, head_index](const torch::Tensor&) { begin_backward_span(head_index); });
+    logits.register_hook(
+        [this, head_index](const torch::Tensor&) { begin_backward_span(head_index); });
   }
   return logits;
 }

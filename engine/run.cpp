@@ -8,11 +8,11 @@
 
 #include "engine/launcher.h"
 #include "engine/step_traffic.h"
-#include "profiling/device_tracer.h"
-#include "profiling/trace_builder.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
 #include "profiling/clock.h"
+#include "profiling/device_tracer.h"
+#include "profiling/trace_builder.h"
 
 namespace shardscope {
 namespace {
@@ -85,12 +85,9 @@ Config reference_config(const Config& config) {
 namespace {
 
 profiling::Trace trace_of(const Config& config, const LaunchReport& launch) {
-  nlohmann::json run = {{"config", to_json(config)},
-                        {"strategy", config.strategy},
-                        {"world", config.world},
-                        {"mode", config.mode},
-                        {"device", config.device},
-                        {"backend", config.backend},
+  nlohmann::json run = {{"config", to_json(config)}, {"strategy", config.strategy},
+                        {"world", config.world},     {"mode", config.mode},
+                        {"device", config.device},   {"backend", config.backend},
                         {"torch", TORCH_VERSION}};
   std::vector<const profiling::RankEventLog*> logs;
   for (const auto& log : launch.logs) logs.push_back(log.get());

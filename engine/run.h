@@ -12,8 +12,8 @@
 #include "engine/strategy.h"
 #include "engine/trainer.h"
 #include "engine/weights.h"
-#include "profiling/trace.h"
 #include "profiling/comm_event.h"
+#include "profiling/trace.h"
 
 namespace shardscope {
 
@@ -23,7 +23,7 @@ struct RankSummary {
   double weight_sum = 0.0;
   MemoryBytes memory;
   std::vector<profiling::CommEvent> comm_events;
-  int64_t comm_bytes_per_step = 0;  // median over steps of bytes handed to collectives
+  int64_t comm_bytes_per_step = 0;   // median over steps of bytes handed to collectives
   int64_t peak_allocated_bytes = 0;  // the most this rank's threads held at once
 };
 
@@ -48,7 +48,7 @@ struct RunSummary {
   std::string failure;   // root cause, then what the other ranks saw
   NamedTensors weights;  // rank 0's full weights
   double wall_s = 0.0;
-  profiling::Trace trace;  // what every rank did, also when the run failed
+  profiling::Trace trace;      // what every rank did, also when the run failed
   std::string device_tracing;  // on a GPU: "on", or why kernels are not in the trace
 };
 

@@ -36,6 +36,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   result.rank = ctx.rank;
   profiling::RankEventLog* log = profiling::current_rank_log();
   strategy.setup(ctx);
+  if (log) record_memory(*log, strategy.memory());
 
   for (int step = 0; step < config.steps; ++step) {
     if (config.fault.enabled() && config.fault.rank == ctx.rank && config.fault.step == step) {

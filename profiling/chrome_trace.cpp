@@ -24,8 +24,12 @@ int64_t earliest_time(const Trace& trace) {
   return origin == INT64_MAX ? 0 : origin;
 }
 
-double to_us(int64_t ns, int64_t origin) { return static_cast<double>(ns - origin) / 1000.0; }
-int64_t to_ns(double us, int64_t origin) { return origin + std::llround(us * 1000.0); }
+double to_us(int64_t ns, int64_t origin) {
+  return static_cast<double>(ns - origin) / 1000.0;
+}
+int64_t to_ns(double us, int64_t origin) {
+  return origin + std::llround(us * 1000.0);
+}
 
 template <typename T>
 T field(const json& object, const char* key, const char* where) {
@@ -68,15 +72,23 @@ std::string to_chrome_json(const Trace& trace) {
   json events = json::array();
   json failures = json::object();
   for (const auto& r : trace.ranks) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", r.rank},
-                      {"args", {{"name", "rank " + std::to_string(r.rank) +
-                                             (r.failure.empty() ? "" : " (failed)")}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", r.rank},
+    events.push_back(
+        {{"ph", "M"},
+         {"name", "process_name"},
+         {"pid", r.rank},
+         {"args",
+          {{"name", "rank " + std::to_string(r.rank) + (r.failure.empty() ? "" : " (failed)")}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "process_sort_index"},
+                      {"pid", r.rank},
                       {"args", {{"sort_index", r.rank}}}});
     if (!r.failure.empty()) failures[std::to_string(r.rank)] = r.failure;
     for (size_t lane = 0; lane < r.lanes.size(); ++lane) {
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", r.rank},
-                        {"tid", lane}, {"args", {{"name", r.lanes[lane]}}}});
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", r.rank},
+                        {"tid", lane},
+                        {"args", {{"name", r.lanes[lane]}}}});
     }
     for (const auto& e : r.events) {
       json args = {{"step", e.step}, {"micro", e.micro}};
@@ -87,14 +99,20 @@ std::string to_chrome_json(const Trace& trace) {
         args["peer"] = e.peer;
         args["group_size"] = e.group_size;
       }
-      events.push_back({{"ph", "X"}, {"name", trace.str(e.name)},
-                        {"cat", category_name(e.category)}, {"pid", r.rank}, {"tid", e.lane},
+      events.push_back({{"ph", "X"},
+                        {"name", trace.str(e.name)},
+                        {"cat", category_name(e.category)},
+                        {"pid", r.rank},
+                        {"tid", e.lane},
                         {"ts", to_us(e.t0_ns, origin)},
-                        {"dur", to_us(e.t1_ns, e.t0_ns)}, {"args", args}});
+                        {"dur", to_us(e.t1_ns, e.t0_ns)},
+                        {"args", args}});
     }
     for (const auto& c : r.counters) {
-      events.push_back({{"ph", "C"}, {"name", std::string(kMemoryPrefix) + memory_kind_name(c.kind)},
-                        {"pid", r.rank}, {"ts", to_us(c.t_ns, origin)},
+      events.push_back({{"ph", "C"},
+                        {"name", std::string(kMemoryPrefix) + memory_kind_name(c.kind)},
+                        {"pid", r.rank},
+                        {"ts", to_us(c.t_ns, origin)},
                         {"args", {{"bytes", c.bytes}}}});
     }
   }
@@ -116,22 +134,30 @@ std::string to_chrome_json(const Trace& trace) {
     const auto& [first_rank, first] = members.front();
     for (size_t k = 1; k < members.size(); ++k) {
       ++flow_id;
-      events.push_back({{"ph", "s"}, {"id", flow_id}, {"name", "collective"}, {"cat", "link"},
-                        {"pid", first_rank}, {"tid", first->lane},
+      events.push_back({{"ph", "s"},
+                        {"id", flow_id},
+                        {"name", "collective"},
+                        {"cat", "link"},
+                        {"pid", first_rank},
+                        {"tid", first->lane},
                         {"ts", to_us(first->t0_ns, origin)}});
-      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", "collective"},
-                        {"cat", "link"}, {"pid", members[k].first},
+      events.push_back({{"ph", "f"},
+                        {"bp", "e"},
+                        {"id", flow_id},
+                        {"name", "collective"},
+                        {"cat", "link"},
+                        {"pid", members[k].first},
                         {"tid", members[k].second->lane},
                         {"ts", to_us(members[k].second->t0_ns, origin)}});
     }
   }
   json run = json::parse(trace.run_json, nullptr, /*allow_exceptions=*/false);
   if (run.is_discarded()) run = json::object();
-  json out = {{"traceEvents", events},
-              {"displayTimeUnit", "ns"},
-              {"otherData",
-               {{"format", "shardscope"}, {"origin_ns", origin}, {"run", run},
-                {"failures", failures}}}};
+  json out = {
+      {"traceEvents", events},
+      {"displayTimeUnit", "ns"},
+      {"otherData",
+       {{"format", "shardscope"}, {"origin_ns", origin}, {"run", run}, {"failures", failures}}}};
   return out.dump();
 }
 

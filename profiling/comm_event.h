@@ -17,12 +17,12 @@ struct CommEvent {
   uint64_t seq = 0;  // per-group sequence number of collectives (p2p ops have their own count)
   bool async = false;
   bool emulated = false;  // implemented from other collectives because the backend lacks it
-  int32_t step = -1;  // where the rank was when it made the call (-1: outside training steps)
+  int32_t step = -1;      // where the rank was when it made the call (-1: outside training steps)
   int16_t micro = -1;
   int64_t t_issue_ns = 0;
   int64_t t_wait_begin_ns = 0;  // when the caller started waiting (0 if never waited)
-  int64_t t_complete_ns = 0;  // when the backend reported completion (0 if never)
-  int64_t t_wait_end_ns = 0;  // when the caller's wait returned (0 if never waited)
+  int64_t t_complete_ns = 0;    // when the backend reported completion (0 if never)
+  int64_t t_wait_end_ns = 0;    // when the caller's wait returned (0 if never waited)
 };
 
 }  // namespace shardscope::profiling

@@ -37,6 +37,20 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
   *max_records = 0;
 }
 
+// Copies and memsets share the fields we keep; the correlation id is resolved to a rank later.
+template <typename Record>
+DeviceActivity copy_activity(const Record& r, const char* name) {
+  DeviceActivity a;
+  a.name = name;
+  a.category = Category::kMemcpy;
+  a.stream = r.streamId;
+  a.t0_ns = static_cast<int64_t>(r.start);
+  a.t1_ns = static_cast<int64_t>(r.end);
+  a.bytes = static_cast<int64_t>(r.bytes);
+  a.rank = static_cast<int>(r.correlationId);
+  return a;
+}
+
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
   Collected& c = collected();
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -55,30 +69,14 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         c.activity.push_back(a);
         break;
       }
-      case CUPTI_ACTIVITY_KIND_MEMCPY: {
-        auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
-        a.name = "memcpy";
-        a.category = Category::kMemcpy;
-        a.stream = m->streamId;
-        a.t0_ns = static_cast<int64_t>(m->start);
-        a.t1_ns = static_cast<int64_t>(m->end);
-        a.bytes = static_cast<int64_t>(m->bytes);
-        a.rank = m->correlationId;
-        c.activity.push_back(a);
+      case CUPTI_ACTIVITY_KIND_MEMCPY:
+        c.activity.push_back(
+            copy_activity(*reinterpret_cast<CUpti_ActivityMemcpy6*>(record), "memcpy"));
         break;
-      }
-      case CUPTI_ACTIVITY_KIND_MEMSET: {
-        auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
-        a.name = "memset";
-        a.category = Category::kMemcpy;
-        a.stream = m->streamId;
-        a.t0_ns = static_cast<int64_t>(m->start);
-        a.t1_ns = static_cast<int64_t>(m->end);
-        a.bytes = static_cast<int64_t>(m->bytes);
-        a.rank = m->correlationId;
-        c.activity.push_back(a);
+      case CUPTI_ACTIVITY_KIND_MEMSET:
+        c.activity.push_back(
+            copy_activity(*reinterpret_cast<CUpti_ActivityMemset4*>(record), "memset"));
         break;
-      }
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
         auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(record);
         c.rank_of_correlation[e->correlationId] = static_cast<int>(e->externalId);
@@ -99,7 +97,9 @@ std::string cupti_error(CUptiResult result) {
 
 }  // namespace
 
-bool DeviceTracer::built_with_cupti() { return true; }
+bool DeviceTracer::built_with_cupti() {
+  return true;
+}
 
 bool DeviceTracer::enable(std::string* why) {
   if (enabled_) return true;
@@ -108,10 +108,9 @@ bool DeviceTracer::enable(std::string* why) {
     return false;
   }
   CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
-        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                  CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
     if (r == CUPTI_SUCCESS) r = cuptiActivityEnable(kind);
   }
   if (r != CUPTI_SUCCESS) {
@@ -157,10 +156,9 @@ std::vector<DeviceActivity> DeviceTracer::collect() {
 
 void DeviceTracer::disable() {
   if (!enabled_) return;
-  for (CUpti_ActivityKind kind :
-       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-        CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
-        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+  for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+                                  CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                  CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
     cuptiActivityDisable(kind);
   }
   enabled_ = false;
@@ -168,7 +166,9 @@ void DeviceTracer::disable() {
 
 #else  // no CUPTI in this build
 
-bool DeviceTracer::built_with_cupti() { return false; }
+bool DeviceTracer::built_with_cupti() {
+  return false;
+}
 
 bool DeviceTracer::enable(std::string* why) {
   if (why) *why = "built without CUPTI: device tracing is off, host tracing goes on";
@@ -176,7 +176,9 @@ bool DeviceTracer::enable(std::string* why) {
 }
 void DeviceTracer::push_rank(int) {}
 void DeviceTracer::pop_rank() {}
-std::vector<DeviceActivity> DeviceTracer::collect() { return {}; }
+std::vector<DeviceActivity> DeviceTracer::collect() {
+  return {};
+}
 void DeviceTracer::disable() {}
 
 #endif

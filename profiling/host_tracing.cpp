@@ -9,11 +9,17 @@ thread_local RankEventLog* current_log = nullptr;
 
 }  // namespace
 
-RankEventLog* current_rank_log() { return current_log; }
+RankEventLog* current_rank_log() {
+  return current_log;
+}
 
-RankLogScope::RankLogScope(RankEventLog* log) : previous_(current_log) { current_log = log; }
+RankLogScope::RankLogScope(RankEventLog* log) : previous_(current_log) {
+  current_log = log;
+}
 
-RankLogScope::~RankLogScope() { current_log = previous_; }
+RankLogScope::~RankLogScope() {
+  current_log = previous_;
+}
 
 ScopedSpan::ScopedSpan(Category category, std::string name) : log_(current_log) {
   if (log_ != nullptr) index_ = log_->begin_span(std::move(name), category);

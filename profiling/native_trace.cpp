@@ -70,8 +70,8 @@ class Reader {
   uint64_t get_count(size_t record, const char* what) {
     const uint64_t n = get<uint64_t>(what);
     if (record > 0 && n > (size_ - pos_) / record) {
-      throw TraceFormatError(std::string("corrupt trace: ") + what + " count " +
-                             std::to_string(n) + " exceeds the file");
+      throw TraceFormatError(std::string("corrupt trace: ") + what + " count " + std::to_string(n) +
+                             " exceeds the file");
     }
     return n;
   }
@@ -194,7 +194,8 @@ Trace from_native(const std::string& bytes) {
       if (e.name >= strings || e.group >= strings) {
         throw TraceFormatError("corrupt trace: event names a string that does not exist");
       }
-      if (e.lane >= lanes) throw TraceFormatError("corrupt trace: event on a lane that does not exist");
+      if (e.lane >= lanes)
+        throw TraceFormatError("corrupt trace: event on a lane that does not exist");
       if (e.t1_ns < e.t0_ns) throw TraceFormatError("corrupt trace: event ends before it starts");
     }
     const uint64_t counters = r.get_count(kCounterRecord, "counter");

@@ -7,12 +7,12 @@ namespace shardscope::profiling {
 namespace {
 
 constexpr const char* kCategoryNames[kCategoryCount] = {
-    "step", "micro_batch", "forward", "backward", "grad_sync", "optimizer",
-    "collective", "wait", "kernel", "memcpy", "other"};
+    "step",       "micro_batch", "forward", "backward", "grad_sync", "optimizer",
+    "collective", "wait",        "kernel",  "memcpy",   "other"};
 
 constexpr const char* kMemoryKindNames[kMemoryKindCount] = {
-    "parameters", "gradients", "optimizer_state", "activations", "comm_buffers", "other",
-    "allocated"};
+    "parameters",   "gradients", "optimizer_state", "activations",
+    "comm_buffers", "other",     "allocated"};
 
 }  // namespace
 
@@ -36,7 +36,9 @@ bool is_compute(Category category) {
          category == Category::kKernel;
 }
 
-bool is_communication(Category category) { return category == Category::kCollective; }
+bool is_communication(Category category) {
+  return category == Category::kCollective;
+}
 
 const char* memory_kind_name(MemoryKind kind) {
   const int i = static_cast<int>(kind);
@@ -63,8 +65,9 @@ void Trace::normalise() {
     std::stable_sort(r.events.begin(), r.events.end(), [](const Event& a, const Event& b) {
       return std::tie(a.lane, a.t0_ns) < std::tie(b.lane, b.t0_ns);
     });
-    std::stable_sort(r.counters.begin(), r.counters.end(),
-                     [](const CounterSample& a, const CounterSample& b) { return a.t_ns < b.t_ns; });
+    std::stable_sort(
+        r.counters.begin(), r.counters.end(),
+        [](const CounterSample& a, const CounterSample& b) { return a.t_ns < b.t_ns; });
   }
 }
 

@@ -34,9 +34,9 @@ enum Lane : uint8_t { kHostLane = 0, kCommLane = 1 };
 struct Event {
   int64_t t0_ns = 0;
   int64_t t1_ns = 0;
-  int64_t bytes = 0;  // collectives: this rank's input payload
-  int64_t seq = -1;   // collectives: sequence number within the group (links ranks)
-  uint32_t name = 0;  // index into Trace::strings
+  int64_t bytes = 0;   // collectives: this rank's input payload
+  int64_t seq = -1;    // collectives: sequence number within the group (links ranks)
+  uint32_t name = 0;   // index into Trace::strings
   uint32_t group = 0;  // collectives: process group name, index into Trace::strings
   int32_t step = -1;
   int16_t micro = -1;
@@ -67,10 +67,10 @@ struct CounterSample {
 
 struct RankTrace {
   int rank = 0;
-  std::vector<std::string> lanes;    // lane index -> name
-  std::vector<Event> events;         // sorted by (lane, t0)
+  std::vector<std::string> lanes;       // lane index -> name
+  std::vector<Event> events;            // sorted by (lane, t0)
   std::vector<CounterSample> counters;  // sorted by time
-  std::string failure;               // empty unless the rank failed
+  std::string failure;                  // empty unless the rank failed
 };
 
 // One run: what ran (a JSON description: config, world, strategy, device, backend, versions),

@@ -10,7 +10,8 @@ namespace shardscope::profiling {
 
 // Turns what each rank recorded into the trace model: host spans and waits on the host lane,
 // every communication call on the comm lane (issue to completion), memory samples as counters.
-// Open spans (a rank that failed mid-step) are closed at the rank's last timestamp.
+// Activations are derived: allocated bytes beyond what the strategy holds, at each allocation
+// sample. Open spans (a rank that failed mid-step) are closed at the rank's last timestamp.
 // `failures` (rank -> message, may be empty) marks failed ranks.
 Trace build_trace(const std::string& run_json, const std::vector<const RankEventLog*>& logs,
                   const std::vector<std::string>& failures = {});

@@ -347,14 +347,8 @@ const StrategyRegistrar registrar({
       ReplicatedStrategy::validate_unused_parameters(config);
       OptionSupport support;
       support.reduce_dtype = true;
+      support.blocks_in_backward = "its pre-backward all-gather";
       validate_option_support(config, support);
-      // Its pre-backward gathers block inside autograd, which on CUDA runs every rank thread's
-      // backward on one device thread.
-      if (config.device != "cpu" && config.world > 1 && config.mode == "threads") {
-        throw ConfigError("device",
-                          "fsdp on a shared CUDA device cannot run in threads mode (its "
-                          "backward gathers block autograd's single device thread); use the cpu");
-      }
     },
 });
 

@@ -20,6 +20,13 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     throw ConfigError("strategy_options.activation_checkpointing",
                       config.strategy + " does not support activation checkpointing");
   }
+  if (!support.blocks_in_backward.empty() && config.device != "cpu" && config.world > 1 &&
+      config.mode == "threads") {
+    throw ConfigError("device", config.strategy +
+                                    " on a shared CUDA device cannot run in threads mode (" +
+                                    support.blocks_in_backward +
+                                    " blocks autograd's single device thread); use the cpu");
+  }
 }
 
 }  // namespace shardscope

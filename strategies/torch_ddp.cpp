@@ -106,15 +106,8 @@ const StrategyRegistrar registrar({
       // PyTorch needs static_graph for reentrant checkpointing, which this engine does not set.
       OptionSupport support;
       support.activation_checkpointing = false;
+      support.blocks_in_backward = "its Reducer's end-of-backward callback";
       validate_option_support(config, support);
-      // On CUDA, autograd runs every thread's backward on one device thread, and the Reducer's
-      // end-of-backward callback blocks there waiting for the other ranks: rank threads would
-      // wait on each other until the timeout.
-      if (config.device != "cpu" && config.world > 1 && config.mode == "threads") {
-        throw ConfigError("device",
-                          "torch_ddp on a shared CUDA device cannot run in threads mode (its "
-                          "Reducer blocks autograd's single device thread); use the cpu");
-      }
     },
 });
 

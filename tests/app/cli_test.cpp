@@ -204,9 +204,8 @@ TEST(CliTrace, RunWritesBothFormatsAndReportReadsThem) {
 
 TEST(CliTrace, AFailedRunStillWritesItsTrace) {
   auto path = (test::test_temp_dir() / "failed.sst").string();
-  auto r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny",
-                "--steps", "3", "--no-reference", "--inject-fault", "rank=1,step=1", "--trace",
-                path});
+  auto r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny", "--steps",
+                "3", "--no-reference", "--inject-fault", "rank=1,step=1", "--trace", path});
   EXPECT_EQ(r.code, 1);
   auto report = cli({"report", path});
   ASSERT_EQ(report.code, 0) << report.err;

@@ -51,7 +51,7 @@ TEST(RankMemoryTracker, SamplesLiveBytesIntoTheRankLog) {
   std::thread rank([&] {
     RankMemoryTracker::ThreadScope scope(&tracker);
     auto big = torch::empty({3 << 20}, torch::kUInt8);  // 3 MiB: one sample
-    auto small = torch::empty({100}, torch::kUInt8);     // below the step: none
+    auto small = torch::empty({100}, torch::kUInt8);    // below the step: none
   });
   rank.join();
   auto samples = log.memory();

@@ -33,8 +33,8 @@ profiling::Trace sample_trace() {
     add("micro-batch 0", Category::kMicroBatch, 10, 6'000, profiling::kHostLane);
     add("forward blocks.0", Category::kForward, 20, 2'000, profiling::kHostLane);
     add("backward blocks.0", Category::kBackward, 2'000, 5'999, profiling::kHostLane);
-    Event* ar = add("all_reduce", Category::kCollective, 3'000 + r * 500, 7'000,
-                    profiling::kCommLane);
+    Event* ar =
+        add("all_reduce", Category::kCollective, 3'000 + r * 500, 7'000, profiling::kCommLane);
     ar->bytes = 1'000'000;
     ar->seq = 4;
     ar->group = t.intern("world");
@@ -44,8 +44,8 @@ profiling::Trace sample_trace() {
     ag->seq = 5;
     ag->group = t.intern("world");
     ag->group_size = 2;
-    Event* p2p = add(r == 0 ? "send" : "recv", Category::kCollective, 8'000, 8'500,
-                     profiling::kCommLane);
+    Event* p2p =
+        add(r == 0 ? "send" : "recv", Category::kCollective, 8'000, 8'500, profiling::kCommLane);
     p2p->peer = static_cast<int16_t>(1 - r);
     p2p->seq = 0;
     p2p->bytes = 128;

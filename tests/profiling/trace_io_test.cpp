@@ -142,14 +142,15 @@ TEST(ChromeTrace, BrokenFilesAreClearErrors) {
   for (size_t n : {size_t{0}, size_t{1}, good.size() / 3, good.size() - 1}) {
     EXPECT_THROW(from_chrome_json(good.substr(0, n)), TraceFormatError) << "cut at " << n;
   }
-  for (const char* text :
-       {"[]", "{}", R"({"traceEvents": 3})", R"({"traceEvents": [1]})",
-        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "name": "a"}]})",
-        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "dur": -5, "name": "a"}]})",
-        R"({"traceEvents": [{"ph": "X", "pid": -1, "tid": 0, "ts": 1, "dur": 1, "name": "a"}]})",
-        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 900, "ts": 1, "dur": 1, "name": "a"}]})",
-        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": "x", "dur": 1, "name": "a"}]})",
-        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1e300, "dur": 1, "name": "a"}]})"}) {
+  for (
+      const char* text :
+      {"[]", "{}", R"({"traceEvents": 3})", R"({"traceEvents": [1]})",
+       R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "name": "a"}]})",
+       R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "dur": -5, "name": "a"}]})",
+       R"({"traceEvents": [{"ph": "X", "pid": -1, "tid": 0, "ts": 1, "dur": 1, "name": "a"}]})",
+       R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 900, "ts": 1, "dur": 1, "name": "a"}]})",
+       R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": "x", "dur": 1, "name": "a"}]})",
+       R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1e300, "dur": 1, "name": "a"}]})"}) {
     EXPECT_THROW(from_chrome_json(text), TraceFormatError) << text;
   }
 }

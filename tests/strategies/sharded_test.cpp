@@ -76,25 +76,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, ShardedMatchesReference, testing::ValuesIn(cas
 class ShardedToyModels : public testing::TestWithParam<std::string> {};
 
 TEST_P(ShardedToyModels, FrozenTiedAndUnusedParameters) {
-  Config frozen = tiny_config(GetParam(), 4, 2);
-  frozen.model.frozen = {"pos_emb.weight", "blocks.1.mlp.fc.bias", "blocks.0.ln1.weight"};
-  expect_matches_reference(run_training(frozen));
-
-  Config tied = tiny_config(GetParam(), 4, 2);
-  tied.model.tie_embeddings = true;
-  expect_matches_reference(run_training(tied));
-
-  Config unused = tiny_config(GetParam(), 2, 2);
-  unused.model.unused_parameter = true;
-  unused.strategy_options.find_unused_parameters = true;
-  RunSummary s = run_training(unused);
-  expect_matches_reference(s);
-  GptModel initial(unused.model, unused.seed);
-  for (const auto& [name, w] : s.weights) {
-    if (name == "unused") {
-      EXPECT_TRUE(torch::equal(w, initial->named_parameters()["unused"]));
-    }
-  }
+  test::expect_toy_models_match_reference(GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, ShardedToyModels, testing::Values("zero2", "fsdp"));

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/gpt_model.h"
+
 namespace shardscope::test {
 
 Config tiny_config(const std::string& strategy, int world, int grad_accum) {
@@ -28,6 +30,29 @@ void expect_matches_reference(const RunSummary& s) {
     EXPECT_NEAR(s.steps[i].loss, s.reference->losses[i], 1e-4);
   }
   EXPECT_NE(s.steps.front().loss, s.steps.back().loss);
+}
+
+void expect_toy_models_match_reference(const std::string& strategy) {
+  Config frozen = tiny_config(strategy, 4, 2);
+  frozen.model.frozen = {"pos_emb.weight", "blocks.1.mlp.fc.bias", "blocks.0.ln1.weight"};
+  expect_matches_reference(run_training(frozen));
+
+  Config tied = tiny_config(strategy, 4, 2);
+  tied.model.tie_embeddings = true;
+  expect_matches_reference(run_training(tied));
+
+  Config unused = tiny_config(strategy, 2, 2);
+  unused.model.unused_parameter = true;
+  unused.strategy_options.find_unused_parameters = true;
+  RunSummary s = run_training(unused);
+  expect_matches_reference(s);
+  // Nobody used it, so nobody stepped it: not even weight decay touched it.
+  GptModel initial(unused.model, unused.seed);
+  for (const auto& [name, w] : s.weights) {
+    if (name == "unused") {
+      EXPECT_TRUE(torch::equal(w, initial->named_parameters()["unused"]));
+    }
+  }
 }
 
 std::vector<StepTraffic> traffic_per_step(const RankSummary& rank) {

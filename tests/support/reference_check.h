@@ -18,6 +18,11 @@ Config tiny_config(const std::string& strategy, int world, int grad_accum);
 // and training moved.
 void expect_matches_reference(const RunSummary& summary);
 
+// The toy models of the family's tests under `strategy`, each against the reference: frozen
+// parameters (world 4, accumulation 2), tied embeddings (world 4, accumulation 2), and a
+// parameter no rank uses (world 2, accumulation 2), which must end bitwise where it started.
+void expect_toy_models_match_reference(const std::string& strategy);
+
 // Per step, over one rank's trace (see engine/step_traffic.h).
 std::vector<StepTraffic> traffic_per_step(const RankSummary& rank);
 
