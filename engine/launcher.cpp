@@ -51,7 +51,8 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
       int64_t& peak;
       ~KeepPeak() { peak = memory.peak_bytes(); }
     } keep_peak{memory, report.peak_allocated_bytes[rank]};
-    profiling::RankMemoryTracker::ThreadScope attribute_allocations(&memory);
+    profiling::RankMemoryTracker::ThreadScope attribute_allocations(spec.tracing ? &memory
+                                                                                 : nullptr);
     // Kernels this thread launches are attributed to this rank (a no-op without device tracing).
     profiling::DeviceTracer::instance().push_rank(rank);
     struct PopRank {

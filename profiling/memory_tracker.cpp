@@ -62,7 +62,10 @@ bool RankMemoryTracker::record(void* ptr, int64_t bytes) {
     live_ -= it->second;
     blocks_.erase(it);
   }
-  if (log_ != nullptr && std::abs(live_ - last_sample_) >= kSampleStepBytes) sample_locked();
+  // A step of 1/32 of the peak so far (at least kSampleStepBytes) keeps a curve with every
+  // swing that matters at a few dozen samples per step.
+  const int64_t step = std::max(kSampleStepBytes, peak_ / 32);
+  if (log_ != nullptr && std::abs(live_ - last_sample_) >= step) sample_locked();
   return true;
 }
 

@@ -40,8 +40,8 @@ class RankMemoryTracker {
     std::shared_ptr<void> guard_;
   };
 
-  // Samples of `live` go to the rank's log as MemoryKind::kAllocated when it has moved by at
-  // least this much since the last sample (and always at a new peak beyond it).
+  // Samples of `live` go to the rank's log as MemoryKind::kAllocated when it has moved since the
+  // last sample by at least this much, or by 1/32 of the peak so far if that is more.
   static constexpr int64_t kSampleStepBytes = 1 << 20;
 
  private:
