@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -149,6 +150,22 @@ nlohmann::json RunFlags::overrides() const {
     out[nlohmann::json::json_pointer(pointer)] = value;
   }
   return out;
+}
+
+nlohmann::json RunFlags::config_overrides(const std::string& config_file) const {
+  nlohmann::json merged = nlohmann::json::object();
+  if (!config_file.empty()) {
+    std::ifstream in(config_file);
+    if (!in) throw ConfigError("config", "cannot read config file '" + config_file + "'");
+    try {
+      merged = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/true,
+                                     /*ignore_comments=*/true);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw ConfigError("config", "'" + config_file + "' is not valid JSON: " + e.what());
+    }
+  }
+  merged.merge_patch(overrides());
+  return merged;
 }
 
 std::string RunFlags::describe_key(const std::string& key) {

@@ -29,6 +29,8 @@ class RunFlags {
   void add_to(CLI::App& app);
   // Throws ConfigError naming the config key when a value does not parse.
   nlohmann::json overrides() const;
+  // The keys of `config_file` (if not empty; JSON with comments), then the given flags on top.
+  nlohmann::json config_overrides(const std::string& config_file) const;
   // "--heads (model.heads)" for a config key that has a flag, else the key itself.
   static std::string describe_key(const std::string& key);
 

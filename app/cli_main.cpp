@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/bench_command.h"
 #include "app/cli_flags.h"
 #include "app/cli_main.h"
 #include "app/report_command.h"
@@ -40,16 +41,6 @@ std::string format(const char* fmt, double value) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), fmt, value);
   return buf;
-}
-
-nlohmann::json read_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError("config", "cannot read config file '" + path + "'");
-  try {
-    return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw ConfigError("config", "'" + path + "' is not valid JSON: " + e.what());
-  }
 }
 
 void print_header(const Config& c, std::ostream& out) {
@@ -94,10 +85,7 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
                 std::ostream& err) {
   Config config;
   try {
-    nlohmann::json overrides = nlohmann::json::object();
-    if (!outputs.config_file.empty()) overrides = read_config_file(outputs.config_file);
-    overrides.merge_patch(flags.overrides());
-    config = config_from_json(overrides);
+    config = config_from_json(flags.config_overrides(outputs.config_file));
     if (no_reference) config.reference = false;
     if (outputs.tolerance_given && !(outputs.tolerance >= 0))
       throw ConfigError("tolerance", "must not be negative");
@@ -216,6 +204,24 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ->group("Output");
   run->add_flag("--quiet", outputs.quiet, "print only the final check")->group("Output");
 
+  RunFlags bench_flags;
+  BenchOptions bench_options;
+  std::string bench_strategies;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "run several strategies under identical conditions and compare them in one table");
+  bench
+      ->add_option("--strategies", bench_strategies,
+                   "comma-separated strategies (default: every registered one)")
+      ->group("Bench");
+  bench->add_flag("--quick", bench_options.quick, "a short run: tiny preset, 3 steps")
+      ->group("Bench");
+  bench->add_option("--format", bench_options.format, "table, csv, json or markdown")
+      ->group("Bench");
+  bench->add_option("--out", bench_options.out_dir, "also write each run's trace into DIR")
+      ->group("Bench");
+  bench->add_option("--config", bench_options.config_file, "JSON config file (flags override it)")
+      ->group("Input");
+  bench_flags.add_to(*bench);
   std::string report_file;
   CLI::App* report =
       app.add_subcommand("report", "print per-rank overlap and collective metrics of a trace");
@@ -238,7 +244,13 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   } catch (const CLI::ParseError& e) {
     // CLI11 reports `run --help` through the subcommand; show that subcommand's help.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      out << (run->parsed() ? run->help() : app.help());
+      for (CLI::App* sub : {run, bench, report}) {
+        if (sub->parsed()) {
+          out << sub->help();
+          return kExitOk;
+        }
+      }
+      out << app.help();
       return kExitOk;
     }
     err << "error: " << e.what() << "\n"
@@ -247,6 +259,13 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
 
   if (app.got_subcommand("report")) return report_command(report_file, out, err);
+  if (app.got_subcommand("bench")) {
+    std::stringstream list(bench_strategies);
+    for (std::string name; std::getline(list, name, ',');) {
+      if (!name.empty()) bench_options.strategies.push_back(name);
+    }
+    return bench_command(bench_flags, bench_options, out, err);
+  }
   if (app.got_subcommand("strategies")) {
     for (const auto& name : StrategyRegistry::instance().names()) {
       out << name << "  " << StrategyRegistry::instance().find(name)->description << "\n";

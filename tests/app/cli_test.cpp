@@ -225,3 +225,45 @@ TEST(CliTrace, ReportRejectsWhatIsNotATrace) {
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+TEST(CliBench, ComparesStrategiesInOneTableAgainstOneReference) {
+  auto dir = test::test_temp_dir();
+  auto r = cli({"bench", "--quick", "--world", "2", "--strategies",
+                "torch_ddp,zero2,fsdp,ddp_flat+zero1", "--format", "json", "--out", dir.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& row : rows) {
+    SCOPED_TRACE(row["strategy"].get<std::string>());
+    EXPECT_TRUE(row["ok"].get<bool>());
+    EXPECT_EQ(row["world"], 2);
+    EXPECT_LE(row["rel_deviation"].get<double>(), 1e-5);
+    EXPECT_GT(row["peak_allocated_bytes_max"].get<int64_t>(), 0);
+    EXPECT_GT(row["bytes_per_step"].get<int64_t>(), 0);
+    EXPECT_GT(row["median_step_s"].get<double>(), 0.0);
+    EXPECT_EQ(row["replicated"].get<bool>(), row["strategy"] != "fsdp");
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir / "fsdp.sst"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "ddp_flat_zero1.sst"));
+  EXPECT_NE(r.err.find("[4/4] ddp_flat+zero1"), std::string::npos) << "progress lines";
+}
+
+TEST(CliBench, SkipsWhatCannotRunAndKeepsGoing) {
+  auto r = cli({"bench", "--quick", "--world", "2", "--strategies", "zero1,ddp_flat", "--offload",
+                "--format", "markdown"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| zero1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("skipped ddp_flat: strategy_options.offload"), std::string::npos) << r.out;
+}
+
+TEST(CliBench, BadInputIsExitCodeTwo) {
+  EXPECT_EQ(cli({"bench", "--quick", "--strategies", "nope"}).code, 2);
+  EXPECT_EQ(cli({"bench", "--quick", "--format", "xml"}).code, 2);
+  EXPECT_EQ(cli({"bench", "--quick", "--world", "0"}).code, 2);
+}
+
+}  // namespace
+}  // namespace shardscope

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "app/cli_flags.h"
+
+namespace shardscope::cli {
+
+struct BenchOptions {
+  std::string config_file;
+  std::vector<std::string> strategies;  // empty: every registered strategy that can run
+  bool quick = false;
+  std::string format = "table";  // table | csv | json | markdown
+  std::string out_dir;           // when set, each run's trace goes there
+};
+
+// `shardscope bench`: the same model, data, seed and steps under each strategy, one after
+// another, against one single-device reference, as one comparison table. Returns the exit code:
+// 0 all ran, 1 some run failed (the others still complete), 2 bad input.
+int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostream& out,
+                  std::ostream& err);
+
+}  // namespace shardscope::cli
