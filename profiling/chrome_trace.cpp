@@ -24,9 +24,6 @@ int64_t earliest_time(const Trace& trace) {
   return origin == INT64_MAX ? 0 : origin;
 }
 
-double to_us(int64_t ns, int64_t origin) {
-  return static_cast<double>(ns - origin) / 1000.0;
-}
 int64_t to_ns(double us, int64_t origin) {
   return origin + std::llround(us * 1000.0);
 }
@@ -65,55 +62,108 @@ RankTrace& rank_of(Trace& trace, std::map<int, size_t>& index, int pid) {
   return trace.ranks[it->second];
 }
 
+// Written as text, not through a JSON document: a million events would otherwise build a
+// gigabyte of nodes first. Strings go through nlohmann's escaping.
+class ChromeWriter {
+ public:
+  explicit ChromeWriter(int64_t origin) : origin_(origin) { out_.reserve(1 << 20); }
+
+  void begin_event() {
+    out_ += first_ ? "\n" : ",\n";
+    first_ = false;
+  }
+  void raw(const char* text) { out_ += text; }
+  void raw(const std::string& text) { out_ += text; }
+  void string(const std::string& s) { out_ += json(s).dump(); }
+  void integer(int64_t v) { out_ += std::to_string(v); }
+  // Microseconds with nanosecond resolution, exactly: no floating point on the way out.
+  void micros(int64_t ns) {
+    if (ns < 0) {
+      out_ += '-';
+      ns = -ns;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%lld.%03lld", static_cast<long long>(ns / 1000),
+                  static_cast<long long>(ns % 1000));
+    out_ += buf;
+  }
+  void time(int64_t t_ns) { micros(t_ns - origin_); }
+  std::string& text() { return out_; }
+
+ private:
+  int64_t origin_;
+  bool first_ = true;
+  std::string out_;
+};
+
 }  // namespace
 
 std::string to_chrome_json(const Trace& trace) {
   const int64_t origin = earliest_time(trace);
-  json events = json::array();
+  ChromeWriter w(origin);
+  w.raw("{\"traceEvents\": [");
   json failures = json::object();
+  // Escaped names once per string, not once per event.
+  std::vector<std::string> names;
+  names.reserve(trace.strings.size());
+  for (const auto& s : trace.strings) names.push_back(json(s).dump());
   for (const auto& r : trace.ranks) {
-    events.push_back(
-        {{"ph", "M"},
-         {"name", "process_name"},
-         {"pid", r.rank},
-         {"args",
-          {{"name", "rank " + std::to_string(r.rank) + (r.failure.empty() ? "" : " (failed)")}}}});
-    events.push_back({{"ph", "M"},
-                      {"name", "process_sort_index"},
-                      {"pid", r.rank},
-                      {"args", {{"sort_index", r.rank}}}});
-    if (!r.failure.empty()) failures[std::to_string(r.rank)] = r.failure;
+    const std::string pid = std::to_string(r.rank);
+    w.begin_event();
+    w.raw("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + pid + ",\"args\":{\"name\":");
+    w.string("rank " + pid + (r.failure.empty() ? "" : " (failed)"));
+    w.raw("}}");
+    w.begin_event();
+    w.raw("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
+          ",\"args\":{\"sort_index\":" + pid + "}}");
+    if (!r.failure.empty()) failures[pid] = r.failure;
     for (size_t lane = 0; lane < r.lanes.size(); ++lane) {
-      events.push_back({{"ph", "M"},
-                        {"name", "thread_name"},
-                        {"pid", r.rank},
-                        {"tid", lane},
-                        {"args", {{"name", r.lanes[lane]}}}});
+      w.begin_event();
+      w.raw("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid +
+            ",\"tid\":" + std::to_string(lane) + ",\"args\":{\"name\":");
+      w.string(r.lanes[lane]);
+      w.raw("}}");
     }
     for (const auto& e : r.events) {
-      json args = {{"step", e.step}, {"micro", e.micro}};
+      w.begin_event();
+      w.raw("{\"ph\":\"X\",\"name\":");
+      w.raw(names[e.name]);
+      w.raw(",\"cat\":\"");
+      w.raw(category_name(e.category));
+      w.raw("\",\"pid\":" + pid + ",\"tid\":");
+      w.integer(e.lane);
+      w.raw(",\"ts\":");
+      w.time(e.t0_ns);
+      w.raw(",\"dur\":");
+      w.micros(e.t1_ns - e.t0_ns);
+      w.raw(",\"args\":{\"step\":");
+      w.integer(e.step);
+      w.raw(",\"micro\":");
+      w.integer(e.micro);
       if (e.category == Category::kCollective || e.category == Category::kWait) {
-        args["bytes"] = e.bytes;
-        args["seq"] = e.seq;
-        args["group"] = trace.str(e.group);
-        args["peer"] = e.peer;
-        args["group_size"] = e.group_size;
+        w.raw(",\"bytes\":");
+        w.integer(e.bytes);
+        w.raw(",\"seq\":");
+        w.integer(e.seq);
+        w.raw(",\"group\":");
+        w.raw(names[e.group]);
+        w.raw(",\"peer\":");
+        w.integer(e.peer);
+        w.raw(",\"group_size\":");
+        w.integer(e.group_size);
       }
-      events.push_back({{"ph", "X"},
-                        {"name", trace.str(e.name)},
-                        {"cat", category_name(e.category)},
-                        {"pid", r.rank},
-                        {"tid", e.lane},
-                        {"ts", to_us(e.t0_ns, origin)},
-                        {"dur", to_us(e.t1_ns, e.t0_ns)},
-                        {"args", args}});
+      w.raw("}}");
     }
     for (const auto& c : r.counters) {
-      events.push_back({{"ph", "C"},
-                        {"name", std::string(kMemoryPrefix) + memory_kind_name(c.kind)},
-                        {"pid", r.rank},
-                        {"ts", to_us(c.t_ns, origin)},
-                        {"args", {{"bytes", c.bytes}}}});
+      w.begin_event();
+      w.raw("{\"ph\":\"C\",\"name\":\"");
+      w.raw(kMemoryPrefix);
+      w.raw(memory_kind_name(c.kind));
+      w.raw("\",\"pid\":" + pid + ",\"ts\":");
+      w.time(c.t_ns);
+      w.raw(",\"args\":{\"bytes\":");
+      w.integer(c.bytes);
+      w.raw("}}");
     }
   }
   // Flow arrows: the same collective (group, sequence number) on every rank, from the rank that
@@ -134,31 +184,27 @@ std::string to_chrome_json(const Trace& trace) {
     const auto& [first_rank, first] = members.front();
     for (size_t k = 1; k < members.size(); ++k) {
       ++flow_id;
-      events.push_back({{"ph", "s"},
-                        {"id", flow_id},
-                        {"name", "collective"},
-                        {"cat", "link"},
-                        {"pid", first_rank},
-                        {"tid", first->lane},
-                        {"ts", to_us(first->t0_ns, origin)}});
-      events.push_back({{"ph", "f"},
-                        {"bp", "e"},
-                        {"id", flow_id},
-                        {"name", "collective"},
-                        {"cat", "link"},
-                        {"pid", members[k].first},
-                        {"tid", members[k].second->lane},
-                        {"ts", to_us(members[k].second->t0_ns, origin)}});
+      for (const auto& [phase, rank, event] :
+           {std::make_tuple("s", first_rank, first),
+            std::make_tuple("f", members[k].first, members[k].second)}) {
+        w.begin_event();
+        w.raw(std::string("{\"ph\":\"") + phase + "\"," + (phase[0] == 'f' ? "\"bp\":\"e\"," : "") +
+              "\"id\":" + std::to_string(flow_id) +
+              ",\"name\":\"collective\",\"cat\":\"link\",\"pid\":" + std::to_string(rank) +
+              ",\"tid\":" + std::to_string(event->lane) + ",\"ts\":");
+        w.time(event->t0_ns);
+        w.raw("}");
+      }
     }
   }
   json run = json::parse(trace.run_json, nullptr, /*allow_exceptions=*/false);
   if (run.is_discarded()) run = json::object();
-  json out = {
-      {"traceEvents", events},
-      {"displayTimeUnit", "ns"},
-      {"otherData",
-       {{"format", "shardscope"}, {"origin_ns", origin}, {"run", run}, {"failures", failures}}}};
-  return out.dump();
+  json other = {
+      {"format", "shardscope"}, {"origin_ns", origin}, {"run", run}, {"failures", failures}};
+  w.raw("\n],\n\"displayTimeUnit\": \"ns\",\n\"otherData\": ");
+  w.raw(other.dump());
+  w.raw("}\n");
+  return std::move(w.text());
 }
 
 Trace from_chrome_json(const std::string& text) {
