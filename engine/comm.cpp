@@ -1,5 +1,6 @@
 #include "engine/comm.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <ATen/core/ivalue.h>
@@ -35,12 +36,29 @@ std::vector<at::Tensor> split_rows(at::Tensor& flat, const at::Tensor& like, int
 
 }  // namespace
 
-CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event)
-    : work_(std::move(work)), log_(log), event_(event) {}
+void RetiredWork::keep(c10::intrusive_ptr<c10d::Work> work) {
+  works_.push_back(std::move(work));
+  sweep();
+}
+
+void RetiredWork::sweep() {
+  works_.erase(std::remove_if(works_.begin(), works_.end(),
+                              [](const c10::intrusive_ptr<c10d::Work>& w) {
+                                return w.use_count() == 1;  // released here, on this thread
+                              }),
+               works_.end());
+}
+
+CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event,
+                   std::shared_ptr<RetiredWork> retired)
+    : work_(std::move(work)), log_(log), event_(event), retired_(std::move(retired)) {}
 
 void CommWork::wait() {
   if (log_ != nullptr) log_->stamp_wait_begin(event_, now_ns());
-  if (work_.defined()) work_->wait();
+  if (work_.defined()) {
+    work_->wait();
+    if (retired_) retired_->keep(work_);
+  }
   if (log_ != nullptr) {
     int64_t t = now_ns();
     log_->stamp_complete(event_, t);
@@ -68,6 +86,7 @@ Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog
 
 size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
                     bool emulated, bool collective, int64_t bytes) {
+  retired_->sweep();
   profiling::CommEvent event;
   event.op = op;
   event.group = options_.group_name;
@@ -94,7 +113,7 @@ CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event) {
     } catch (const c10::Error&) {
     }
   }
-  return CommWork(std::move(work), log_, event);
+  return CommWork(std::move(work), log_, event, retired_);
 }
 
 CommWork Comm::completed(size_t event) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,24 @@ namespace shardscope {
 
 // A pending communication call. wait() blocks until the backend is done and records when the
 // caller stopped waiting, so exposed communication can be measured later.
+// Finished backend work a rank still holds so that the buffers it references are released on
+// the rank's own thread. A backend thread that dropped the last reference would free them where
+// no rank's allocation tracking can see it, and that rank's memory would seem to grow.
+class RetiredWork {
+ public:
+  void keep(c10::intrusive_ptr<c10d::Work> work);
+  // Lets go of the work no backend thread references any more (on the calling rank thread).
+  void sweep();
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+};
+
 class CommWork {
  public:
   CommWork() = default;
-  CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event);
+  CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event,
+           std::shared_ptr<RetiredWork> retired = nullptr);
 
   void wait();
   size_t event() const { return event_; }
@@ -26,6 +41,7 @@ class CommWork {
   c10::intrusive_ptr<c10d::Work> work_;
   profiling::RankEventLog* log_ = nullptr;
   size_t event_ = 0;
+  std::shared_ptr<RetiredWork> retired_;
 };
 
 // The traced facade over a c10d process group: every collective and point-to-point call of a
@@ -114,6 +130,7 @@ class Comm {
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   profiling::RankEventLog* log_;
+  std::shared_ptr<RetiredWork> retired_ = std::make_shared<RetiredWork>();
   Options options_;
   int rank_;
   int size_;
