@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace shardscope {
+
+class Comm;
+
+// Megatron-style tensor-parallel building blocks over a group of t ranks (`comm`'s group). Each
+// is differentiable and communicates in backward what its forward implies; the `tp` strategy is
+// built from them.
+namespace tp {
+
+// f: identity in forward, all-reduce of the gradient in backward (before a column-parallel op).
+torch::Tensor copy_to_region(const torch::Tensor& x, Comm& comm);
+// g: all-reduce in forward, identity in backward (after a row-parallel op).
+torch::Tensor reduce_from_region(const torch::Tensor& x, Comm& comm);
+// All-gather along the last dimension; backward keeps this rank's slice of the gradient.
+torch::Tensor gather_last_dim(const torch::Tensor& x, Comm& comm);
+
+// Part `part` of `parts` equal parts of `full` along `dim` (a copy).
+torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int part, int parts);
+
+// y_local = x W_local^T + b_local: this rank's slice of the output features.
+torch::Tensor column_parallel_linear(const torch::Tensor& x, const torch::Tensor& weight_shard,
+                                     const torch::Tensor& bias_shard, Comm& comm);
+// y = sum over ranks of x_local W_local^T, plus the (replicated) bias once.
+torch::Tensor row_parallel_linear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
+                                  const torch::Tensor& bias, Comm& comm);
+// Embedding whose rows [vocab_begin, vocab_begin + rows) live on this rank.
+torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens,
+                                       const torch::Tensor& weight_shard, int64_t vocab_begin,
+                                       Comm& comm);
+// Mean cross-entropy of logits split along the vocabulary ([N, V/t] here, columns starting at
+// vocab_begin), without ever forming the full [N, V] logits on one rank.
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_shard,
+                                           const torch::Tensor& targets, int64_t vocab_begin,
+                                           Comm& comm);
+
+}  // namespace tp
+}  // namespace shardscope
