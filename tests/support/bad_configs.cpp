@@ -77,6 +77,9 @@ std::vector<BadConfigCase> bad_config_cases() {
       {R"({"strategy":"fsdp","world":2,"device":"cuda:0"})", "device", "threads mode"},
       {R"({"strategy":"zero2","world":2,"model":{"unused_parameter":true}})",
        "strategy_options.find_unused_parameters", "gets no gradient"},
+      {R"({"strategy":"tp","world":3})", "model.heads", "tensor-parallel degree"},
+      {R"({"strategy":"tp","world":8,"model":{"heads":8,"vocab":260}})", "model.vocab",
+       "tensor-parallel degree"},
       {R"({"strategy_options":{"prefetch":1}})", "strategy_options.prefetch",
        "expected true or false"},
   };

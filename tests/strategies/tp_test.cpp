@@ -1,0 +1,61 @@
+// `tp` trains exactly like one device: shards cut from the reference's initialisation, the
+// group computing on the global batch, gathered weights compared with the reference.
+#include <gtest/gtest.h>
+
+#include "engine/config.h"
+#include "engine/run.h"
+#include "tests/support/reference_check.h"
+
+namespace shardscope {
+namespace {
+
+struct TpCase {
+  int t;
+  int accum;
+};
+
+class TpMatchesReference : public testing::TestWithParam<TpCase> {};
+
+TEST_P(TpMatchesReference, AfterFiveAdamWSteps) {
+  RunSummary s = run_training(test::tiny_config("tp", GetParam().t, GetParam().accum));
+  test::expect_matches_reference(s);
+  EXPECT_FALSE(s.replicated);
+}
+
+TEST_P(TpMatchesReference, WithSgdMomentumAndClipping) {
+  Config c = test::tiny_config("tp", GetParam().t, GetParam().accum);
+  c.optimizer.name = "sgd";
+  c.optimizer.lr = 0.5;
+  c.optimizer.momentum = 0.9;
+  c.optimizer.weight_decay = 0.0;
+  c.optimizer.clip_grad_norm = 0.5;  // sharded and replicated parts of the norm
+  test::expect_matches_reference(run_training(c));
+}
+
+INSTANTIATE_TEST_SUITE_P(Degrees, TpMatchesReference,
+                         testing::Values(TpCase{2, 1}, TpCase{2, 2}, TpCase{4, 1}, TpCase{4, 2}),
+                         [](const auto& info) {
+                           return "t" + std::to_string(info.param.t) + "_accum" +
+                                  std::to_string(info.param.accum);
+                         });
+
+TEST(Tp, ToyModels) {
+  test::expect_toy_models_match_reference("tp");
+}
+
+TEST(Tp, EachRankHoldsItsShareOfTheShardedParameters) {
+  Config c = test::tiny_config("tp", 4, 1);
+  c.reference = false;
+  RunSummary s = run_training(c);
+  ASSERT_TRUE(s.ok) << s.failure;
+  // tiny: 135k parameters, of which embeddings, attention, MLP and head matrices are split;
+  // LayerNorms, the position embedding and row-parallel biases (about 3 k) are replicated.
+  const int64_t full = 4 * s.parameters;
+  for (const auto& r : s.ranks) {
+    EXPECT_LT(r.memory.parameters, full / 4 + 4 * 3000);
+    EXPECT_GT(r.memory.parameters, full / 4);
+  }
+}
+
+}  // namespace
+}  // namespace shardscope
