@@ -46,7 +46,7 @@ TEST(Launcher, CollectiveBuffersAreReleasedWhereTheRankSeesIt) {
   LaunchSpec spec;
   spec.world = 2;
   auto report = launch_rank_threads(spec, [&](RankContext& ctx) {
-    for (int i = 0; i < 20; ++i) {
+    for (int i = 0; i < 40; ++i) {
       auto buffer = torch::full({512 * 1024}, 1.0f);  // 2 MiB
       ctx.comm->broadcast(buffer, i % 2);
       auto gathered = torch::empty({2 * 512 * 1024});
@@ -55,8 +55,10 @@ TEST(Launcher, CollectiveBuffersAreReleasedWhereTheRankSeesIt) {
   });
   ASSERT_TRUE(report.ok());
   for (int64_t peak : report.peak_allocated_bytes) {
-    EXPECT_GT(peak, 6 << 20);   // a buffer and a gathered pair were alive together
-    EXPECT_LT(peak, 16 << 20);  // 20 rounds of 6 MiB leaked would be 120 MiB
+    EXPECT_GT(peak, 6 << 20);  // a buffer and a gathered pair were alive together
+    // A backend thread may still hold a few rounds when the rank sweeps (bounded lag); 40
+    // rounds of 6 MiB never released would be 240 MiB.
+    EXPECT_LT(peak, 60 << 20);
   }
 }
 
