@@ -114,6 +114,9 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "recompute each block's activations during backward instead of keeping them"},
       {"--offload", "strategy_options.offload", Kind::Bool,
        "zero1/zero2: keep optimizer state and its step on the host (ZeRO-Offload)"},
+      {"--sequence-parallel", "strategy_options.sequence_parallel", Kind::Bool,
+       "tp: split LayerNorm and residual regions along the sequence (all-gather / "
+       "reduce-scatter instead of all-reduce)"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
       {"--no-tracing", "tracing", Kind::BoolOff,

@@ -126,6 +126,8 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"strategy_options.activation_checkpointing",
        SHARDSCOPE_FIELD(bool, strategy_options.activation_checkpointing)},
       {"strategy_options.offload", SHARDSCOPE_FIELD(bool, strategy_options.offload)},
+      {"strategy_options.sequence_parallel",
+       SHARDSCOPE_FIELD(bool, strategy_options.sequence_parallel)},
       {"strategy_options.find_unused_parameters",
        SHARDSCOPE_FIELD(bool, strategy_options.find_unused_parameters)},
       {"inject_fault", FieldBinding{[](Config& c, const json& v, const std::string& key) {

@@ -57,6 +57,7 @@ struct StrategyOptions {
   std::string reduce_dtype = "fp32";      // fp32 | bf16: dtype gradients travel in
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   bool offload = false;                   // zero1/zero2: optimizer state and its step on the host
+  bool sequence_parallel = false;         // tp: LayerNorm/residual regions split along the sequence
 };
 
 // Deliberate failure for testing the failure path: rank `rank` throws at the start of `step`.

@@ -20,6 +20,10 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     throw ConfigError("strategy_options.activation_checkpointing",
                       config.strategy + " does not support activation checkpointing");
   }
+  if (!support.sequence_parallel && options.sequence_parallel) {
+    throw ConfigError("strategy_options.sequence_parallel",
+                      config.strategy + " has no sequence-parallel form (it is an option of tp)");
+  }
   if (!support.blocks_in_backward.empty() && config.device != "cpu" && config.world > 1 &&
       config.mode == "threads") {
     throw ConfigError("device", config.strategy +

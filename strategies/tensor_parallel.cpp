@@ -70,6 +70,58 @@ struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
   }
 };
 
+// [B, T, ...] <-> t blocks of [B, T/t, ...] laid out rank after rank, as flat collectives want.
+torch::Tensor sequence_blocks(const torch::Tensor& x, int parts) {
+  std::vector<int64_t> shape{x.size(0), parts, x.size(1) / parts};
+  for (int64_t d = 2; d < x.dim(); ++d) shape.push_back(x.size(d));
+  return x.reshape(shape).transpose(0, 1).contiguous().view({-1});
+}
+
+torch::Tensor from_sequence_blocks(const torch::Tensor& flat, const torch::Tensor& like,
+                                   int parts) {
+  std::vector<int64_t> shape{parts};
+  for (int64_t d : like.sizes()) shape.push_back(d);            // like: one rank's [B, T/t, ...]
+  auto blocks = flat.view(shape).transpose(0, 1).contiguous();  // [B, t, T/t, ...]
+  std::vector<int64_t> out(like.sizes().begin(), like.sizes().end());
+  out[1] *= parts;
+  return blocks.view(out);
+}
+
+torch::Tensor all_gather_sequence(const torch::Tensor& x, Comm& comm) {
+  auto flat = torch::empty({comm.size() * x.numel()}, x.options());
+  comm.all_gather_into(flat, x.contiguous().view({-1}));
+  return from_sequence_blocks(flat, x, comm.size());
+}
+
+torch::Tensor reduce_scatter_sequence_now(const torch::Tensor& x, Comm& comm) {
+  auto flat = sequence_blocks(x, comm.size());
+  auto mine = torch::empty({flat.numel() / comm.size()}, x.options());
+  comm.reduce_scatter_tensor(mine, flat);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape[1] /= comm.size();
+  return mine.view(shape);
+}
+
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return all_gather_sequence(x, *reinterpret_cast<Comm*>(comm));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {reduce_scatter_sequence_now(grads[0], comm_of(ctx)), torch::Tensor()};
+  }
+};
+
+struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return reduce_scatter_sequence_now(x, *reinterpret_cast<Comm*>(comm));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_gather_sequence(grads[0], comm_of(ctx)), torch::Tensor()};
+  }
+};
+
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits_shard,
                                const torch::Tensor& targets, int64_t vocab_begin, int64_t handle) {
@@ -115,6 +167,14 @@ torch::Tensor gather_last_dim(const torch::Tensor& x, Comm& comm) {
   return GatherLastDim::apply(x, handle(comm));
 }
 
+torch::Tensor gather_sequence(const torch::Tensor& x, Comm& comm) {
+  return GatherSequence::apply(x, handle(comm));
+}
+
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, Comm& comm) {
+  return ReduceScatterSequence::apply(x, handle(comm));
+}
+
 torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int part, int parts) {
   const int64_t size = full.size(dim) / parts;
   return full.narrow(dim, part * size, size).clone();
@@ -131,15 +191,19 @@ torch::Tensor row_parallel_linear(const torch::Tensor& x_shard, const torch::Ten
   return bias.defined() ? y + bias : y;
 }
 
-torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens,
-                                       const torch::Tensor& weight_shard, int64_t vocab_begin,
-                                       Comm& comm) {
+torch::Tensor vocab_parallel_lookup(const torch::Tensor& tokens, const torch::Tensor& weight_shard,
+                                    int64_t vocab_begin) {
   const int64_t rows = weight_shard.size(0);
   auto outside = (tokens < vocab_begin) | (tokens >= vocab_begin + rows);
   auto local = (tokens - vocab_begin).masked_fill(outside, 0);
-  auto found = torch::nn::functional::embedding(local, weight_shard) *
-               (~outside).unsqueeze(-1).to(weight_shard.dtype());
-  return reduce_from_region(found, comm);
+  return torch::nn::functional::embedding(local, weight_shard) *
+         (~outside).unsqueeze(-1).to(weight_shard.dtype());
+}
+
+torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens,
+                                       const torch::Tensor& weight_shard, int64_t vocab_begin,
+                                       Comm& comm) {
+  return reduce_from_region(vocab_parallel_lookup(tokens, weight_shard, vocab_begin), comm);
 }
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_shard,

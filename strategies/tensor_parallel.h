@@ -20,6 +20,12 @@ torch::Tensor reduce_from_region(const torch::Tensor& x, Comm& comm);
 // All-gather along the last dimension; backward keeps this rank's slice of the gradient.
 torch::Tensor gather_last_dim(const torch::Tensor& x, Comm& comm);
 
+// Sequence parallelism: [B, T/t, ...] on each rank <-> [B, T, ...]. gather_sequence all-gathers
+// along dim 1 (backward: reduce-scatter of the gradient); reduce_scatter_sequence sums partial
+// results over ranks and keeps this rank's part of dim 1 (backward: all-gather).
+torch::Tensor gather_sequence(const torch::Tensor& x, Comm& comm);
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, Comm& comm);
+
 // Part `part` of `parts` equal parts of `full` along `dim` (a copy).
 torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int part, int parts);
 
@@ -29,6 +35,10 @@ torch::Tensor column_parallel_linear(const torch::Tensor& x, const torch::Tensor
 // y = sum over ranks of x_local W_local^T, plus the (replicated) bias once.
 torch::Tensor row_parallel_linear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
                                   const torch::Tensor& bias, Comm& comm);
+// This rank's rows of the embedding lookup (zeros for tokens another rank holds): summing over
+// ranks gives the full lookup.
+torch::Tensor vocab_parallel_lookup(const torch::Tensor& tokens, const torch::Tensor& weight_shard,
+                                    int64_t vocab_begin);
 // Embedding whose rows [vocab_begin, vocab_begin + rows) live on this rank.
 torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens,
                                        const torch::Tensor& weight_shard, int64_t vocab_begin,

@@ -73,6 +73,24 @@ class TensorParallelStrategy final : public Strategy {
     return loss.detach();
   }
 
+  void sync_gradients() override {
+    // With sequence parallelism each rank saw only its part of the sequence in the replicated
+    // regions, so their gradients are partial sums; without it they are already whole.
+    if (!ctx_->config->strategy_options.sequence_parallel) return;
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> grads;
+    for (auto& s : shards_) {
+      if (s.cut != Cut::kReplicated || !s.local.requires_grad()) continue;
+      // A parameter without a gradient has none on every rank (the graphs are the same).
+      if (s.local.grad().defined()) grads.push_back(s.local.grad());
+    }
+    if (grads.empty()) return;
+    auto flat = at::flatten_dense_tensors(grads);
+    ctx_->comm->all_reduce(flat);
+    auto pieces = at::unflatten_dense_tensors(flat, grads);
+    for (size_t i = 0; i < grads.size(); ++i) grads[i].copy_(pieces[i]);
+  }
+
   double clip_gradients(double max_norm) override {
     // Sharded parameters contribute their slices from every rank; replicated ones once.
     torch::NoGradGuard no_grad;
@@ -196,42 +214,51 @@ class TensorParallelStrategy final : public Strategy {
   torch::Tensor forward(const Batch& batch) {
     const ModelConfig& m = ctx_->config->model;
     Comm& comm = *ctx_->comm;
+    const bool sp = ctx_->config->strategy_options.sequence_parallel;
     const int64_t vocab_rows = m.vocab / t_;
     const int64_t time = batch.inputs.size(1);
+    // Into a tensor-parallel region (column-parallel input) and out of it (row-parallel output):
+    // all-reduce pairs, or with sequence parallelism all-gather / reduce-scatter along the
+    // sequence, the LayerNorm and residual regions then holding T/t positions per rank.
+    auto enter = [&](const torch::Tensor& h) {
+      return sp ? tp::gather_sequence(h, comm) : tp::copy_to_region(h, comm);
+    };
+    auto leave = [&](const torch::Tensor& y) {
+      return sp ? tp::reduce_scatter_sequence(y, comm) : tp::reduce_from_region(y, comm);
+    };
     torch::Tensor x;
     {
       profiling::ScopedSpan span(profiling::Category::kForward, "forward embeddings");
-      auto positions = torch::arange(time, batch.inputs.options().dtype(torch::kLong));
-      x = tp::vocab_parallel_embedding(batch.inputs, param("tok_emb.weight"), rank_ * vocab_rows,
-                                       comm) +
-          F::embedding(positions, param("pos_emb.weight")).unsqueeze(0);
+      const int64_t first = sp ? rank_ * time / t_ : 0, length = sp ? time / t_ : time;
+      auto positions =
+          torch::arange(first, first + length, batch.inputs.options().dtype(torch::kLong));
+      auto tokens =
+          tp::vocab_parallel_lookup(batch.inputs, param("tok_emb.weight"), rank_ * vocab_rows);
+      x = leave(tokens) + F::embedding(positions, param("pos_emb.weight")).unsqueeze(0);
     }
     const int64_t local_heads = m.heads / t_, head_dim = m.d_model / m.heads;
     for (int i = 0; i < m.layers; ++i) {
       profiling::ScopedSpan span(profiling::Category::kForward,
                                  "forward blocks." + std::to_string(i));
       const std::string b = "blocks." + std::to_string(i);
-      auto qkv =
-          tp::column_parallel_linear(layer_norm(x, b + ".ln1"), param(b + ".attn.qkv.weight"),
-                                     param(b + ".attn.qkv.bias"), comm);
+      auto qkv = F::linear(enter(layer_norm(x, b + ".ln1")), param(b + ".attn.qkv.weight"),
+                           param(b + ".attn.qkv.bias"));
       auto split = qkv.chunk(3, 2);
       auto heads = [&](const torch::Tensor& z) {
-        return z.reshape({z.size(0), time, local_heads, head_dim}).transpose(1, 2);
+        return z.reshape({z.size(0), z.size(1), local_heads, head_dim}).transpose(1, 2);
       };
       auto y = at::scaled_dot_product_attention(heads(split[0]), heads(split[1]), heads(split[2]),
                                                 {}, 0.0, /*is_causal=*/true);
-      y = y.transpose(1, 2).reshape({y.size(0), time, local_heads * head_dim});
-      x = x + tp::row_parallel_linear(y, param(b + ".attn.proj.weight"),
-                                      param(b + ".attn.proj.bias"), comm);
-      auto hidden = tp::column_parallel_linear(
-          layer_norm(x, b + ".ln2"), param(b + ".mlp.fc.weight"), param(b + ".mlp.fc.bias"), comm);
+      y = y.transpose(1, 2).reshape({y.size(0), y.size(2), local_heads * head_dim});
+      x = x + leave(F::linear(y, param(b + ".attn.proj.weight"))) + param(b + ".attn.proj.bias");
+      auto hidden = F::linear(enter(layer_norm(x, b + ".ln2")), param(b + ".mlp.fc.weight"),
+                              param(b + ".mlp.fc.bias"));
       hidden = F::gelu(hidden, F::GELUFuncOptions().approximate("tanh"));
-      x = x + tp::row_parallel_linear(hidden, param(b + ".mlp.proj.weight"),
-                                      param(b + ".mlp.proj.bias"), comm);
+      x = x + leave(F::linear(hidden, param(b + ".mlp.proj.weight"))) + param(b + ".mlp.proj.bias");
     }
     profiling::ScopedSpan span(profiling::Category::kForward, "forward head");
     const auto& head = m.tie_embeddings ? param("tok_emb.weight") : param("lm_head.weight");
-    auto logits = tp::column_parallel_linear(layer_norm(x, "ln_f"), head, {}, comm);
+    auto logits = F::linear(enter(layer_norm(x, "ln_f")), head);
     return tp::vocab_parallel_cross_entropy(logits.reshape({-1, vocab_rows}),
                                             batch.targets.reshape({-1}), rank_ * vocab_rows, comm);
   }
@@ -263,8 +290,12 @@ const StrategyRegistrar registrar({
       require_divides(t, m.heads, "model.heads", "heads");
       require_divides(t, m.vocab, "model.vocab", "vocabulary");
       require_divides(t, m.d_model * m.mlp_ratio, "model.mlp_ratio", "MLP width");
+      if (config.strategy_options.sequence_parallel) {
+        require_divides(t, m.seq, "model.seq", "sequence length");
+      }
       OptionSupport support;
       support.activation_checkpointing = false;
+      support.sequence_parallel = true;
       validate_option_support(config, support);
     },
 });

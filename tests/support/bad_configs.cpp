@@ -80,6 +80,10 @@ std::vector<BadConfigCase> bad_config_cases() {
       {R"({"strategy":"tp","world":3})", "model.heads", "tensor-parallel degree"},
       {R"({"strategy":"tp","world":8,"model":{"heads":8,"vocab":260}})", "model.vocab",
        "tensor-parallel degree"},
+      {R"({"strategy":"ddp_bucketed","world":2,"strategy_options":{"sequence_parallel":true}})",
+       "strategy_options.sequence_parallel", "option of tp"},
+      {R"({"strategy":"tp","world":4,"model":{"seq":30},"strategy_options":{"sequence_parallel":true}})",
+       "model.seq", "tensor-parallel degree"},
       {R"({"strategy_options":{"prefetch":1}})", "strategy_options.prefetch",
        "expected true or false"},
   };
