@@ -57,18 +57,25 @@ void FlatShard::scatter_values(const torch::Tensor& flat) const {
   }
 }
 
-double clip_sharded_gradients(Comm& comm, std::vector<torch::Tensor>& slices, double max_norm) {
+double clip_sharded_gradients(Comm& comm, const std::vector<torch::Tensor>& slices, double max_norm,
+                              const std::vector<torch::Tensor>& replicated) {
   torch::NoGradGuard no_grad;
-  auto sum_sq = torch::zeros({1}, torch::kDouble);
-  for (const auto& slice : slices) {
-    if (slice.grad().defined()) sum_sq += slice.grad().to(torch::kDouble).pow(2).sum().cpu();
-  }
+  auto squares = [](const std::vector<torch::Tensor>& tensors) {
+    auto sum = torch::zeros({1}, torch::kDouble);
+    for (const auto& t : tensors) {
+      if (t.grad().defined()) sum += t.grad().to(torch::kDouble).pow(2).sum().cpu();
+    }
+    return sum;
+  };
+  auto sum_sq = squares(slices);
   comm.all_reduce(sum_sq);
-  const double norm = std::sqrt(sum_sq.item<double>());
+  const double norm = std::sqrt((sum_sq + squares(replicated)).item<double>());
   const double coef = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
   if (coef < 1.0) {
-    for (auto& slice : slices) {
-      if (slice.grad().defined()) slice.mutable_grad().mul_(coef);
+    for (const auto* group : {&slices, &replicated}) {
+      for (const auto& t : *group) {
+        if (t.grad().defined()) t.mutable_grad().mul_(coef);
+      }
     }
   }
   return norm;

@@ -54,8 +54,10 @@ class FlatShard {
 };
 
 // Clips gradients that are sharded across ranks (each element's gradient on exactly one rank,
-// in `slices`' .grad) to a global norm of at most `max_norm`; returns the norm before clipping.
-double clip_sharded_gradients(Comm& comm, std::vector<torch::Tensor>& slices, double max_norm);
+// in `slices`' .grad), together with `replicated` ones that every rank holds whole, to a global
+// norm of at most `max_norm`; returns the norm before clipping.
+double clip_sharded_gradients(Comm& comm, const std::vector<torch::Tensor>& slices, double max_norm,
+                              const std::vector<torch::Tensor>& replicated = {});
 
 // For each flag, whether it is true on at least one rank (one all-reduce of a bitmap).
 std::vector<bool> true_on_any_rank(Comm& comm, const std::vector<bool>& mine);

@@ -52,15 +52,10 @@ struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
     Comm& comm = *reinterpret_cast<Comm*>(handle);
     ctx->saved_data["width"] = x.size(-1);
     ctx->saved_data["rank"] = static_cast<int64_t>(comm.rank());
-    const int parts = comm.size();
-    torch::Tensor flat = torch::empty({parts * x.numel()}, x.options());
-    comm.all_gather_into(flat, x.contiguous().view({-1}));
-    std::vector<int64_t> shape{parts};
-    for (int64_t d : x.sizes()) shape.push_back(d);
     // [t, ..., k] -> [..., t, k] -> [..., t*k]
-    auto stacked = flat.view(shape).movedim(0, -2).contiguous();
+    auto stacked = all_gather_stacked(x, comm).movedim(0, -2).contiguous();
     std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
-    out_shape.back() *= parts;
+    out_shape.back() *= comm.size();
     return stacked.view(out_shape);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -70,27 +65,18 @@ struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
   }
 };
 
-// [B, T, ...] <-> t blocks of [B, T/t, ...] laid out rank after rank, as flat collectives want.
+// [B, T, ...] as t blocks of [B, T/t, ...] laid out rank after rank, as flat collectives want.
 torch::Tensor sequence_blocks(const torch::Tensor& x, int parts) {
   std::vector<int64_t> shape{x.size(0), parts, x.size(1) / parts};
   for (int64_t d = 2; d < x.dim(); ++d) shape.push_back(x.size(d));
   return x.reshape(shape).transpose(0, 1).contiguous().view({-1});
 }
 
-torch::Tensor from_sequence_blocks(const torch::Tensor& flat, const torch::Tensor& like,
-                                   int parts) {
-  std::vector<int64_t> shape{parts};
-  for (int64_t d : like.sizes()) shape.push_back(d);            // like: one rank's [B, T/t, ...]
-  auto blocks = flat.view(shape).transpose(0, 1).contiguous();  // [B, t, T/t, ...]
-  std::vector<int64_t> out(like.sizes().begin(), like.sizes().end());
-  out[1] *= parts;
-  return blocks.view(out);
-}
-
 torch::Tensor all_gather_sequence(const torch::Tensor& x, Comm& comm) {
-  auto flat = torch::empty({comm.size() * x.numel()}, x.options());
-  comm.all_gather_into(flat, x.contiguous().view({-1}));
-  return from_sequence_blocks(flat, x, comm.size());
+  auto blocks = all_gather_stacked(x, comm).transpose(0, 1).contiguous();  // [B, t, T/t, ...]
+  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
+  out[1] *= comm.size();
+  return blocks.view(out);
 }
 
 torch::Tensor reduce_scatter_sequence_now(const torch::Tensor& x, Comm& comm) {
@@ -154,6 +140,14 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 };
 
 }  // namespace
+
+torch::Tensor all_gather_stacked(const torch::Tensor& x, Comm& comm) {
+  auto flat = torch::empty({comm.size() * x.numel()}, x.options());
+  comm.all_gather_into(flat, x.contiguous().view({-1}));
+  std::vector<int64_t> shape{comm.size()};
+  for (int64_t d : x.sizes()) shape.push_back(d);
+  return flat.view(shape);
+}
 
 torch::Tensor copy_to_region(const torch::Tensor& x, Comm& comm) {
   return CopyToRegion::apply(x, handle(comm));

@@ -13,6 +13,9 @@ class Comm;
 // built from them.
 namespace tp {
 
+// Every rank's `x` stacked along a new leading dimension: [t, x.sizes()...] (not differentiable).
+torch::Tensor all_gather_stacked(const torch::Tensor& x, Comm& comm);
+
 // f: identity in forward, all-reduce of the gradient in backward (before a column-parallel op).
 torch::Tensor copy_to_region(const torch::Tensor& x, Comm& comm);
 // g: all-reduce in forward, identity in backward (after a row-parallel op).

@@ -16,6 +16,7 @@
 #include "engine/strategy_registry.h"
 #include "engine/weights.h"
 #include "profiling/host_tracing.h"
+#include "strategies/flat_shard.h"
 #include "strategies/option_support.h"
 #include "strategies/replicated_strategy.h"
 #include "strategies/tensor_parallel.h"
@@ -93,23 +94,9 @@ class TensorParallelStrategy final : public Strategy {
 
   double clip_gradients(double max_norm) override {
     // Sharded parameters contribute their slices from every rank; replicated ones once.
-    torch::NoGradGuard no_grad;
-    double sharded = 0, replicated = 0;
-    for (auto& s : shards_) {
-      if (!s.local.grad().defined()) continue;
-      const double sq = s.local.grad().to(torch::kDouble).pow(2).sum().item<double>();
-      (s.cut == Cut::kReplicated ? replicated : sharded) += sq;
-    }
-    auto total = torch::tensor({sharded}, torch::kDouble);
-    ctx_->comm->all_reduce(total);
-    const double norm = std::sqrt(total.item<double>() + replicated);
-    const double coef = max_norm / (norm + 1e-6);
-    if (coef < 1.0) {
-      for (auto& p : trainable_) {
-        if (p.grad().defined()) p.mutable_grad().mul_(coef);
-      }
-    }
-    return norm;
+    std::vector<torch::Tensor> sharded, replicated;
+    for (auto& s : shards_) (s.cut == Cut::kReplicated ? replicated : sharded).push_back(s.local);
+    return clip_sharded_gradients(*ctx_->comm, sharded, max_norm, replicated);
   }
 
   void optimizer_step(double lr) override {
@@ -175,11 +162,7 @@ class TensorParallelStrategy final : public Strategy {
   // The inverse of cut(): every rank's shard gathered into the full tensor.
   torch::Tensor uncut(const torch::Tensor& local, Cut how) {
     if (how == Cut::kReplicated) return local.clone();
-    auto flat = torch::empty({t_ * local.numel()}, local.options());
-    ctx_->comm->all_gather_into(flat, local.contiguous().view({-1}));
-    std::vector<int64_t> shape{t_};
-    for (int64_t d : local.sizes()) shape.push_back(d);
-    auto parts = flat.view(shape);  // [t, local...]
+    auto parts = tp::all_gather_stacked(local, *ctx_->comm);  // [t, local...]
     if (how == Cut::kRows) return torch::cat(parts.unbind(0), 0);
     if (how == Cut::kColumns) return torch::cat(parts.unbind(0), 1);
     // kQkvRows: each part is [q_r; k_r; v_r]; the full tensor is [q_0..q_t; k_...; v_...].
@@ -198,11 +181,7 @@ class TensorParallelStrategy final : public Strategy {
   }
 
   torch::Tensor gather_batch(const torch::Tensor& local) {
-    auto flat = torch::empty({t_ * local.numel()}, local.options());
-    ctx_->comm->all_gather_into(flat, local.contiguous().view({-1}));
-    std::vector<int64_t> shape(local.sizes().begin(), local.sizes().end());
-    shape[0] *= t_;
-    return flat.view(shape);
+    return tp::all_gather_stacked(local, *ctx_->comm).flatten(0, 1);  // ranks' sequences in order
   }
 
   torch::Tensor layer_norm(const torch::Tensor& x, const std::string& prefix) const {

@@ -46,10 +46,7 @@ TEST_P(ShardedMatchesReference, AfterFiveAdamWSteps) {
 
 TEST_P(ShardedMatchesReference, WithSgdMomentumAndClipping) {
   Config c = case_config(GetParam());
-  c.optimizer.name = "sgd";
-  c.optimizer.lr = 0.5;
-  c.optimizer.momentum = 0.9;
-  c.optimizer.weight_decay = 0.0;
+  test::use_sgd_with_momentum(c);
   c.optimizer.clip_grad_norm = 0.5;  // the global norm spans every rank's slices
   expect_matches_reference(run_training(c));
 }
@@ -85,8 +82,9 @@ int64_t padded(int64_t numel, int world) {
   return (numel + world - 1) / world * world;
 }
 
-// FSDP's units on the untied tiny GPT: embeddings, each block, final norm with the LM head.
-std::vector<int64_t> fsdp_unit_numels(const ModelConfig& m) {
+// FSDP's units on the untied tiny GPT: embeddings, each block, final norm with the LM head;
+// the bytes of all their flat vectors, each padded to a multiple of `world`.
+int64_t fsdp_flat_bytes(const ModelConfig& m, int world) {
   GptModel model(m, 1);
   std::map<std::string, int64_t> units;
   for (const auto& [name, p] : model->named_params()) {
@@ -95,9 +93,9 @@ std::vector<int64_t> fsdp_unit_numels(const ModelConfig& m) {
     if (name.rfind("blocks.", 0) == 0) unit = name.substr(0, name.find('.', 7));
     units[unit] += p.numel();
   }
-  std::vector<int64_t> numels;
-  for (const auto& [unit, numel] : units) numels.push_back(numel);
-  return numels;
+  int64_t bytes = 0;
+  for (const auto& [unit, numel] : units) bytes += padded(numel, world) * 4;
+  return bytes;
 }
 
 TEST(Fsdp, GathersParametersTwiceAndReduceScattersGradientsOncePerStep) {
@@ -105,8 +103,7 @@ TEST(Fsdp, GathersParametersTwiceAndReduceScattersGradientsOncePerStep) {
   Config c = tiny_config("fsdp", world, 1);
   RunSummary s = run_training(c);
   ASSERT_TRUE(s.ok) << s.failure;
-  int64_t flat_bytes = 0;
-  for (int64_t numel : fsdp_unit_numels(c.model)) flat_bytes += padded(numel, world) * 4;
+  const int64_t flat_bytes = fsdp_flat_bytes(c.model, world);
   for (const auto& rank : s.ranks) {
     auto steps = test::traffic_per_step(rank);
     ASSERT_EQ(steps.size(), 5u);
@@ -124,8 +121,7 @@ TEST(Fsdp, AccumulationReduceScattersEveryMicroBatch) {
   Config c = tiny_config("fsdp", world, 2);
   RunSummary s = run_training(c);
   ASSERT_TRUE(s.ok) << s.failure;
-  int64_t flat_bytes = 0;
-  for (int64_t numel : fsdp_unit_numels(c.model)) flat_bytes += padded(numel, world) * 4;
+  const int64_t flat_bytes = fsdp_flat_bytes(c.model, world);
   for (const auto& step : test::traffic_per_step(s.ranks[0])) {
     EXPECT_EQ(step.all_gather_bytes * world, 2 * 2 * flat_bytes);
     EXPECT_EQ(step.reduce_scatter_bytes, 2 * flat_bytes);

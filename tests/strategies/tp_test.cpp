@@ -31,10 +31,7 @@ TEST_P(TpMatchesReference, AfterFiveAdamWSteps) {
 
 TEST_P(TpMatchesReference, WithSgdMomentumAndClipping) {
   Config c = case_config(GetParam());
-  c.optimizer.name = "sgd";
-  c.optimizer.lr = 0.5;
-  c.optimizer.momentum = 0.9;
-  c.optimizer.weight_decay = 0.0;
+  test::use_sgd_with_momentum(c);
   c.optimizer.clip_grad_norm = 0.5;  // sharded and replicated parts of the norm
   test::expect_matches_reference(run_training(c));
 }

@@ -33,10 +33,7 @@ TEST_P(Zero1MatchesReference, WithAdamW) {
 
 TEST_P(Zero1MatchesReference, WithSgdMomentumWhoseStateIsSharded) {
   Config c = test::tiny_config(GetParam().strategy, GetParam().world, GetParam().accum);
-  c.optimizer.name = "sgd";
-  c.optimizer.lr = 0.5;
-  c.optimizer.momentum = 0.9;
-  c.optimizer.weight_decay = 0.0;
+  test::use_sgd_with_momentum(c);
   expect_matches_reference(run_training(c));
 }
 

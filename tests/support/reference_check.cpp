@@ -19,6 +19,13 @@ Config tiny_config(const std::string& strategy, int world, int grad_accum) {
   return c;
 }
 
+void use_sgd_with_momentum(Config& c) {
+  c.optimizer.name = "sgd";
+  c.optimizer.lr = 0.5;
+  c.optimizer.momentum = 0.9;
+  c.optimizer.weight_decay = 0.0;
+}
+
 void expect_matches_reference(const RunSummary& s) {
   ASSERT_TRUE(s.ok) << s.failure;
   EXPECT_TRUE(s.ranks_agree) << "max delta " << s.max_rank_delta;

@@ -14,6 +14,10 @@ constexpr double kReferenceTolerance = 1e-5;  // ||w - ref|| / ||ref||, fp32
 // The tiny GPT under `strategy`, 5 AdamW steps, 2 sequences per rank per micro-batch.
 Config tiny_config(const std::string& strategy, int world, int grad_accum);
 
+// Plain SGD with momentum 0.9 at lr 0.5 and no weight decay: a gradient scaled or averaged
+// wrongly shows at once, and the momentum buffer is optimizer state a strategy must shard right.
+void use_sgd_with_momentum(Config& config);
+
 // Ranks agree bitwise, full weights match the single-device reference, losses track its losses,
 // and training moved.
 void expect_matches_reference(const RunSummary& summary);
