@@ -117,6 +117,18 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--sequence-parallel", "strategy_options.sequence_parallel", Kind::Bool,
        "tp: split LayerNorm and residual regions along the sequence (all-gather / "
        "reduce-scatter instead of all-reduce)"},
+      {"--tp", "strategy_options.tensor_parallel", Kind::Int,
+       "tp/hybrid: tensor-parallel degree (tp default: the world size)"},
+      {"--pp", "strategy_options.pipeline_parallel", Kind::Int,
+       "pp/hybrid: pipeline stages (pp default: the world size)"},
+      {"--dp", "strategy_options.data_parallel", Kind::Int,
+       "tp/pp/hybrid: data-parallel degree (default: world / (tp * pp))"},
+      {"--micro-batches", "strategy_options.micro_batches", Kind::Int,
+       "pipeline micro-batches per step (default: the number of stages)"},
+      {"--schedule", "strategy_options.schedule", Kind::String, "pipeline schedule: 1f1b or gpipe"},
+      {"--dp-sync", "strategy_options.data_parallel_sync", Kind::String,
+       "tp/pp/hybrid: gradient sync of the data-parallel dimension: ddp_bucketed, torch_ddp or "
+       "zero1"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
       {"--no-tracing", "tracing", Kind::BoolOff,

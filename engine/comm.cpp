@@ -84,6 +84,10 @@ Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog
       send_seq_(size_, 0),
       recv_seq_(size_, 0) {}
 
+int Comm::world_rank(int group_rank) const {
+  return options_.world_ranks.empty() ? group_rank : options_.world_ranks.at(group_rank);
+}
+
 size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
                     bool emulated, bool collective, int64_t bytes) {
   retired_->sweep();
@@ -93,7 +97,7 @@ size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async,
   event.dtype = dtype_name(tensor);
   event.bytes = tensor.defined() ? static_cast<int64_t>(tensor.numel()) * tensor.element_size() : 0;
   event.group_size = size_;
-  event.peer = peer;
+  event.peer = peer < 0 ? peer : world_rank(peer);
   if (bytes >= 0) event.bytes = bytes;
   event.seq = collective ? collective_seq_++ : (op == "send" ? send_seq_ : recv_seq_).at(peer)++;
   event.async = async;

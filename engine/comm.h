@@ -55,6 +55,10 @@ class Comm {
     // Build all_gather_into / reduce_scatter_tensor from list collectives even when the backend
     // has them, so the fallback path is exercised (tests) or used on backends that lack them.
     bool emulate_flat_collectives = false;
+    // The group's members as world ranks, in group order (empty: the group is the world). Peers
+    // and roots are given in group ranks and recorded as world ranks, so a trace can link a send
+    // to its receive whatever sub-group carried it.
+    std::vector<int> world_ranks;
   };
 
   Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog* log, Options options);
@@ -62,6 +66,8 @@ class Comm {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& group_name() const { return options_.group_name; }
+  // World rank of group rank `group_rank`.
+  int world_rank(int group_rank) const;
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return group_; }
 
   // In place on `tensor`.

@@ -128,6 +128,14 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"strategy_options.offload", SHARDSCOPE_FIELD(bool, strategy_options.offload)},
       {"strategy_options.sequence_parallel",
        SHARDSCOPE_FIELD(bool, strategy_options.sequence_parallel)},
+      {"strategy_options.tensor_parallel", SHARDSCOPE_FIELD(int, strategy_options.tensor_parallel)},
+      {"strategy_options.pipeline_parallel",
+       SHARDSCOPE_FIELD(int, strategy_options.pipeline_parallel)},
+      {"strategy_options.data_parallel", SHARDSCOPE_FIELD(int, strategy_options.data_parallel)},
+      {"strategy_options.micro_batches", SHARDSCOPE_FIELD(int, strategy_options.micro_batches)},
+      {"strategy_options.schedule", SHARDSCOPE_FIELD(std::string, strategy_options.schedule)},
+      {"strategy_options.data_parallel_sync",
+       SHARDSCOPE_FIELD(std::string, strategy_options.data_parallel_sync)},
       {"strategy_options.find_unused_parameters",
        SHARDSCOPE_FIELD(bool, strategy_options.find_unused_parameters)},
       {"inject_fault", FieldBinding{[](Config& c, const json& v, const std::string& key) {
@@ -316,6 +324,17 @@ void validate(const Config& c) {
           "unknown precision '" + so.precision + "' (fp32, bf16)");
   require(so.reduce_dtype == "fp32" || so.reduce_dtype == "bf16", "strategy_options.reduce_dtype",
           "unknown reduce dtype '" + so.reduce_dtype + "' (fp32, bf16)");
+  require(so.tensor_parallel >= 0, "strategy_options.tensor_parallel", "must not be negative");
+  require(so.pipeline_parallel >= 0, "strategy_options.pipeline_parallel", "must not be negative");
+  require(so.data_parallel >= 0, "strategy_options.data_parallel", "must not be negative");
+  require(so.micro_batches >= 0, "strategy_options.micro_batches", "must not be negative");
+  require(so.schedule == "1f1b" || so.schedule == "gpipe", "strategy_options.schedule",
+          "unknown pipeline schedule '" + so.schedule + "' (1f1b, gpipe)");
+  require(so.data_parallel_sync == "ddp_bucketed" || so.data_parallel_sync == "torch_ddp" ||
+              so.data_parallel_sync == "zero1",
+          "strategy_options.data_parallel_sync",
+          "unknown data-parallel sync '" + so.data_parallel_sync +
+              "' (ddp_bucketed, torch_ddp, zero1)");
 
   if (c.fault.enabled()) {
     require(c.fault.rank < c.world, "inject_fault",

@@ -58,6 +58,15 @@ struct StrategyOptions {
   bool activation_checkpointing = false;  // recompute each block's activations in backward
   bool offload = false;                   // zero1/zero2: optimizer state and its step on the host
   bool sequence_parallel = false;         // tp: LayerNorm/residual regions split along the sequence
+  // Layout of tp / pp / hybrid: tensor-, pipeline- and data-parallel degrees (0: derived; the
+  // product must be the world size), pipeline micro-batches per step (0: as many as stages) and
+  // schedule, and how the data-parallel dimension synchronises gradients.
+  int tensor_parallel = 0;
+  int pipeline_parallel = 0;
+  int data_parallel = 0;
+  int micro_batches = 0;
+  std::string schedule = "1f1b";                    // 1f1b | gpipe
+  std::string data_parallel_sync = "ddp_bucketed";  // ddp_bucketed | torch_ddp | zero1
 };
 
 // Deliberate failure for testing the failure path: rank `rank` throws at the start of `step`.

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 
 #include <ATen/Parallel.h>
@@ -75,11 +77,31 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
       if (store->add("launcher/connected", 1) == spec.world) store->set("launcher/ready", {1});
       store->wait({"launcher/ready"});
 
+      // Destroyed before the world group, so a failing rank closes these connections too.
+      std::map<std::string, std::unique_ptr<Comm>> subgroups;
       RankContext ctx;
       ctx.rank = rank;
       ctx.world = spec.world;
       ctx.device = c10::Device(spec.device);
       ctx.comm = &comm;
+      ctx.subgroup = [&](const std::string& name, const std::vector<int>& ranks) -> Comm& {
+        auto found = subgroups.find(name);
+        if (found != subgroups.end()) return *found->second;
+        const auto me = std::find(ranks.begin(), ranks.end(), rank);
+        if (me == ranks.end()) {
+          throw std::invalid_argument("rank " + std::to_string(rank) + " asked for group " + name +
+                                      " it is not a member of");
+        }
+        ProcessGroupSpec group_spec = pg_spec;
+        group_spec.rank = static_cast<int>(me - ranks.begin());
+        group_spec.world = static_cast<int>(ranks.size());
+        group_spec.name = name;
+        Comm::Options options = comm_options;
+        options.group_name = name;
+        options.world_ranks = ranks;
+        auto made = std::make_unique<Comm>(make_process_group(group_spec), log, options);
+        return *subgroups.emplace(name, std::move(made)).first->second;
+      };
       try {
         body(ctx);
       } catch (...) {

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
 
@@ -18,6 +21,10 @@ struct RankContext {
   c10::Device device = c10::Device(c10::kCPU);
   const Config* config = nullptr;
   Comm* comm = nullptr;  // the world group
+  // A traced sub-group of the world with `ranks` (world ranks, in group order), created on first
+  // use and kept until the rank ends. Only members call it, each with the same name and ranks;
+  // the name identifies the group in the trace.
+  std::function<Comm&(const std::string& name, const std::vector<int>& ranks)> subgroup;
   std::shared_ptr<const BatchSampler> sampler;
 };
 

@@ -44,6 +44,9 @@ class Strategy {
   virtual void zero_grad() = 0;
   // The full trained weights on the CPU, name -> tensor (gathered where the strategy shards).
   virtual NamedTensors full_weights() = 0;
+  // Whether the loss forward_backward returns is this rank's to report (a pipeline's earlier
+  // stages compute none); the reported loss is the mean over the ranks that report.
+  virtual bool reports_loss() const { return true; }
   // Whether every rank holds every weight (then ranks must agree bitwise).
   virtual bool replicated() const = 0;
   virtual MemoryBytes memory() const = 0;

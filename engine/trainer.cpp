@@ -71,16 +71,19 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     const double local_time = (profiling::now_ns() - t0) * 1e-9;
     if (log) record_memory(*log, strategy.memory());
 
-    // One small all_gather gives every rank the mean loss and the slowest rank's time.
-    auto mine = torch::tensor({local_loss, local_time}, torch::kDouble);
-    auto all = torch::empty({2 * ctx.world}, torch::kDouble);
+    // One small all_gather gives every rank the mean loss (over the ranks that have one) and
+    // the slowest rank's time.
+    const double reports = strategy.reports_loss() ? 1.0 : 0.0;
+    auto mine = torch::tensor({local_loss * reports, local_time, reports}, torch::kDouble);
+    auto all = torch::empty({3 * ctx.world}, torch::kDouble);
     ctx.comm->all_gather_into(all, mine);
-    auto per_rank = all.view({ctx.world, 2});
+    auto per_rank = all.view({ctx.world, 3});
     StepRecord record;
     record.step = step;
     record.local_loss = local_loss;
     record.local_step_time_s = local_time;
-    record.loss = per_rank.select(1, 0).mean().item<double>();
+    record.loss =
+        per_rank.select(1, 0).sum().item<double>() / per_rank.select(1, 2).sum().item<double>();
     record.step_time_s = per_rank.select(1, 1).max().item<double>();
     record.lr = lr;
     result.steps.push_back(record);

@@ -13,7 +13,7 @@ struct CommEvent {
   std::string dtype;
   int64_t bytes = 0;  // payload of this rank's input (for all_gather: its contribution)
   int group_size = 0;
-  int peer = -1;     // send/recv peer, or broadcast root; -1 when not applicable
+  int peer = -1;     // send/recv peer or root, as a world rank; -1 when not applicable
   uint64_t seq = 0;  // per-group sequence number of collectives (p2p ops have their own count)
   bool async = false;
   bool emulated = false;  // implemented from other collectives because the backend lacks it

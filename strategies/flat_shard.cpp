@@ -58,7 +58,8 @@ void FlatShard::scatter_values(const torch::Tensor& flat) const {
 }
 
 double clip_sharded_gradients(Comm& comm, const std::vector<torch::Tensor>& slices, double max_norm,
-                              const std::vector<torch::Tensor>& replicated) {
+                              const std::vector<torch::Tensor>& replicated,
+                              const std::vector<torch::Tensor>& uncounted) {
   torch::NoGradGuard no_grad;
   auto squares = [](const std::vector<torch::Tensor>& tensors) {
     auto sum = torch::zeros({1}, torch::kDouble);
@@ -72,7 +73,7 @@ double clip_sharded_gradients(Comm& comm, const std::vector<torch::Tensor>& slic
   const double norm = std::sqrt((sum_sq + squares(replicated)).item<double>());
   const double coef = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
   if (coef < 1.0) {
-    for (const auto* group : {&slices, &replicated}) {
+    for (const auto* group : {&slices, &replicated, &uncounted}) {
       for (const auto& t : *group) {
         if (t.grad().defined()) t.mutable_grad().mul_(coef);
       }

@@ -55,9 +55,11 @@ class FlatShard {
 
 // Clips gradients that are sharded across ranks (each element's gradient on exactly one rank,
 // in `slices`' .grad), together with `replicated` ones that every rank holds whole, to a global
-// norm of at most `max_norm`; returns the norm before clipping.
+// norm of at most `max_norm`; returns the norm before clipping. `uncounted` gradients are scaled
+// alike but left out of the norm (another rank of the group counts an identical copy).
 double clip_sharded_gradients(Comm& comm, const std::vector<torch::Tensor>& slices, double max_norm,
-                              const std::vector<torch::Tensor>& replicated = {});
+                              const std::vector<torch::Tensor>& replicated = {},
+                              const std::vector<torch::Tensor>& uncounted = {});
 
 // For each flag, whether it is true on at least one rank (one all-reduce of a bitmap).
 std::vector<bool> true_on_any_rank(Comm& comm, const std::vector<bool>& mine);

@@ -24,6 +24,23 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     throw ConfigError("strategy_options.sequence_parallel",
                       config.strategy + " has no sequence-parallel form (it is an option of tp)");
   }
+  if (!support.layout) {
+    const StrategyOptions defaults;
+    const auto reject_if = [&](bool set, const char* field) {
+      if (set) {
+        throw ConfigError(field, config.strategy +
+                                     " has no parallel layout (degrees, micro-batches, schedule "
+                                     "and dp sync are options of tp, pp and hybrid)");
+      }
+    };
+    reject_if(options.tensor_parallel != 0, "strategy_options.tensor_parallel");
+    reject_if(options.pipeline_parallel != 0, "strategy_options.pipeline_parallel");
+    reject_if(options.data_parallel != 0, "strategy_options.data_parallel");
+    reject_if(options.micro_batches != 0, "strategy_options.micro_batches");
+    reject_if(options.schedule != defaults.schedule, "strategy_options.schedule");
+    reject_if(options.data_parallel_sync != defaults.data_parallel_sync,
+              "strategy_options.data_parallel_sync");
+  }
   if (!support.blocks_in_backward.empty() && config.device != "cpu" && config.world > 1 &&
       config.mode == "threads") {
     throw ConfigError("device", config.strategy +

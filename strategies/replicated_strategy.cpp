@@ -25,52 +25,12 @@ void ReplicatedStrategy::setup(RankContext& ctx) {
   owner_.assign(trainable_.size(), -1);
   owned_bytes_ = trainable_bytes();
   if (shard_optimizer_) {
-    partition_optimizer_state();
+    sharded_ = std::make_unique<ShardedOptimizerState>(trainable_, *ctx.comm, ctx.config->optimizer,
+                                                       ctx.config->strategy_options.offload);
+    owner_ = sharded_->owners();
+    owned_bytes_ = sharded_->owned_bytes();
   } else {
     optimizer_ = make_optimizer(ctx.config->optimizer, trainable_);
-  }
-}
-
-void ReplicatedStrategy::partition_optimizer_state() {
-  // Largest first onto the least-loaded rank: every rank computes the same partition, and no
-  // rank ends up with the embedding plus more than its share (the seed's round-robin did).
-  std::vector<size_t> order(trainable_.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return trainable_[a].numel() > trainable_[b].numel();
-  });
-  std::vector<int64_t> load(ctx_->world, 0);
-  for (size_t i : order) {
-    const int rank = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-    owner_[i] = rank;
-    load[rank] += trainable_[i].numel() * trainable_[i].element_size();
-  }
-  std::vector<torch::Tensor> mine;
-  for (size_t i = 0; i < trainable_.size(); ++i) {
-    if (owner_[i] == ctx_->rank) mine.push_back(trainable_[i]);
-  }
-  owned_bytes_ = load[ctx_->rank];
-  if (mine.empty()) return;
-  if (ctx_->config->strategy_options.offload) {
-    offloaded_ = std::make_unique<HostOffloadedOptimizer>(ctx_->config->optimizer, mine);
-  } else {
-    optimizer_ = make_optimizer(ctx_->config->optimizer, mine);
-  }
-}
-
-void ReplicatedStrategy::broadcast_from_owners() {
-  torch::NoGradGuard no_grad;
-  for (int owner = 0; owner < ctx_->world; ++owner) {
-    std::vector<torch::Tensor> owned;
-    for (size_t i = 0; i < trainable_.size(); ++i) {
-      if (owner_[i] == owner) owned.push_back(trainable_[i]);
-    }
-    if (owned.empty()) continue;
-    auto flat = at::flatten_dense_tensors(owned);
-    ctx_->comm->broadcast(flat, owner);
-    if (owner == ctx_->rank) continue;
-    auto pieces = at::unflatten_dense_tensors(flat, owned);
-    for (size_t k = 0; k < owned.size(); ++k) owned[k].copy_(pieces[k]);
   }
 }
 
@@ -95,8 +55,7 @@ void ReplicatedStrategy::optimizer_step(double lr) {
     set_learning_rate(*optimizer_, lr);
     optimizer_->step();
   }
-  if (offloaded_) offloaded_->step(lr);
-  if (shard_optimizer_) broadcast_from_owners();
+  if (sharded_) sharded_->step(lr);
 }
 
 void ReplicatedStrategy::zero_grad() {
@@ -146,8 +105,8 @@ MemoryBytes ReplicatedStrategy::memory() const {
   const int64_t trainable = trainable_bytes();
   for (const auto& p : model_->parameters()) bytes.parameters += p.numel() * p.element_size();
   bytes.gradients = trainable;
-  if (offloaded_) {
-    bytes.host = offloaded_->host_bytes();
+  if (sharded_ && sharded_->host_bytes() > 0) {
+    bytes.host = sharded_->host_bytes();
   } else {
     bytes.optimizer_state =
         static_cast<int64_t>(owned_bytes_ * optimizer_state_ratio(ctx_->config->optimizer));

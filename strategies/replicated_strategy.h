@@ -6,7 +6,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "engine/strategy.h"
-#include "strategies/host_offload.h"
+#include "strategies/sharded_optimizer.h"
 
 namespace shardscope {
 
@@ -52,14 +52,11 @@ class ReplicatedStrategy : public Strategy {
   RankContext* ctx_ = nullptr;
   GptModel model_{nullptr};
   std::vector<torch::Tensor> trainable_;  // parameters that require gradients, in order
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;
-  std::unique_ptr<HostOffloadedOptimizer> offloaded_;  // instead of optimizer_ (ZeRO-Offload)
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null when sharded
 
  private:
-  void partition_optimizer_state();
-  void broadcast_from_owners();
-
   bool shard_optimizer_ = false;
+  std::unique_ptr<ShardedOptimizerState> sharded_;
   std::vector<int> owner_;  // per trainable parameter
   int64_t owned_bytes_ = 0;
 };

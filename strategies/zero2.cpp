@@ -16,6 +16,7 @@
 #include "strategies/bucket_plan.h"
 #include "strategies/flat_shard.h"
 #include "strategies/hooked_data_parallel.h"
+#include "strategies/host_offload.h"
 #include "strategies/option_support.h"
 
 namespace shardscope {
@@ -132,6 +133,7 @@ class Zero2 final : public HookedDataParallel {
   }
 
  private:
+  std::unique_ptr<HostOffloadedOptimizer> offloaded_;  // instead of optimizer_ (ZeRO-Offload)
   struct Bucket {
     Bucket(FlatShard layout_, std::vector<size_t> params_)
         : layout(std::move(layout_)), params(std::move(params_)) {}
