@@ -90,8 +90,11 @@ class ModelParallelStrategy final : public Strategy {
       torch::Tensor output;  // the stage's hidden state, or the loss on the last stage
     };
     std::vector<InFlight> in_flight(micro_batches_);
-    std::vector<CommWork> sends;
-    std::vector<torch::Tensor> send_buffers;  // kept alive until their sends complete
+    // A send's buffer lives until the send completes. An activation's send has completed once
+    // its gradient came back; a gradient's send is waited for before the next one, by when the
+    // previous stage has long posted its receive. So buffers do not pile up with m.
+    std::vector<std::pair<CommWork, torch::Tensor>> activation_sends(micro_batches_);
+    std::pair<CommWork, torch::Tensor> gradient_send;
     double loss_sum = 0.0;
     for (size_t k = 0; k < actions_.size(); ++k) {
       const pipeline::Action& action = actions_[k];
@@ -110,9 +113,9 @@ class ModelParallelStrategy final : public Strategy {
         if (last) {
           loss_sum += slot.output.detach().item<double>();
         } else {
-          send_buffers.push_back(slot.output.detach().to(torch::kFloat).contiguous());
-          sends.push_back(
-              pipeline_comm_->send_async(send_buffers.back(), at_.pipeline + 1, kActivationTag));
+          auto buffer = slot.output.detach().to(torch::kFloat).contiguous();
+          activation_sends[action.micro] = {
+              pipeline_comm_->send_async(buffer, at_.pipeline + 1, kActivationTag), buffer};
         }
         continue;
       }
@@ -122,6 +125,8 @@ class ModelParallelStrategy final : public Strategy {
       if (!last) {
         grad = torch::empty(stage_->hidden_shape(chunk), activation_options);
         pipeline_comm_->recv(grad, at_.pipeline + 1, kGradientTag);
+        activation_sends[action.micro].first.wait();
+        activation_sends[action.micro] = {};
       }
       {
         profiling::ScopedSpan span(profiling::Category::kBackward, "backward" + label);
@@ -132,13 +137,14 @@ class ModelParallelStrategy final : public Strategy {
         }
       }
       if (!first) {
-        send_buffers.push_back(slot.input.grad().contiguous());
-        sends.push_back(
-            pipeline_comm_->send_async(send_buffers.back(), at_.pipeline - 1, kGradientTag));
+        gradient_send.first.wait();
+        auto buffer = slot.input.grad().contiguous();
+        gradient_send = {pipeline_comm_->send_async(buffer, at_.pipeline - 1, kGradientTag),
+                         buffer};
       }
       slot = {};  // this micro-batch's activations are freed
     }
-    for (auto& send : sends) send.wait();
+    gradient_send.first.wait();
     return torch::tensor(loss_sum / micro_batches_, torch::kDouble);
   }
 

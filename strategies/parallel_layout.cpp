@@ -148,23 +148,32 @@ std::vector<std::pair<int, int>> stage_blocks(const ModelConfig& m, int stages) 
     if (stage == stages - 1) c += head;
     return c;
   };
-  constexpr int64_t kInf = std::numeric_limits<int64_t>::max();
-  // best[s][b]: smallest possible largest stage when stages 0..s-1 hold blocks 0..b-1.
-  std::vector<std::vector<int64_t>> best(stages + 1, std::vector<int64_t>(layers + 1, kInf));
-  std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(layers + 1, -1));
-  best[0][0] = 0;
-  for (int s = 1; s <= stages; ++s) {
-    for (int b = s; b <= layers; ++b) {
-      for (int a = s - 1; a < b; ++a) {
-        if (best[s - 1][a] == kInf) continue;
-        const int64_t worst = std::max(best[s - 1][a], cost(a, b, s - 1));
-        if (worst < best[s][b]) {
-          best[s][b] = worst;
-          cut[s][b] = a;
+  // Two exact DPs over (stages used, blocks placed): the smallest possible largest stage, then,
+  // among the cuts that respect it, the most even one (least sum of squared stage sizes), so
+  // that stages which do not set the maximum are balanced too.
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  auto solve = [&](double cap, bool minimise_max) {
+    std::vector<std::vector<double>> best(stages + 1, std::vector<double>(layers + 1, kInf));
+    std::vector<std::vector<int>> cut(stages + 1, std::vector<int>(layers + 1, -1));
+    best[0][0] = 0;
+    for (int s = 1; s <= stages; ++s) {
+      for (int b = s; b <= layers; ++b) {
+        for (int a = s - 1; a < b; ++a) {
+          if (best[s - 1][a] == kInf) continue;
+          const double c = static_cast<double>(cost(a, b, s - 1));
+          if (c > cap) continue;
+          const double value = minimise_max ? std::max(best[s - 1][a], c) : best[s - 1][a] + c * c;
+          if (value < best[s][b]) {
+            best[s][b] = value;
+            cut[s][b] = a;
+          }
         }
       }
     }
-  }
+    return std::make_pair(best[stages][layers], cut);
+  };
+  const double largest = solve(kInf, true).first;
+  const auto cut = solve(largest, false).second;
   std::vector<std::pair<int, int>> out(stages);
   for (int s = stages, b = layers; s > 0; --s) {
     out[s - 1] = {cut[s][b], b};

@@ -1,0 +1,156 @@
+// `pp` trains exactly like one device (p = 2, 4; m = 1, 4, 8; both schedules), each rank holds
+// only its stage, activations travel by send/recv, and the schedules keep as many micro-batches'
+// activations alive as their definitions say (checked through the rank's allocation tracking).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "engine/config.h"
+#include "engine/gpt_model.h"
+#include "engine/run.h"
+#include "strategies/parallel_layout.h"
+#include "tests/support/reference_check.h"
+
+namespace shardscope {
+namespace {
+
+struct PpCase {
+  int p;
+  int m;
+  std::string schedule;
+  int accum = 1;
+};
+
+// Four blocks, and 8 sequences per replica and step whatever p is, so m = 8 always divides.
+Config pp_config(const PpCase& c) {
+  Config config = test::tiny_config("pp", 2, c.accum);  // valid for 2 blocks; then reshaped
+  config.world = c.p;
+  config.model.layers = 4;
+  config.micro_batch = 8 / c.p;
+  config.strategy_options.micro_batches = c.m;
+  config.strategy_options.schedule = c.schedule;
+  finalize(config);
+  return config;
+}
+
+class PpMatchesReference : public testing::TestWithParam<PpCase> {};
+
+TEST_P(PpMatchesReference, AfterFiveAdamWSteps) {
+  RunSummary s = run_training(pp_config(GetParam()));
+  test::expect_matches_reference(s);
+  EXPECT_FALSE(s.replicated);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, PpMatchesReference,
+                         testing::Values(PpCase{2, 1, "gpipe"}, PpCase{2, 4, "gpipe"},
+                                         PpCase{2, 8, "gpipe"}, PpCase{2, 1, "1f1b"},
+                                         PpCase{2, 4, "1f1b"}, PpCase{2, 8, "1f1b"},
+                                         PpCase{4, 1, "gpipe"}, PpCase{4, 4, "gpipe"},
+                                         PpCase{4, 8, "gpipe"}, PpCase{4, 1, "1f1b"},
+                                         PpCase{4, 4, "1f1b"}, PpCase{4, 8, "1f1b"},
+                                         PpCase{2, 4, "1f1b", 2}, PpCase{4, 8, "gpipe", 2}),
+                         [](const auto& info) {
+                           return "p" + std::to_string(info.param.p) + "_m" +
+                                  std::to_string(info.param.m) + "_" + info.param.schedule +
+                                  "_accum" + std::to_string(info.param.accum);
+                         });
+
+TEST(Pp, WithSgdMomentumAndClippingAcrossStages) {
+  Config c = pp_config({4, 4, "1f1b"});
+  test::use_sgd_with_momentum(c);
+  c.optimizer.clip_grad_norm = 0.5;  // the norm sums every stage's part
+  test::expect_matches_reference(run_training(c));
+}
+
+TEST(Pp, FrozenAndUnusedParameters) {
+  Config c = pp_config({2, 4, "1f1b", 2});
+  c.model.frozen = {"pos_emb.weight", "blocks.3.mlp.fc.bias", "ln_f.weight"};
+  c.model.unused_parameter = true;
+  test::expect_matches_reference(run_training(c));
+}
+
+TEST(Pp, EachRankHoldsItsStagesParameters) {
+  Config c = pp_config({4, 4, "1f1b"});
+  c.reference = false;
+  c.steps = 1;
+  RunSummary s = run_training(c);
+  ASSERT_TRUE(s.ok) << s.failure;
+  // The stage's share, from the full model's parameters and the layout's stage boundaries.
+  GptModel full(c.model, c.seed);
+  const auto stages = stage_blocks(c.model, 4);
+  std::vector<int64_t> expected(4, 0);
+  for (const auto& [name, p] : full->named_params()) {
+    int stage = 3;  // ln_f, lm_head
+    if (name == "tok_emb.weight" || name == "pos_emb.weight") stage = 0;
+    if (name.rfind("blocks.", 0) == 0) {
+      const int block = std::stoi(name.substr(7));
+      for (int s = 0; s < 4; ++s) {
+        if (block >= stages[s].first && block < stages[s].second) stage = s;
+      }
+    }
+    expected[stage] += p.nbytes();
+  }
+  int64_t total = 0;
+  for (const auto& r : s.ranks) {
+    EXPECT_EQ(r.memory.parameters, expected[r.rank]) << "rank " << r.rank;
+    total += r.memory.parameters;
+  }
+  EXPECT_EQ(total, s.parameters * 4);  // every parameter on exactly one stage
+}
+
+TEST(Pp, ActivationsAndTheirGradientsTravelBySendAndReceive) {
+  Config c = pp_config({2, 4, "1f1b"});
+  c.reference = false;
+  c.steps = 2;
+  RunSummary s = run_training(c);
+  ASSERT_TRUE(s.ok) << s.failure;
+  auto count = [&](int rank, const std::string& op, int peer) {
+    int n = 0;
+    for (const auto& e : s.ranks[rank].comm_events) {
+      if (e.step == 1 && e.op == op && e.peer == peer) ++n;
+    }
+    return n;
+  };
+  // Per step: m activations down, m gradients back.
+  EXPECT_EQ(count(0, "send", 1), 4);
+  EXPECT_EQ(count(1, "recv", 0), 4);
+  EXPECT_EQ(count(1, "send", 0), 4);
+  EXPECT_EQ(count(0, "recv", 1), 4);
+}
+
+// Peak bytes a rank allocated, for a pipeline whose micro-batches are 2 sequences of 128
+// positions: large activations next to a small model.
+int64_t peak_bytes(const std::string& schedule, int m, int rank) {
+  Config c = test::tiny_config("pp", 2, 1);
+  c.model.layers = 2;
+  c.model.seq = 128;
+  c.micro_batch = m;  // 2m sequences per replica: micro-batches of 2
+  c.strategy_options.micro_batches = m;
+  c.strategy_options.schedule = schedule;
+  c.reference = false;
+  c.steps = 2;
+  RunSummary s = run_training(c);
+  EXPECT_TRUE(s.ok) << s.failure;
+  return s.ranks[rank].peak_allocated_bytes;
+}
+
+TEST(Pp, OneFOneBKeepsAtMostStagesMicroBatchesAliveGPipeAll) {
+  for (int rank : {0, 1}) {
+    const int64_t gpipe4 = peak_bytes("gpipe", 4, rank), gpipe8 = peak_bytes("gpipe", 8, rank);
+    const int64_t onef4 = peak_bytes("1f1b", 4, rank), onef8 = peak_bytes("1f1b", 8, rank);
+    // GPipe holds every micro-batch: four more cost four micro-batches' activations.
+    const double per_micro = (gpipe8 - gpipe4) / 4.0;
+    ASSERT_GT(per_micro, 0.1 * gpipe4) << "stage " << rank;
+    // 1F1B holds p - s of them whatever m is: its peak does not grow with m ...
+    EXPECT_LT(std::abs(onef8 - onef4), 0.25 * per_micro) << "stage " << rank;
+    // ... and at m = 8 stays below GPipe's by at least 8 - (p - s) - 1 micro-batches (the one
+    // left over covers backward's temporaries, which GPipe's all-forward peak does not see).
+    const int live = 2 - rank;
+    EXPECT_LT(onef8, gpipe8 - (8 - live - 1) * per_micro)
+        << "stage " << rank << ": " << per_micro << " B per micro-batch";
+  }
+}
+
+}  // namespace
+}  // namespace shardscope
