@@ -13,6 +13,7 @@
 #include "app/report_command.h"
 #include "engine/atomic_file.h"
 #include "engine/config.h"
+#include "engine/rank_process.h"
 #include "engine/run.h"
 #include "engine/strategy_registry.h"
 #include "engine/weights.h"
@@ -84,6 +85,7 @@ void print_results(const RunSummary& s, std::ostream& out) {
 int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ostream& out,
                 std::ostream& err) {
   Config config;
+  std::string backend_choice;
   try {
     config = config_from_json(flags.config_overrides(outputs.config_file));
     if (no_reference) config.reference = false;
@@ -95,7 +97,7 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
                         config.strategy_options.reduce_dtype == "bf16";
       outputs.tolerance = bf16 ? kBf16Tolerance : kDefaultTolerance;
     }
-    check_environment(config);
+    backend_choice = check_environment(config);
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";
@@ -117,6 +119,7 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
         out.flush();
       };
       print_header(config, out);
+      if (backend_choice != config.backend) out << "  backend: " << backend_choice << "\n";
     }
     summary = run_training(config, callbacks);
     if (!summary.device_tracing.empty() && !outputs.quiet)
@@ -166,6 +169,28 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
     return kExitMismatch;
   }
   return kExitOk;
+}
+
+// One rank process: its config comes from the launcher's file, who it is from the environment.
+int worker_command(const std::string& config_file, const std::string& out_dir, std::ostream& err) {
+  std::string who = "worker";
+  try {
+    const RankEnvironment env = rank_environment_from_env();
+    who = "rank " + std::to_string(env.rank);
+    std::ifstream file(config_file);
+    if (!file) throw ConfigError("config", "cannot read '" + config_file + "'");
+    auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded()) throw ConfigError("config", "'" + config_file + "' is not JSON");
+    Config config = config_from_json(json);
+    finalize(config);
+    return run_rank_process(config, env, out_dir);
+  } catch (const ConfigError& e) {
+    err << who << ": error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << who << ": failed: " << e.what() << "\n";
+    return kExitRunFailed;
+  }
 }
 
 }  // namespace
@@ -228,6 +253,14 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   report->add_option("trace", report_file, "trace file (native or Chrome JSON)")->required();
   app.add_subcommand("strategies", "list the registered strategies");
   app.add_subcommand("presets", "list the model presets");
+  std::string worker_config, worker_out;
+  CLI::App* worker = app.add_subcommand(
+      "worker",
+      "train one rank of a multi-process run (what `run --mode processes` starts; torchrun or a "
+      "scheduler can start it too): reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT");
+  worker->add_option("--config", worker_config, "the run's JSON config")->required();
+  worker->add_option("--out", worker_out, "directory for this rank's result and event log")
+      ->required();
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -244,7 +277,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   } catch (const CLI::ParseError& e) {
     // CLI11 reports `run --help` through the subcommand; show that subcommand's help.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      for (CLI::App* sub : {run, bench, report}) {
+      for (CLI::App* sub : {run, bench, report, worker}) {
         if (sub->parsed()) {
           out << sub->help();
           return kExitOk;
@@ -259,6 +292,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
 
   if (app.got_subcommand("report")) return report_command(report_file, out, err);
+  if (app.got_subcommand("worker")) return worker_command(worker_config, worker_out, err);
   if (app.got_subcommand("bench")) {
     std::stringstream list(bench_strategies);
     for (std::string name; std::getline(list, name, ',');) {

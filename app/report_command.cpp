@@ -6,8 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/config.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
+#include "strategies/parallel_layout.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardscope::cli {
 namespace {
@@ -69,6 +72,32 @@ int report_command(const std::string& path, std::ostream& out, std::ostream& err
         << fixed(100 * med([](const auto& s) { return s.overlap_fraction(); }), 0) << " %  "
         << fixed(med([](const auto& s) { return ms(s.exposed_comm_ns); }), 1) << "  "
         << fixed(med([](const auto& s) { return ms(s.idle_ns); }), 1) << "\n";
+  }
+
+  // A pipeline's bubble: the part of its micro-batches' time a stage does not compute, against
+  // the textbook (p - 1) / (m + p - 1) of equal stages.
+  if (run.is_object() && run.contains("config")) {
+    try {
+      Config config = config_from_json(run["config"]);
+      if (config.strategy == "pp" || config.strategy == "hybrid") {
+        const ParallelLayout layout = layout_of(config);
+        const int m = pipeline_micro_batches(config, layout);
+        if (layout.pipeline > 1) {
+          out << "\npipeline bubble (" << layout.describe() << ", " << m << " micro-batches, "
+              << config.strategy_options.schedule << "), median over steps:\n";
+          for (auto& [rank, steps] : by_rank) {
+            std::vector<double> v;
+            for (const auto& s : steps) v.push_back(s.bubble_fraction());
+            out << "  rank " << rank << " (stage " << layout.coordinates(rank).pipeline
+                << "): " << fixed(100 * median(v), 1) << " %\n";
+          }
+          out << "  formula (p-1)/(m+p-1): "
+              << fixed(100 * pipeline::bubble_formula(layout.pipeline, m), 1) << " %\n";
+        }
+      }
+    } catch (const std::exception&) {
+      // A trace from another version: its configuration is not ours to judge; skip the section.
+    }
   }
 
   struct OpSummary {

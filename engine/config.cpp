@@ -239,6 +239,31 @@ json to_json(const Config& config) {
   return out;
 }
 
+std::string resolve_backend(Config& c, int gpus) {
+  const std::string gpu_count = std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
+  if (c.backend == "nccl") {
+    require(gpus >= c.world, "backend",
+            "nccl needs one GPU per rank: " + std::to_string(c.world) + " ranks, " + gpu_count +
+                " (use gloo to share a GPU)");
+    c.device = "cuda";
+    return "nccl, one GPU per rank";
+  }
+  if (c.backend != "auto") return c.backend;
+  if (c.device == "cpu") {
+    c.backend = "gloo";
+    return "auto: gloo on the cpu";
+  }
+  if (gpus >= c.world && gpus > 0) {
+    c.backend = "nccl";
+    c.device = "cuda";
+    return "auto: nccl, one GPU per rank (" + gpu_count + ")";
+  }
+  c.backend = "gloo";
+  c.device = "cuda:0";
+  return "auto: gloo on a shared cuda:0 (" + gpu_count + " for " + std::to_string(c.world) +
+         " ranks)";
+}
+
 FaultInjection parse_fault(const std::string& text) {
   FaultInjection fault;
   std::stringstream parts(text);
@@ -266,7 +291,8 @@ FaultInjection parse_fault(const std::string& text) {
     }
   }
   require(have_rank, "inject_fault", "rank=R is required");
-  require(fault.kind == "throw", "inject_fault", "kind must be 'throw', got '" + fault.kind + "'");
+  require(fault.kind == "throw" || fault.kind == "exit" || fault.kind == "hang", "inject_fault",
+          "kind must be throw, exit or hang, got '" + fault.kind + "'");
   return fault;
 }
 
@@ -274,14 +300,14 @@ void validate(const Config& c) {
   const ModelConfig& m = c.model;
   require(c.world >= 1, "world", "must be at least 1, got " + std::to_string(c.world));
   require(c.world <= 64, "world", "at most 64 ranks on one node, got " + std::to_string(c.world));
-  require(c.mode == "threads", "mode",
-          c.mode == "processes" ? "process mode is not available yet; use threads"
-                                : "unknown mode '" + c.mode + "' (threads)");
+  require(c.mode == "threads" || c.mode == "processes", "mode",
+          "unknown mode '" + c.mode + "' (threads, processes)");
   require(c.device == "cpu" || is_cuda_device(c.device), "device",
           "expected cpu or cuda:N, got '" + c.device + "'");
-  require(c.backend == "gloo", "backend",
-          c.backend == "nccl" ? "nccl is not available yet; use gloo"
-                              : "unknown backend '" + c.backend + "' (gloo)");
+  require(c.backend == "gloo" || c.backend == "nccl" || c.backend == "auto", "backend",
+          "unknown backend '" + c.backend + "' (gloo, nccl, auto)");
+  require(c.backend != "nccl" || c.device != "cpu", "backend",
+          "nccl runs on GPUs only (--device cuda); use gloo on the cpu");
   require(m.vocab >= 2, "model.vocab", "must be at least 2");
   require(m.d_model >= 1, "model.d_model", "must be positive");
   require(m.heads >= 1, "model.heads", "must be positive");
@@ -340,6 +366,9 @@ void validate(const Config& c) {
     require(c.fault.rank < c.world, "inject_fault",
             "rank " + std::to_string(c.fault.rank) + " does not exist at world " +
                 std::to_string(c.world));
+    require(c.fault.kind == "throw" || c.mode == "processes", "inject_fault",
+            "kind=" + c.fault.kind +
+                " stops a whole process: it needs --mode processes (threads share one)");
     require(c.fault.step < c.steps, "inject_fault",
             "step " + std::to_string(c.fault.step) + " is past the last step");
   }

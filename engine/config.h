@@ -83,7 +83,7 @@ struct Config {
   int world = 1;
   std::string mode = "threads";  // threads (processes: later)
   std::string device = "cpu";    // cpu | cuda:N
-  std::string backend = "gloo";
+  std::string backend = "gloo";  // gloo | nccl (one GPU per rank) | auto
   std::string strategy = "single";
   StrategyOptions strategy_options;
   int steps = 5;
@@ -117,6 +117,11 @@ nlohmann::json to_json(const Config& config);
 void validate(const Config& config);
 // Validates, then derives what other fields imply (micro_batch from global_batch).
 void finalize(Config& config);
+
+// Makes `backend` concrete for a machine with `visible_gpus` GPUs and says what was chosen:
+// auto is NCCL when there are at least as many GPUs as ranks (one each), Gloo on a shared cuda:0
+// when there are fewer, Gloo on the CPU for a CPU run. NCCL without enough GPUs is a ConfigError.
+std::string resolve_backend(Config& config, int visible_gpus);
 
 // Parses "rank=2,step=3,kind=throw".
 FaultInjection parse_fault(const std::string& text);

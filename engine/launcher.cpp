@@ -8,10 +8,12 @@
 #include <thread>
 
 #include <ATen/Parallel.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "engine/comm.h"
 #include "engine/process_group_factory.h"
+#include "engine/rank_runner.h"
 #include "profiling/clock.h"
 #include "profiling/device_tracer.h"
 #include "profiling/host_tracing.h"
@@ -24,6 +26,109 @@ int default_threads_per_rank(int world) {
   return std::max(1, cores / std::max(1, world));
 }
 
+namespace {
+
+// With NCCL every rank has a GPU of its own: cuda:R for rank thread R unless the spec names one
+// (a rank process is given its LOCAL_RANK's). Its thread makes that device current, as NCCL's
+// communicators expect.
+c10::Device rank_device(const LaunchSpec& spec, int rank) {
+  c10::Device device(spec.device);
+  if (spec.backend == "nccl" && device.is_cuda()) {
+    if (!device.has_index()) device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(rank));
+    c10::cuda::set_device(device.index());
+  }
+  return device;
+}
+
+}  // namespace
+
+std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
+                                    const c10::intrusive_ptr<c10d::Store>& store,
+                                    profiling::RankEventLog* log_storage,
+                                    int64_t& peak_allocated_bytes,
+                                    const std::function<void(RankContext&)>& body) {
+  const int threads =
+      spec.threads_per_rank > 0 ? spec.threads_per_rank : default_threads_per_rank(spec.world);
+  // Intra-op threads are per calling thread under OpenMP: N ranks share the cores. The call
+  // also resizes process-wide pools, which is not safe from several threads at once.
+  {
+    static std::mutex set_threads_mutex;
+    std::lock_guard<std::mutex> lock(set_threads_mutex);
+    at::set_num_threads(threads);
+  }
+  profiling::RankEventLog* log = spec.tracing ? log_storage : nullptr;
+  profiling::RankLogScope tracing(log);
+  profiling::RankMemoryTracker memory(rank, log);
+  struct KeepPeak {
+    profiling::RankMemoryTracker& memory;
+    int64_t& peak;
+    ~KeepPeak() { peak = memory.peak_bytes(); }
+  } keep_peak{memory, peak_allocated_bytes};
+  profiling::RankMemoryTracker::ThreadScope attribute_allocations(spec.tracing ? &memory : nullptr);
+  // Kernels this thread launches are attributed to this rank (a no-op without device tracing).
+  profiling::DeviceTracer::instance().push_rank(rank);
+  struct PopRank {
+    ~PopRank() { profiling::DeviceTracer::instance().pop_rank(); }
+  } pop_rank;
+  int64_t t_failed = 0;  // stamped where it was thrown, before teardown takes its time
+  try {
+    ProcessGroupSpec pg_spec;
+    pg_spec.backend = spec.backend;
+    pg_spec.rank = rank;
+    pg_spec.world = spec.world;
+    pg_spec.timeout = spec.timeout;
+    pg_spec.store = store;
+    Comm::Options comm_options;
+    comm_options.emulate_flat_collectives = spec.emulate_flat_collectives;
+    Comm comm(make_process_group(pg_spec), log, comm_options);
+    // A rank's group is built once its own connections are up, not everyone's: a rank with
+    // nothing to do could tear its group down while a peer is still connecting to it. The
+    // store (not a traced collective) holds every rank here until all are connected.
+    if (store->add("launcher/connected", 1) == spec.world)
+      store->set("launcher/ready", std::vector<uint8_t>{1});
+    store->wait({"launcher/ready"});
+
+    // Destroyed before the world group, so a failing rank closes these connections too.
+    std::map<std::string, std::unique_ptr<Comm>> subgroups;
+    RankContext ctx;
+    ctx.rank = rank;
+    ctx.world = spec.world;
+    ctx.device = rank_device(spec, rank);
+    ctx.comm = &comm;
+    ctx.subgroup = [&](const std::string& name, const std::vector<int>& ranks) -> Comm& {
+      auto found = subgroups.find(name);
+      if (found != subgroups.end()) return *found->second;
+      const auto me = std::find(ranks.begin(), ranks.end(), rank);
+      if (me == ranks.end()) {
+        throw std::invalid_argument("rank " + std::to_string(rank) + " asked for group " + name +
+                                    " it is not a member of");
+      }
+      ProcessGroupSpec group_spec = pg_spec;
+      group_spec.rank = static_cast<int>(me - ranks.begin());
+      group_spec.world = static_cast<int>(ranks.size());
+      group_spec.name = name;
+      Comm::Options options = comm_options;
+      options.group_name = name;
+      options.world_ranks = ranks;
+      auto made = std::make_unique<Comm>(make_process_group(group_spec), log, options);
+      return *subgroups.emplace(name, std::move(made)).first->second;
+    };
+    try {
+      body(ctx);
+    } catch (...) {
+      t_failed = profiling::now_ns();
+      throw;
+    }
+  } catch (const std::exception& e) {
+    // By now the group is destroyed (it lived in the try scope), which closes this rank's
+    // connections and wakes peers blocked on it.
+    return RankFailure{rank, e.what(), t_failed ? t_failed : profiling::now_ns()};
+  } catch (...) {
+    return RankFailure{rank, "unknown exception", t_failed ? t_failed : profiling::now_ns()};
+  }
+  return std::nullopt;
+}
+
 LaunchReport launch_rank_threads(const LaunchSpec& spec,
                                  const std::function<void(RankContext&)>& body) {
   LaunchReport report;
@@ -34,90 +139,13 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(spec.timeout);
   std::mutex failures_mutex;
-  const int threads =
-      spec.threads_per_rank > 0 ? spec.threads_per_rank : default_threads_per_rank(spec.world);
 
   auto rank_main = [&](int rank) {
-    // Intra-op threads are per calling thread under OpenMP: N ranks share the cores. The call
-    // also resizes process-wide pools, which is not safe from several threads at once.
-    {
-      static std::mutex set_threads_mutex;
-      std::lock_guard<std::mutex> lock(set_threads_mutex);
-      at::set_num_threads(threads);
-    }
-    profiling::RankEventLog* log = spec.tracing ? report.logs[rank].get() : nullptr;
-    profiling::RankLogScope tracing(log);
-    profiling::RankMemoryTracker memory(rank, log);
-    struct KeepPeak {
-      profiling::RankMemoryTracker& memory;
-      int64_t& peak;
-      ~KeepPeak() { peak = memory.peak_bytes(); }
-    } keep_peak{memory, report.peak_allocated_bytes[rank]};
-    profiling::RankMemoryTracker::ThreadScope attribute_allocations(spec.tracing ? &memory
-                                                                                 : nullptr);
-    // Kernels this thread launches are attributed to this rank (a no-op without device tracing).
-    profiling::DeviceTracer::instance().push_rank(rank);
-    struct PopRank {
-      ~PopRank() { profiling::DeviceTracer::instance().pop_rank(); }
-    } pop_rank;
-    int64_t t_failed = 0;  // stamped where it was thrown, before teardown takes its time
-    try {
-      ProcessGroupSpec pg_spec;
-      pg_spec.backend = spec.backend;
-      pg_spec.rank = rank;
-      pg_spec.world = spec.world;
-      pg_spec.timeout = spec.timeout;
-      pg_spec.store = store;
-      Comm::Options comm_options;
-      comm_options.emulate_flat_collectives = spec.emulate_flat_collectives;
-      Comm comm(make_process_group(pg_spec), log, comm_options);
-      // A rank's group is built once its own connections are up, not everyone's: a rank with
-      // nothing to do could tear its group down while a peer is still connecting to it. The
-      // store (not a traced collective) holds every rank here until all are connected.
-      if (store->add("launcher/connected", 1) == spec.world) store->set("launcher/ready", {1});
-      store->wait({"launcher/ready"});
-
-      // Destroyed before the world group, so a failing rank closes these connections too.
-      std::map<std::string, std::unique_ptr<Comm>> subgroups;
-      RankContext ctx;
-      ctx.rank = rank;
-      ctx.world = spec.world;
-      ctx.device = c10::Device(spec.device);
-      ctx.comm = &comm;
-      ctx.subgroup = [&](const std::string& name, const std::vector<int>& ranks) -> Comm& {
-        auto found = subgroups.find(name);
-        if (found != subgroups.end()) return *found->second;
-        const auto me = std::find(ranks.begin(), ranks.end(), rank);
-        if (me == ranks.end()) {
-          throw std::invalid_argument("rank " + std::to_string(rank) + " asked for group " + name +
-                                      " it is not a member of");
-        }
-        ProcessGroupSpec group_spec = pg_spec;
-        group_spec.rank = static_cast<int>(me - ranks.begin());
-        group_spec.world = static_cast<int>(ranks.size());
-        group_spec.name = name;
-        Comm::Options options = comm_options;
-        options.group_name = name;
-        options.world_ranks = ranks;
-        auto made = std::make_unique<Comm>(make_process_group(group_spec), log, options);
-        return *subgroups.emplace(name, std::move(made)).first->second;
-      };
-      try {
-        body(ctx);
-      } catch (...) {
-        t_failed = profiling::now_ns();
-        throw;
-      }
-    } catch (const std::exception& e) {
-      // By now the group is destroyed (it lived in the try scope), which closes this rank's
-      // connections and wakes peers blocked on it.
-      std::lock_guard<std::mutex> lock(failures_mutex);
-      report.failures.push_back({rank, e.what(), t_failed ? t_failed : profiling::now_ns()});
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(failures_mutex);
-      report.failures.push_back(
-          {rank, "unknown exception", t_failed ? t_failed : profiling::now_ns()});
-    }
+    auto failure = run_rank(spec, rank, store, report.logs[rank].get(),
+                            report.peak_allocated_bytes[rank], body);
+    if (!failure) return;
+    std::lock_guard<std::mutex> lock(failures_mutex);
+    report.failures.push_back(std::move(*failure));
   };
 
   std::vector<std::thread> ranks;

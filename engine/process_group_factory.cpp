@@ -7,11 +7,14 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 namespace shardscope {
 
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec& spec) {
-  if (spec.backend != "gloo") {
+  if (spec.backend != "gloo" && spec.backend != "nccl") {
     throw std::invalid_argument("process group backend '" + spec.backend + "' is not supported");
   }
   // Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a failing rank closes its
@@ -36,7 +39,21 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, spec.rank, spec.world, options);
 
   auto group = c10::make_intrusive<c10d::ProcessGroup>(store, spec.rank, spec.world);
+  // Host tensors (loss statistics, flags) always travel over Gloo.
   group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+  if (spec.backend == "nccl") {
+#ifdef USE_C10D_NCCL
+    auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+    nccl_options->timeout = spec.timeout;
+    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(
+        c10::make_intrusive<c10d::PrefixStore>("nccl", store), spec.rank, spec.world, nccl_options);
+    group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+    group->setDefaultBackend(c10d::ProcessGroup::BackendType::NCCL);
+    return group;
+#else
+    throw std::invalid_argument("this LibTorch was built without NCCL");
+#endif
+  }
   // Gloo moves CUDA tensors through host staging, so the same backend serves a shared cuda:0.
   group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::GLOO, gloo);
   group->setDefaultBackend(c10d::ProcessGroup::BackendType::GLOO);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/launcher.h"
+#include "engine/process_launcher.h"
 #include "engine/step_traffic.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
@@ -36,6 +37,12 @@ TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> c
   spec.tracing = config.tracing;
 
   TrainingOutcome outcome;
+  if (config.mode == "processes") {
+    auto processes = launch_rank_processes(config, on_step);
+    outcome.launch = std::move(processes.launch);
+    outcome.results = std::move(processes.results);
+    return outcome;
+  }
   outcome.results.resize(config.world);
   outcome.launch = launch_rank_threads(spec, [&](RankContext& ctx) {
     ctx.config = &config;
@@ -58,11 +65,14 @@ std::string describe_failures(const LaunchReport& launch) {
 
 }  // namespace
 
-void check_environment(const Config& config) {
+std::string check_environment(Config& config) {
+  const std::string choice = resolve_backend(config, static_cast<int>(torch::cuda::device_count()));
+  validate(config);  // what auto resolved to may rule out a combination
   if (config.device != "cpu" && !torch::cuda::is_available()) {
     throw ConfigError("device",
                       "'" + config.device + "' requested but no CUDA device is available");
   }
+  return choice;
 }
 
 Config reference_config(const Config& config) {
@@ -100,7 +110,8 @@ profiling::Trace trace_of(const Config& config, const LaunchReport& launch) {
 
 }  // namespace
 
-RunSummary run_training(const Config& config, const RunCallbacks& callbacks) {
+RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) {
+  Config config = requested;
   check_environment(config);
   const int64_t t0 = profiling::now_ns();
   auto phase = [&](const std::string& what) {

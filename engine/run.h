@@ -63,7 +63,7 @@ struct RunCallbacks {
 RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {});
 
 // What the configuration asks of this machine (a CUDA device); throws ConfigError.
-void check_environment(const Config& config);
+std::string check_environment(Config& config);
 
 // The single-device counterpart of `config`: world 1, strategy `single`, one micro-batch that is
 // the whole global batch.

@@ -1,7 +1,10 @@
 #include "engine/trainer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #include <torch/torch.h>
 
@@ -10,6 +13,7 @@
 #include "engine/token_data.h"
 #include "profiling/clock.h"
 #include "profiling/host_tracing.h"
+#include "profiling/memory_tracker.h"
 
 namespace shardscope {
 namespace {
@@ -40,6 +44,10 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
 
   for (int step = 0; step < config.steps; ++step) {
     if (config.fault.enabled() && config.fault.rank == ctx.rank && config.fault.step == step) {
+      // exit and hang are for rank processes (validation keeps them out of threads mode): a
+      // process that vanishes mid-run, and one that never answers again.
+      if (config.fault.kind == "exit") std::_Exit(3);
+      while (config.fault.kind == "hang") std::this_thread::sleep_for(std::chrono::seconds(1));
       throw std::runtime_error("injected fault (kind=throw) at step " + std::to_string(step));
     }
     const int64_t t0 = profiling::now_ns();
@@ -90,7 +98,11 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     if (ctx.rank == 0 && on_step) on_step(record);
   }
   if (log) log->set_position(-1, -1);
-  result.weights = strategy.full_weights();
+  {
+    // Gathering the weights for the check is not training: it stays out of the rank's peak.
+    profiling::RankMemoryTracker::Paused not_training;
+    result.weights = strategy.full_weights();
+  }
   result.replicated = strategy.replicated();
   result.memory = strategy.memory();
   return result;

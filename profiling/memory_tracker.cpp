@@ -24,7 +24,9 @@ class Reporter final : public c10::MemoryReportingInfoBase {
   explicit Reporter(RankMemoryTracker* tracker) : tracker_(tracker) {}
 
   void reportMemoryUsage(void* ptr, int64_t bytes, size_t, size_t, c10::Device) override {
-    if (tracker_->record(ptr, bytes) || bytes >= 0) return;
+    // Without a tracker (paused) allocations go unrecorded, but frees still reach their owner.
+    if (tracker_ == nullptr && bytes >= 0) return;
+    if ((tracker_ != nullptr && tracker_->record(ptr, bytes)) || bytes >= 0) return;
     // Freed here, allocated by another rank.
     std::lock_guard<std::mutex> lock(registry_mutex());
     for (RankMemoryTracker* other : registry()) {
@@ -91,5 +93,11 @@ RankMemoryTracker::ThreadScope::ThreadScope(RankMemoryTracker* tracker) {
 }
 
 RankMemoryTracker::ThreadScope::~ThreadScope() = default;
+
+RankMemoryTracker::Paused::Paused()
+    : guard_(std::make_shared<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE,
+                                                   std::make_shared<Reporter>(nullptr))) {}
+
+RankMemoryTracker::Paused::~Paused() = default;
 
 }  // namespace shardscope::profiling

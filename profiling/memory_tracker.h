@@ -40,6 +40,19 @@ class RankMemoryTracker {
     std::shared_ptr<void> guard_;
   };
 
+  // What this thread allocates while the scope lives is no rank's (work outside training, such
+  // as gathering the weights for the check); what it frees is still credited to the owner.
+  class Paused {
+   public:
+    Paused();
+    ~Paused();
+    Paused(const Paused&) = delete;
+    Paused& operator=(const Paused&) = delete;
+
+   private:
+    std::shared_ptr<void> guard_;
+  };
+
   // Samples of `live` go to the rank's log as MemoryKind::kAllocated when it has moved since the
   // last sample by at least this much, or by 1/32 of the peak so far if that is more.
   static constexpr int64_t kSampleStepBytes = 1 << 20;

@@ -68,6 +68,14 @@ std::vector<CommEvent> RankEventLog::snapshot() const {
   return events_;
 }
 
+void RankEventLog::restore(std::vector<CommEvent> events, std::vector<HostSpan> spans,
+                           std::vector<MemorySample> memory) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_ = std::move(events);
+  spans_ = std::move(spans);
+  memory_ = std::move(memory);
+}
+
 std::vector<HostSpan> RankEventLog::spans() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return spans_;

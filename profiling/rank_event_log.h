@@ -50,6 +50,10 @@ class RankEventLog {
   void end_span(size_t index);
   void add_memory(MemoryKind kind, int64_t bytes);
 
+  // Replaces the record with one read back from elsewhere (a rank process's result file).
+  void restore(std::vector<CommEvent> events, std::vector<HostSpan> spans,
+               std::vector<MemorySample> memory);
+
   std::vector<CommEvent> snapshot() const;
   std::vector<HostSpan> spans() const;
   std::vector<MemorySample> memory() const;

@@ -52,8 +52,10 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
   std::vector<StepMetrics> out;
   for (const auto& r : trace.ranks) {
     std::map<int, std::tuple<Intervals, Intervals, int64_t, int64_t>> steps;
+    std::map<int, Intervals> micro_spans;
     for (const auto& e : r.events) {
       if (e.step < 0) continue;
+      if (e.category == Category::kMicroBatch) micro_spans[e.step].push_back({e.t0_ns, e.t1_ns});
       auto& [compute, comm, first, last] = steps[e.step];
       if (compute.empty() && comm.empty() && first == 0 && last == 0) {
         first = e.t0_ns;
@@ -78,6 +80,9 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       m.overlap_ns = intersection_length(compute, comm);
       m.exposed_comm_ns = m.comm_ns - m.overlap_ns;
       m.idle_ns = m.span_ns - union_length(both);
+      const Intervals micro = merged(micro_spans[step]);
+      m.micro_span_ns = total(micro);
+      m.micro_compute_ns = intersection_length(compute, micro);
       out.push_back(m);
     }
   }

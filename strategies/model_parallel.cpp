@@ -194,20 +194,23 @@ class ModelParallelStrategy final : public Strategy {
     NamedTensors out;
     for (int s = 0; s < layout_.pipeline; ++s) {
       const auto shapes = TensorParallelStage::full_shapes(ctx_->config->model, stage_spec(s));
-      std::vector<torch::Tensor> parts;
-      for (const auto& [name, shape] : shapes) parts.push_back(torch::empty(shape));
+      int64_t numel = 0;
+      for (const auto& [name, shape] : shapes) numel += c10::multiply_integers(shape);
       torch::Tensor flat;
       if (s == at_.pipeline) {
         std::vector<torch::Tensor> own;
         for (const auto& [name, tensor] : mine) own.push_back(tensor);
         flat = at::flatten_dense_tensors(own);
       } else {
-        flat = at::flatten_dense_tensors(parts);
+        flat = torch::empty({numel});
       }
       pipeline_comm_->broadcast(flat, s);
-      const auto pieces = at::unflatten_dense_tensors(flat, parts);
-      for (size_t i = 0; i < shapes.size(); ++i)
-        out.emplace_back(shapes[i].first, pieces[i].clone());
+      int64_t offset = 0;  // the weights are views into the broadcast buffer
+      for (const auto& [name, shape] : shapes) {
+        const int64_t n = c10::multiply_integers(shape);
+        out.emplace_back(name, flat.narrow(0, offset, n).view(shape));
+        offset += n;
+      }
     }
     return out;
   }
@@ -287,7 +290,6 @@ void validate_model_parallel(const Config& config) {
   support.layout = true;
   support.activation_checkpointing = false;
   support.sequence_parallel = true;
-  support.reduce_dtype = layout.data > 1 && options.data_parallel_sync != "torch_ddp";
   support.offload = layout.data > 1 && options.data_parallel_sync == "zero1";
   if (layout.data > 1 && options.data_parallel_sync == "torch_ddp")
     support.blocks_in_backward = "its Reducer's end-of-backward callback";

@@ -41,8 +41,10 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     reject_if(options.data_parallel_sync != defaults.data_parallel_sync,
               "strategy_options.data_parallel_sync");
   }
+  // Only a device shared by rank threads has the problem (NCCL gives each rank its own GPU; auto
+  // is checked again once it is resolved).
   if (!support.blocks_in_backward.empty() && config.device != "cpu" && config.world > 1 &&
-      config.mode == "threads") {
+      config.mode == "threads" && config.backend == "gloo") {
     throw ConfigError("device", config.strategy +
                                     " on a shared CUDA device cannot run in threads mode (" +
                                     support.blocks_in_backward +

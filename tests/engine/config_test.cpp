@@ -77,3 +77,50 @@ TEST(Config, ParsesFaultInjection) {
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+Config backend_config(const std::string& backend, const std::string& device, int world) {
+  Config c;
+  c.backend = backend;
+  c.device = device;
+  c.world = world;
+  return c;
+}
+
+TEST(Backend, AutoPicksNcclWithAGpuPerRankGlooOnASharedGpuOrTheCpu) {
+  Config cpu = backend_config("auto", "cpu", 4);
+  EXPECT_EQ(resolve_backend(cpu, 8), "auto: gloo on the cpu");
+  EXPECT_EQ(cpu.backend, "gloo");
+  EXPECT_EQ(cpu.device, "cpu");
+
+  Config enough = backend_config("auto", "cuda", 4);
+  EXPECT_NE(resolve_backend(enough, 8).find("nccl, one GPU per rank"), std::string::npos);
+  EXPECT_EQ(enough.backend, "nccl");
+  EXPECT_EQ(enough.device, "cuda");
+
+  Config shared = backend_config("auto", "cuda:0", 4);
+  EXPECT_NE(resolve_backend(shared, 1).find("gloo on a shared cuda:0 (1 GPU for 4 ranks)"),
+            std::string::npos);
+  EXPECT_EQ(shared.backend, "gloo");
+  EXPECT_EQ(shared.device, "cuda:0");
+}
+
+TEST(Backend, ConcreteBackendsStayAndNcclNeedsAGpuPerRank) {
+  Config gloo = backend_config("gloo", "cpu", 2);
+  EXPECT_EQ(resolve_backend(gloo, 0), "gloo");
+  Config nccl = backend_config("nccl", "cuda", 4);
+  EXPECT_EQ(resolve_backend(nccl, 4), "nccl, one GPU per rank");
+  Config short_of_gpus = backend_config("nccl", "cuda", 4);
+  try {
+    resolve_backend(short_of_gpus, 2);
+    ADD_FAILURE() << "nccl with 2 GPUs for 4 ranks was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "backend");
+    EXPECT_NE(std::string(e.what()).find("4 ranks, 2 GPUs"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace shardscope

@@ -1,0 +1,227 @@
+#include "engine/process_launcher.h"
+
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "engine/atomic_file.h"
+#include "engine/rank_process.h"
+#include "engine/rank_result_file.h"
+#include "profiling/clock.h"
+
+namespace shardscope {
+namespace {
+
+// How long ranks get to stop on their own once one has failed, before they are terminated.
+constexpr auto kGracePeriod = std::chrono::seconds(5);
+constexpr auto kTermToKill = std::chrono::seconds(2);
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
+
+// std::filesystem is avoided here: LibTorch exports its own copies of those symbols, and the
+// dynamic linker may bind ours to them.
+std::string worker_executable() {
+  if (const char* exe = std::getenv("SHARDSCOPE_WORKER"); exe != nullptr && *exe != '\0')
+    return exe;
+  char path[4096];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0)
+    throw std::runtime_error(std::string("cannot find this executable: ") + std::strerror(errno));
+  return std::string(path, static_cast<size_t>(length));
+}
+
+// The run directory holds only plain files.
+void remove_run_directory(const std::string& path) {
+  if (DIR* dir = opendir(path.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") unlink((path + "/" + name).c_str());
+    }
+    closedir(dir);
+  }
+  rmdir(path.c_str());
+}
+
+std::string describe_exit(int status) {
+  if (WIFEXITED(status))
+    return "rank process exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    return std::string("rank process killed by signal ") + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "rank process ended with wait status " + std::to_string(status);
+}
+
+// Everything the child needs is built before fork: between fork and exec only async-signal-safe
+// calls are allowed in a multi-threaded parent.
+struct ChildCommand {
+  std::vector<std::string> args, env;
+  std::vector<char*> argv, envp;
+  void finish() {
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+  }
+};
+
+pid_t spawn(ChildCommand& command, pid_t parent) {
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Dies with the launcher, however the launcher ends (no orphans). If the launcher is already
+    // gone, the signal will never come: leave at once.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(125);
+    execve(command.argv[0], command.argv.data(), command.envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallback& on_step) {
+  char dir_template[] = "/tmp/shardscope-run-XXXXXX";
+  if (mkdtemp(dir_template) == nullptr)
+    throw std::runtime_error(std::string("cannot create a run directory: ") + std::strerror(errno));
+  const std::string dir = dir_template;
+  struct RemoveDir {
+    std::string path;
+    ~RemoveDir() {
+      if (std::getenv("SHARDSCOPE_KEEP_RUN_DIR") == nullptr) remove_run_directory(path);
+    }
+  } remove_dir{dir};
+  Config child_config = config;
+  child_config.reference = false;
+  write_file_atomically(dir + "/config.json", to_json(child_config).dump(2));
+
+  c10d::TCPStoreOptions options;
+  options.port = 0;  // any free port
+  options.isServer = true;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(config.collective_timeout_s);
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+
+  const std::string exe = worker_executable();
+  std::vector<std::string> inherited;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry = *e;
+    const std::string key = entry.substr(0, entry.find('='));
+    if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
+        key == "MASTER_PORT" || key == "SHARDSCOPE_STORE_HOSTED")
+      continue;
+    inherited.push_back(entry);
+  }
+  std::vector<ChildCommand> commands(config.world);
+  for (int r = 0; r < config.world; ++r) {
+    ChildCommand& c = commands[r];
+    c.args = {exe, "worker", "--config", dir + "/config.json", "--out", dir};
+    c.env = inherited;
+    c.env.push_back("RANK=" + std::to_string(r));
+    c.env.push_back("LOCAL_RANK=" + std::to_string(r));
+    c.env.push_back("WORLD_SIZE=" + std::to_string(config.world));
+    c.env.push_back("MASTER_ADDR=127.0.0.1");
+    c.env.push_back("MASTER_PORT=" + std::to_string(store->getPort()));
+    c.env.push_back("SHARDSCOPE_STORE_HOSTED=1");
+    c.finish();
+  }
+
+  std::vector<pid_t> pids(config.world, -1);
+  std::vector<int> statuses(config.world, 0);
+  std::vector<int64_t> exited_ns(config.world, 0);
+  std::vector<bool> running(config.world, false);
+  const pid_t self = getpid();
+  for (int r = 0; r < config.world; ++r) {
+    pids[r] = spawn(commands[r], self);
+    running[r] = true;
+  }
+
+  // Watch: reap children, forward rank 0's progress, and stop everyone once one has failed.
+  using Clock = std::chrono::steady_clock;
+  std::optional<Clock::time_point> first_failure, terminated;
+  int next_step = 0;
+  auto forward_progress = [&] {
+    while (next_step < config.steps && store->check({progress_key(next_step)})) {
+      auto bytes = store->get(progress_key(next_step));
+      auto j = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()));
+      StepRecord s;
+      s.step = j.at("step");
+      s.loss = j.at("loss");
+      s.local_loss = j.at("local_loss");
+      s.step_time_s = j.at("step_time_s");
+      s.local_step_time_s = j.at("local_step_time_s");
+      s.lr = j.at("lr");
+      if (on_step) on_step(s);
+      ++next_step;
+    }
+  };
+  while (std::any_of(running.begin(), running.end(), [](bool b) { return b; })) {
+    for (int r = 0; r < config.world; ++r) {
+      if (!running[r]) continue;
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      running[r] = false;
+      statuses[r] = status;
+      exited_ns[r] = profiling::now_ns();
+      if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !first_failure)
+        first_failure = Clock::now();
+    }
+    forward_progress();
+    const auto now = Clock::now();
+    if (first_failure && !terminated && now - *first_failure > kGracePeriod) {
+      for (int r = 0; r < config.world; ++r) {
+        if (running[r]) kill(pids[r], SIGTERM);
+      }
+      terminated = now;
+    }
+    if (terminated && now - *terminated > kTermToKill) {
+      for (int r = 0; r < config.world; ++r) {
+        if (running[r]) kill(pids[r], SIGKILL);
+      }
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  forward_progress();
+
+  ProcessLaunchOutcome outcome;
+  outcome.results.resize(config.world);
+  outcome.launch.peak_allocated_bytes.assign(config.world, 0);
+  std::vector<bool> vanished(config.world, false);
+  for (int r = 0; r < config.world; ++r) {
+    outcome.launch.logs.push_back(std::make_unique<profiling::RankEventLog>(r));
+    RankOutcome rank;
+    const bool read = read_rank_outcome(dir, r, rank, *outcome.launch.logs[r]);
+    outcome.launch.peak_allocated_bytes[r] = rank.peak_allocated_bytes;
+    const bool exited_cleanly = WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0;
+    if (read && rank.failure) {
+      outcome.launch.failures.push_back(*rank.failure);
+    } else if (!read || !exited_cleanly || !rank.result) {
+      // It left nothing to say why: a crash, a kill, or termination after another's failure.
+      outcome.launch.failures.push_back({r, describe_exit(statuses[r]), exited_ns[r]});
+      vanished[r] = true;
+    }
+    if (rank.result) outcome.results[r] = std::move(*rank.result);
+  }
+  // A rank that vanished without a word (killed, crashed, exited) caused what the others then
+  // reported about their closed connections: it goes first, then in time order.
+  std::sort(outcome.launch.failures.begin(), outcome.launch.failures.end(),
+            [&](const RankFailure& a, const RankFailure& b) {
+              if (vanished[a.rank] != vanished[b.rank]) return bool(vanished[a.rank]);
+              return a.t_ns < b.t_ns;
+            });
+  return outcome;
+}
+
+}  // namespace shardscope

@@ -1,0 +1,105 @@
+#include "engine/rank_process.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "engine/rank_result_file.h"
+#include "engine/rank_runner.h"
+#include "engine/strategy_registry.h"
+#include "engine/token_data.h"
+
+namespace shardscope {
+namespace {
+
+int int_from_env(const char* name, bool required, int fallback) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') {
+    if (required) throw ConfigError(name, "environment variable not set");
+    return fallback;
+  }
+  try {
+    size_t used = 0;
+    const int value = std::stoi(text, &used);
+    if (used == std::string(text).size() && value >= 0) return value;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError(name, "expected a non-negative integer, got '" + std::string(text) + "'");
+}
+
+}  // namespace
+
+std::string progress_key(int step) {
+  return "shardscope/progress/" + std::to_string(step);
+}
+
+RankEnvironment rank_environment_from_env() {
+  RankEnvironment env;
+  env.rank = int_from_env("RANK", true, 0);
+  env.world = int_from_env("WORLD_SIZE", true, 1);
+  env.local_rank = int_from_env("LOCAL_RANK", false, env.rank);
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0')
+    env.master_addr = addr;
+  env.master_port = int_from_env("MASTER_PORT", false, 29500);
+  if (env.master_port == 0 || env.master_port > 65535)
+    throw ConfigError("MASTER_PORT", "not a port: " + std::to_string(env.master_port));
+  if (env.rank >= env.world) {
+    throw ConfigError("RANK", "rank " + std::to_string(env.rank) + " is not below WORLD_SIZE " +
+                                  std::to_string(env.world));
+  }
+  env.store_hosted_elsewhere = std::getenv("SHARDSCOPE_STORE_HOSTED") != nullptr;
+  return env;
+}
+
+int run_rank_process(const Config& config, const RankEnvironment& env, const std::string& out_dir) {
+  if (env.world != config.world) {
+    throw ConfigError("WORLD_SIZE", std::to_string(env.world) + " processes for a run of world " +
+                                        std::to_string(config.world));
+  }
+  const StrategyInfo* info = StrategyRegistry::instance().find(config.strategy);
+  auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
+  auto sampler = std::make_shared<const BatchSampler>(corpus, config.model.seq, config.micro_batch,
+                                                      config.world, config.grad_accum, config.seed);
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env.master_port);
+  options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
+  options.numWorkers = config.world;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(config.collective_timeout_s);
+  auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+
+  LaunchSpec spec;
+  spec.world = config.world;
+  spec.backend = config.backend;
+  // One GPU per process with NCCL: the one of its local rank on its node.
+  spec.device = config.backend == "nccl" ? "cuda:" + std::to_string(env.local_rank) : config.device;
+  spec.timeout = std::chrono::seconds(config.collective_timeout_s);
+  spec.threads_per_rank = config.threads_per_rank;
+  spec.tracing = config.tracing;
+
+  profiling::RankEventLog log(env.rank);
+  RankOutcome outcome;
+  outcome.failure =
+      run_rank(spec, env.rank, store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
+        ctx.config = &config;
+        ctx.sampler = sampler;
+        auto strategy = info->make();
+        outcome.result = train_rank(ctx, *strategy, [&](const StepRecord& s) {
+          const nlohmann::json record = {{"step", s.step},
+                                         {"loss", s.loss},
+                                         {"local_loss", s.local_loss},
+                                         {"step_time_s", s.step_time_s},
+                                         {"local_step_time_s", s.local_step_time_s},
+                                         {"lr", s.lr}};
+          const std::string text = record.dump();
+          store->set(progress_key(s.step), std::vector<uint8_t>(text.begin(), text.end()));
+        });
+      });
+  if (outcome.failure) outcome.result.reset();
+  write_rank_outcome(out_dir, env.rank, outcome, log);
+  return outcome.failure ? 1 : 0;
+}
+
+}  // namespace shardscope

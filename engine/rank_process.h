@@ -1,0 +1,33 @@
+#pragma once
+
+#include <string>
+
+#include "engine/config.h"
+
+namespace shardscope {
+
+// Who this process is in a multi-process run, the way torchrun, mpirun or a scheduler say it:
+// RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT. Rank 0 hosts the TCPStore unless
+// SHARDSCOPE_STORE_HOSTED says the launcher already does.
+struct RankEnvironment {
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool store_hosted_elsewhere = false;
+};
+
+// Reads the environment; throws ConfigError naming the variable when one is missing or wrong.
+RankEnvironment rank_environment_from_env();
+
+// Trains rank `env.rank` of `config` in this process: meets the others through the TCPStore,
+// runs the rank like a rank thread, reports rank 0's progress through the store, and writes its
+// outcome (result or failure, and its event log) into `out_dir` for the launcher. Returns 0 when
+// the rank finished, 1 when it failed.
+int run_rank_process(const Config& config, const RankEnvironment& env, const std::string& out_dir);
+
+// Store key under which rank 0 publishes step `step`'s record (JSON) as it finishes.
+std::string progress_key(int step);
+
+}  // namespace shardscope

@@ -1,0 +1,180 @@
+#include "engine/rank_result_file.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <torch/serialize.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/atomic_file.h"
+
+namespace shardscope {
+namespace {
+
+using nlohmann::json;
+
+std::string path_of(const std::string& dir, int rank, const char* suffix) {
+  return dir + "/rank-" + std::to_string(rank) + suffix;
+}
+
+json to_json(const profiling::CommEvent& e) {
+  return {{"op", e.op},
+          {"group", e.group},
+          {"dtype", e.dtype},
+          {"bytes", e.bytes},
+          {"group_size", e.group_size},
+          {"peer", e.peer},
+          {"seq", e.seq},
+          {"async", e.async},
+          {"emulated", e.emulated},
+          {"step", e.step},
+          {"micro", e.micro},
+          {"t_issue_ns", e.t_issue_ns},
+          {"t_wait_begin_ns", e.t_wait_begin_ns},
+          {"t_complete_ns", e.t_complete_ns},
+          {"t_wait_end_ns", e.t_wait_end_ns}};
+}
+
+profiling::CommEvent comm_event_of(const json& j) {
+  profiling::CommEvent e;
+  e.op = j.at("op");
+  e.group = j.at("group");
+  e.dtype = j.at("dtype");
+  e.bytes = j.at("bytes");
+  e.group_size = j.at("group_size");
+  e.peer = j.at("peer");
+  e.seq = j.at("seq");
+  e.async = j.at("async");
+  e.emulated = j.at("emulated");
+  e.step = j.at("step");
+  e.micro = j.at("micro");
+  e.t_issue_ns = j.at("t_issue_ns");
+  e.t_wait_begin_ns = j.at("t_wait_begin_ns");
+  e.t_complete_ns = j.at("t_complete_ns");
+  e.t_wait_end_ns = j.at("t_wait_end_ns");
+  return e;
+}
+
+json memory_json(const MemoryBytes& m) {
+  return {{"parameters", m.parameters},
+          {"gradients", m.gradients},
+          {"optimizer_state", m.optimizer_state},
+          {"comm_buffers", m.comm_buffers},
+          {"host", m.host}};
+}
+
+MemoryBytes memory_of(const json& j) {
+  MemoryBytes m;
+  m.parameters = j.at("parameters");
+  m.gradients = j.at("gradients");
+  m.optimizer_state = j.at("optimizer_state");
+  m.comm_buffers = j.at("comm_buffers");
+  m.host = j.at("host");
+  return m;
+}
+
+}  // namespace
+
+void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& outcome,
+                        const profiling::RankEventLog& log) {
+  json out = {{"rank", rank}, {"peak_allocated_bytes", outcome.peak_allocated_bytes}};
+  if (outcome.failure) {
+    out["failure"] = {{"message", outcome.failure->message}, {"t_ns", outcome.failure->t_ns}};
+  }
+  if (outcome.result) {
+    const RankResult& r = *outcome.result;
+    json steps = json::array();
+    for (const auto& s : r.steps) {
+      steps.push_back({{"step", s.step},
+                       {"loss", s.loss},
+                       {"local_loss", s.local_loss},
+                       {"step_time_s", s.step_time_s},
+                       {"local_step_time_s", s.local_step_time_s},
+                       {"lr", s.lr}});
+    }
+    std::vector<torch::Tensor> tensors;
+    json names = json::array();
+    for (const auto& [name, tensor] : r.weights) {
+      names.push_back(name);
+      tensors.push_back(tensor);
+    }
+    // Written before the JSON: a reader that finds the JSON finds the weights complete.
+    std::ostringstream weights;
+    torch::save(tensors, weights);
+    write_file_atomically(path_of(dir, rank, ".weights"), weights.str());
+    out["result"] = {{"steps", steps},
+                     {"weight_names", names},
+                     {"replicated", r.replicated},
+                     {"memory", memory_json(r.memory)}};
+  }
+  json events = json::array(), spans = json::array(), memory = json::array();
+  for (const auto& e : log.snapshot()) events.push_back(to_json(e));
+  for (const auto& s : log.spans()) {
+    spans.push_back({s.name, static_cast<int>(s.category), s.t0_ns, s.t1_ns, s.step, s.micro});
+  }
+  for (const auto& m : log.memory()) {
+    memory.push_back({m.t_ns, static_cast<int>(m.kind), m.bytes});
+  }
+  out["events"] = std::move(events);
+  out["spans"] = std::move(spans);
+  out["memory_samples"] = std::move(memory);
+  write_file_atomically(path_of(dir, rank, ".json"), out.dump());
+}
+
+bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
+                       profiling::RankEventLog& log) {
+  std::ifstream file(path_of(dir, rank, ".json"));
+  if (!file) return false;
+  json in = json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (in.is_discarded()) return false;
+  outcome.peak_allocated_bytes = in.at("peak_allocated_bytes");
+  if (in.contains("failure")) {
+    outcome.failure = RankFailure{rank, in["failure"].at("message"), in["failure"].at("t_ns")};
+  }
+  if (in.contains("result")) {
+    const json& r = in["result"];
+    RankResult result;
+    result.rank = rank;
+    for (const auto& s : r.at("steps")) {
+      StepRecord record;
+      record.step = s.at("step");
+      record.loss = s.at("loss");
+      record.local_loss = s.at("local_loss");
+      record.step_time_s = s.at("step_time_s");
+      record.local_step_time_s = s.at("local_step_time_s");
+      record.lr = s.at("lr");
+      result.steps.push_back(record);
+    }
+    std::vector<torch::Tensor> tensors;
+    torch::load(tensors, path_of(dir, rank, ".weights"));
+    const auto& names = r.at("weight_names");
+    if (names.size() != tensors.size()) return false;
+    for (size_t i = 0; i < tensors.size(); ++i) result.weights.emplace_back(names[i], tensors[i]);
+    result.replicated = r.at("replicated");
+    result.memory = memory_of(r.at("memory"));
+    outcome.result = std::move(result);
+  }
+  std::vector<profiling::CommEvent> events;
+  std::vector<profiling::HostSpan> spans;
+  std::vector<profiling::MemorySample> memory;
+  for (const auto& e : in.at("events")) events.push_back(comm_event_of(e));
+  for (const auto& s : in.at("spans")) {
+    profiling::HostSpan span;
+    span.name = s.at(0);
+    span.category = static_cast<profiling::Category>(s.at(1).get<int>());
+    span.t0_ns = s.at(2);
+    span.t1_ns = s.at(3);
+    span.step = s.at(4);
+    span.micro = s.at(5);
+    spans.push_back(std::move(span));
+  }
+  for (const auto& m : in.at("memory_samples")) {
+    memory.push_back({m.at(0).get<int64_t>(),
+                      static_cast<profiling::MemoryKind>(m.at(1).get<int>()),
+                      m.at(2).get<int64_t>()});
+  }
+  log.restore(std::move(events), std::move(spans), std::move(memory));
+  return true;
+}
+
+}  // namespace shardscope

@@ -1,0 +1,28 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/launcher.h"
+#include "engine/trainer.h"
+
+namespace shardscope {
+
+// What a rank process hands back to its launcher: its result (when it finished), its failure
+// (when it did not), its peak allocated bytes and everything its event log recorded.
+struct RankOutcome {
+  std::optional<RankResult> result;
+  std::optional<RankFailure> failure;
+  int64_t peak_allocated_bytes = 0;
+};
+
+// Writes `dir`/rank-R.json (and rank-R.weights with the full weights); the JSON is written
+// last and atomically, so its presence means the whole outcome is there.
+void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& outcome,
+                        const profiling::RankEventLog& log);
+// Reads it back into `outcome` and `log`; false when the rank left no (complete) file.
+bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
+                       profiling::RankEventLog& log);
+
+}  // namespace shardscope

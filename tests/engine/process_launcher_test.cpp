@@ -1,0 +1,159 @@
+// Process mode: rank processes of the real binary meet over a TCPStore and train exactly as rank
+// threads do; a rank that dies or hangs stops the run within a bounded time, named, and leaves
+// no process behind, not even when the launcher itself is killed.
+#include "engine/process_launcher.h"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/run.h"
+#include "engine/weights.h"
+#include "tests/support/reference_check.h"
+
+namespace shardscope {
+namespace {
+
+class ProcessMode : public testing::Test {
+ protected:
+  void SetUp() override { setenv("SHARDSCOPE_WORKER", SHARDSCOPE_BINARY, 1); }
+};
+
+Config processes(Config c) {
+  c.mode = "processes";
+  return c;
+}
+
+void expect_same_weights(const RunSummary& threads, const RunSummary& processes) {
+  ASSERT_TRUE(threads.ok) << threads.failure;
+  ASSERT_TRUE(processes.ok) << processes.failure;
+  EXPECT_EQ(weights_checksum(threads.weights), weights_checksum(processes.weights));
+  EXPECT_EQ(compare_weights(processes.weights, threads.weights).max_abs, 0.0);
+  ASSERT_EQ(threads.steps.size(), processes.steps.size());
+  for (size_t i = 0; i < threads.steps.size(); ++i)
+    EXPECT_EQ(threads.steps[i].loss, processes.steps[i].loss) << "step " << i;
+}
+
+bool no_children_left() {
+  return waitpid(-1, nullptr, WNOHANG) == -1 && errno == ECHILD;
+}
+
+TEST_F(ProcessMode, GivesTheSameWeightsAsThreadModeAtWorldTwoAndFour) {
+  for (int world : {2, 4}) {
+    Config c = test::tiny_config("torch_ddp", world, 2);
+    c.reference = false;
+    RunSummary in_threads = run_training(c);
+    std::vector<int> progress;
+    RunCallbacks callbacks;
+    callbacks.on_step = [&](const StepRecord& s) { progress.push_back(s.step); };
+    RunSummary in_processes = run_training(processes(c), callbacks);
+    expect_same_weights(in_threads, in_processes);
+    EXPECT_EQ(progress, (std::vector<int>{0, 1, 2, 3, 4})) << "rank 0's progress, live";
+    // Each rank's record came back: its communication and its memory.
+    for (const auto& r : in_processes.ranks) {
+      EXPECT_FALSE(r.comm_events.empty()) << "rank " << r.rank;
+      EXPECT_GT(r.comm_bytes_per_step, 0);
+      EXPECT_GT(r.peak_allocated_bytes, 0);
+    }
+    ASSERT_EQ(in_processes.trace.ranks.size(), static_cast<size_t>(world));
+    for (const auto& r : in_processes.trace.ranks) EXPECT_FALSE(r.events.empty());
+  }
+  EXPECT_TRUE(no_children_left());
+}
+
+TEST_F(ProcessMode, ShardedLayoutsOverSubGroupsMatchTheReference) {
+  Config c = test::tiny_config("hybrid", 1, 1);
+  c.world = 4;
+  c.model.layers = 4;
+  c.strategy_options.tensor_parallel = 2;
+  c.strategy_options.pipeline_parallel = 2;
+  c.strategy_options.micro_batches = 4;
+  finalize(c);
+  test::expect_matches_reference(run_training(processes(c)));
+}
+
+TEST_F(ProcessMode, ARankThatDiesStopsTheRunNamedAndNothingIsLeft) {
+  Config c = test::tiny_config("ddp_bucketed", 2, 1);
+  c.reference = false;
+  c.collective_timeout_s = 5;
+  c.fault = parse_fault("rank=1,step=2,kind=exit");
+  const auto t0 = std::chrono::steady_clock::now();
+  RunSummary s = run_training(processes(c));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(s.ok);
+  EXPECT_EQ(s.failed_rank, 1);
+  EXPECT_NE(s.failure.find("exited with status 3"), std::string::npos) << s.failure;
+  // Rank 0 stops on its own when rank 1's connections close, well inside its timeout.
+  EXPECT_LT(took, c.collective_timeout_s + 10) << "seconds";
+  EXPECT_TRUE(no_children_left());
+  // What was recorded up to the failure is still there.
+  ASSERT_EQ(s.trace.ranks.size(), 2u);
+  EXPECT_FALSE(s.trace.ranks[0].events.empty());
+}
+
+TEST_F(ProcessMode, AHungRankIsTerminatedOnceTheOthersTimeOut) {
+  Config c = test::tiny_config("ddp_bucketed", 2, 1);
+  c.reference = false;
+  c.collective_timeout_s = 2;
+  c.fault = parse_fault("rank=1,step=1,kind=hang");
+  const auto t0 = std::chrono::steady_clock::now();
+  RunSummary s = run_training(processes(c));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.failure.find("rank 1"), std::string::npos) << s.failure;
+  EXPECT_NE(s.failure.find("signal"), std::string::npos) << s.failure;
+  EXPECT_LT(took, 60) << "seconds: timeout, grace period, then SIGTERM";
+  EXPECT_TRUE(no_children_left());
+}
+
+// The launcher is killed outright: its rank processes must not outlive it.
+TEST_F(ProcessMode, RankProcessesDieWithTheirLauncher) {
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    // A run whose rank 1 hangs, with a long timeout: it would go on for minutes.
+    execl(SHARDSCOPE_BINARY, SHARDSCOPE_BINARY, "run", "--mode", "processes", "--world", "2",
+          "--strategy", "ddp_bucketed", "--steps", "3", "--timeout", "300", "--inject-fault",
+          "rank=1,step=1,kind=hang", "--no-reference", "--quiet", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait until both rank processes exist.
+  std::vector<pid_t> ranks;
+  for (int tries = 0; tries < 300 && ranks.size() < 2; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks.clear();
+    std::ifstream children("/proc/" + std::to_string(launcher) + "/task/" +
+                           std::to_string(launcher) + "/children");
+    for (pid_t pid; children >> pid;) ranks.push_back(pid);
+  }
+  ASSERT_EQ(ranks.size(), 2u) << "the launcher did not start its ranks";
+  kill(launcher, SIGKILL);
+  int status = 0;
+  waitpid(launcher, &status, 0);
+  // The ranks get SIGKILL from the kernel (PR_SET_PDEATHSIG); they may linger as zombies until
+  // whoever adopted them reaps them, but they no longer run.
+  auto running = [](pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string pid_text, comm, state;
+    if (!(stat >> pid_text >> comm >> state)) return false;
+    return state != "Z" && state != "X";
+  };
+  for (int tries = 0; tries < 100; ++tries) {
+    if (!running(ranks[0]) && !running(ranks[1])) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_FALSE(running(ranks[0]));
+  EXPECT_FALSE(running(ranks[1]));
+}
+
+}  // namespace
+}  // namespace shardscope
