@@ -155,14 +155,8 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
   auto forward_progress = [&] {
     while (next_step < config.steps && store->check({progress_key(next_step)})) {
       auto bytes = store->get(progress_key(next_step));
-      auto j = nlohmann::json::parse(std::string(bytes.begin(), bytes.end()));
-      StepRecord s;
-      s.step = j.at("step");
-      s.loss = j.at("loss");
-      s.local_loss = j.at("local_loss");
-      s.step_time_s = j.at("step_time_s");
-      s.local_step_time_s = j.at("local_step_time_s");
-      s.lr = j.at("lr");
+      const StepRecord s =
+          step_record_of(nlohmann::json::parse(std::string(bytes.begin(), bytes.end())));
       if (on_step) on_step(s);
       ++next_step;
     }

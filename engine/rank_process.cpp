@@ -87,13 +87,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
         ctx.sampler = sampler;
         auto strategy = info->make();
         outcome.result = train_rank(ctx, *strategy, [&](const StepRecord& s) {
-          const nlohmann::json record = {{"step", s.step},
-                                         {"loss", s.loss},
-                                         {"local_loss", s.local_loss},
-                                         {"step_time_s", s.step_time_s},
-                                         {"local_step_time_s", s.local_step_time_s},
-                                         {"lr", s.lr}};
-          const std::string text = record.dump();
+          const std::string text = step_record_json(s).dump();
           store->set(progress_key(s.step), std::vector<uint8_t>(text.begin(), text.end()));
         });
       });

@@ -75,6 +75,26 @@ MemoryBytes memory_of(const json& j) {
 
 }  // namespace
 
+json step_record_json(const StepRecord& s) {
+  return {{"step", s.step},
+          {"loss", s.loss},
+          {"local_loss", s.local_loss},
+          {"step_time_s", s.step_time_s},
+          {"local_step_time_s", s.local_step_time_s},
+          {"lr", s.lr}};
+}
+
+StepRecord step_record_of(const json& j) {
+  StepRecord record;
+  record.step = j.at("step");
+  record.loss = j.at("loss");
+  record.local_loss = j.at("local_loss");
+  record.step_time_s = j.at("step_time_s");
+  record.local_step_time_s = j.at("local_step_time_s");
+  record.lr = j.at("lr");
+  return record;
+}
+
 void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& outcome,
                         const profiling::RankEventLog& log) {
   json out = {{"rank", rank}, {"peak_allocated_bytes", outcome.peak_allocated_bytes}};
@@ -84,14 +104,7 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
   if (outcome.result) {
     const RankResult& r = *outcome.result;
     json steps = json::array();
-    for (const auto& s : r.steps) {
-      steps.push_back({{"step", s.step},
-                       {"loss", s.loss},
-                       {"local_loss", s.local_loss},
-                       {"step_time_s", s.step_time_s},
-                       {"local_step_time_s", s.local_step_time_s},
-                       {"lr", s.lr}});
-    }
+    for (const auto& s : r.steps) steps.push_back(step_record_json(s));
     std::vector<torch::Tensor> tensors;
     json names = json::array();
     for (const auto& [name, tensor] : r.weights) {
@@ -135,16 +148,7 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     const json& r = in["result"];
     RankResult result;
     result.rank = rank;
-    for (const auto& s : r.at("steps")) {
-      StepRecord record;
-      record.step = s.at("step");
-      record.loss = s.at("loss");
-      record.local_loss = s.at("local_loss");
-      record.step_time_s = s.at("step_time_s");
-      record.local_step_time_s = s.at("local_step_time_s");
-      record.lr = s.at("lr");
-      result.steps.push_back(record);
-    }
+    for (const auto& s : r.at("steps")) result.steps.push_back(step_record_of(s));
     std::vector<torch::Tensor> tensors;
     torch::load(tensors, path_of(dir, rank, ".weights"));
     const auto& names = r.at("weight_names");

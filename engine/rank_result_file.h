@@ -4,6 +4,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "engine/launcher.h"
 #include "engine/trainer.h"
 
@@ -16,6 +18,10 @@ struct RankOutcome {
   std::optional<RankFailure> failure;
   int64_t peak_allocated_bytes = 0;
 };
+
+// A step's record as JSON and back (also how rank 0's progress travels through the store).
+nlohmann::json step_record_json(const StepRecord& record);
+StepRecord step_record_of(const nlohmann::json& json);
 
 // Writes `dir`/rank-R.json (and rank-R.weights with the full weights); the JSON is written
 // last and atomically, so its presence means the whole outcome is there.
