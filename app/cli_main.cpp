@@ -10,6 +10,7 @@
 #include "app/bench_command.h"
 #include "app/cli_flags.h"
 #include "app/cli_main.h"
+#include "app/project_command.h"
 #include "app/report_command.h"
 #include "engine/atomic_file.h"
 #include "engine/config.h"
@@ -253,6 +254,40 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   report->add_option("trace", report_file, "trace file (native or Chrome JSON)")->required();
   app.add_subcommand("strategies", "list the registered strategies");
   app.add_subcommand("presets", "list the model presets");
+  RunFlags project_flags;
+  ProjectOptions project_options;
+  CLI::App* project = app.add_subcommand(
+      "project",
+      "predict on a hardware profile: one collective's time and bandwidth (--collective), or a "
+      "model's memory per GPU under every data / tensor / pipeline layout and ZeRO stage "
+      "(--memory)");
+  project
+      ->add_option("--hardware", project_options.hardware,
+                   "hardware profile name (assets/hardware) or .json path (default 8xH100)")
+      ->group("Projection");
+  project
+      ->add_option("--collective", project_options.collective,
+                   "all_reduce, all_gather_into, reduce_scatter_tensor, broadcast, reduce, "
+                   "all_to_all, send")
+      ->group("Projection");
+  project
+      ->add_option("--bytes", project_options.bytes,
+                   "size of the collective's buffer, e.g. 1GiB (default: a sweep 8 B .. 1 GiB)")
+      ->group("Projection");
+  project->add_option("--ranks", project_options.ranks, "ranks (default: every GPU)")
+      ->group("Projection");
+  project->add_option("--algorithm", project_options.algorithm, "ring, tree or auto")
+      ->group("Projection");
+  project
+      ->add_flag("--memory", project_options.memory,
+                 "per-GPU memory of the model (--preset and model flags) under each layout")
+      ->group("Projection");
+  project
+      ->add_flag("--fp32", project_options.fp32,
+                 "--memory: fp32 Adam (4+4+8 bytes per parameter) instead of bf16 mixed "
+                 "precision (2+2+12)")
+      ->group("Projection");
+  project_flags.add_to(*project);
   std::string worker_config, worker_out;
   CLI::App* worker = app.add_subcommand(
       "worker",
@@ -277,7 +312,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   } catch (const CLI::ParseError& e) {
     // CLI11 reports `run --help` through the subcommand; show that subcommand's help.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      for (CLI::App* sub : {run, bench, report, worker}) {
+      for (CLI::App* sub : {run, bench, report, worker, project}) {
         if (sub->parsed()) {
           out << sub->help();
           return kExitOk;
@@ -293,6 +328,19 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
   if (app.got_subcommand("report")) return report_command(report_file, out, err);
   if (app.got_subcommand("worker")) return worker_command(worker_config, worker_out, err);
+  if (app.got_subcommand("project")) {
+    Config config;
+    try {
+      config = config_from_json(project_flags.config_overrides(""));
+    } catch (const ConfigError& e) {
+      err << "error: " << RunFlags::describe_key(e.field()) << ": "
+          << std::string(e.what()).substr(e.field().size() + 2) << "\n";
+      return kExitBadInput;
+    }
+    project_options.micro_batch = config.micro_batch;
+    project_options.micro_batches = config.strategy_options.micro_batches;
+    return project_command(project_options, config, out, err);
+  }
   if (app.got_subcommand("bench")) {
     std::stringstream list(bench_strategies);
     for (std::string name; std::getline(list, name, ',');) {

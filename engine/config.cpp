@@ -193,6 +193,9 @@ ModelConfig preset_model(const std::string& name) {
   } else if (name == "gpt2-small") {
     m.vocab = 50257, m.d_model = 768, m.heads = 12, m.layers = 12, m.seq = 1024;
     m.tie_embeddings = true;
+  } else if (name == "gpt-7b") {
+    // About 6.9 B parameters: for projections (`shardscope project --memory`), not for running.
+    m.vocab = 50257, m.d_model = 4096, m.heads = 32, m.layers = 32, m.seq = 2048;
   } else {
     throw ConfigError("preset",
                       "unknown preset '" + name + "' (known: " + join(preset_names()) + ")");
@@ -201,7 +204,7 @@ ModelConfig preset_model(const std::string& name) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "small", "gpt2-small"};
+  return {"tiny", "small", "gpt2-small", "gpt-7b"};
 }
 
 void apply_json(Config& config, const json& overrides) {

@@ -1,0 +1,121 @@
+#include "app/project_command.h"
+
+#include <cstdio>
+#include <stdexcept>
+#include <vector>
+
+#include "profiling/collective_model.h"
+#include "profiling/memory_projection.h"
+
+namespace shardscope::cli {
+namespace {
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, value);
+  return buf;
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 3) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt(u == 0 ? "%.0f" : "%.4g", bytes) + " " + units[u];
+}
+
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
+
+int project_collective(const ProjectOptions& o, const profiling::HardwareProfile& hw,
+                       std::ostream& out) {
+  const int ranks = o.ranks > 0 ? o.ranks : hw.gpus();
+  std::vector<int64_t> sizes;
+  if (!o.bytes.empty()) {
+    sizes.push_back(profiling::parse_bytes(o.bytes));
+  } else {
+    for (int64_t s = 4; s <= (int64_t{1} << 30); s *= 4) sizes.push_back(s);
+  }
+  out << o.collective << " on " << hw.name << " (" << hw.description << "), " << ranks
+      << " ranks, algorithm " << o.algorithm << "\n"
+      << pad("size", 12) << pad("time us", 12) << pad("algbw GB/s", 12) << pad("busbw GB/s", 12)
+      << pad("algorithm", 14) << "protocol\n";
+  for (int64_t size : sizes) {
+    const auto e = profiling::estimate_collective(o.collective, size, ranks, hw, o.algorithm);
+    out << pad(human_bytes(double(size)), 12) << pad(fmt("%.1f", e.time_s * 1e6), 12)
+        << pad(fmt("%.2f", e.algbw_gbps), 12) << pad(fmt("%.2f", e.busbw_gbps), 12)
+        << pad(e.algorithm, 14) << profiling::protocol_name(e.protocol) << "\n";
+  }
+  return 0;
+}
+
+int project_memory(const ProjectOptions& o, const Config& config,
+                   const profiling::HardwareProfile& hw, std::ostream& out) {
+  const ModelConfig& m = config.model;
+  profiling::ModelShape shape{m.vocab, m.d_model,   m.heads,         m.layers,
+                              m.seq,   m.mlp_ratio, m.tie_embeddings};
+  const int n = hw.gpus();
+  out << "memory per GPU for " << config.preset << " ("
+      << fmt("%.3g", profiling::model_parameters(shape) / 1e9) << " B parameters, seq " << m.seq
+      << ", micro-batch " << o.micro_batch << ", "
+      << (o.fp32 ? "fp32 Adam" : "bf16 mixed precision with Adam") << ") on " << hw.name << ": "
+      << n << " GPUs of " << fmt("%.0f", hw.gpu_memory_gib) << " GiB\n"
+      << pad("layout", 22) << pad("sharding", 10) << pad("params GiB", 12) << pad("grads", 9)
+      << pad("optim", 9) << pad("activ.", 9) << pad("total", 9) << "fits\n";
+  struct Degrees {
+    int dp, tp, pp;
+  };
+  std::vector<Degrees> layouts;
+  for (int tp = 1; tp <= n; tp *= 2) {
+    for (int pp = 1; tp * pp <= n; pp *= 2) {
+      if (n % (tp * pp) == 0 && pp <= m.layers && m.heads % tp == 0)
+        layouts.push_back({n / (tp * pp), tp, pp});
+    }
+  }
+  const double gib = 1024.0 * 1024 * 1024;
+  for (const auto& deg : layouts) {
+    for (const char* zero : {"ddp", "zero1", "zero2", "zero3"}) {
+      if (deg.dp == 1 && std::string(zero) != "ddp") continue;  // nothing to shard over
+      profiling::TrainingLayout layout;
+      layout.zero = zero;
+      layout.dp = deg.dp;
+      layout.tp = deg.tp;
+      layout.pp = deg.pp;
+      layout.micro_batch = o.micro_batch;
+      layout.micro_batches = o.micro_batches > 0 ? o.micro_batches : deg.pp;
+      layout.mixed_precision = !o.fp32;
+      layout.sequence_parallel = config.strategy_options.sequence_parallel;
+      layout.activation_checkpointing = config.strategy_options.activation_checkpointing;
+      const auto p = profiling::project_memory(shape, layout);
+      std::string name = "dp" + std::to_string(deg.dp);
+      if (deg.tp > 1) name += " x tp" + std::to_string(deg.tp);
+      if (deg.pp > 1) name += " x pp" + std::to_string(deg.pp);
+      out << pad(name, 22) << pad(zero, 10) << pad(fmt("%.2f", p.parameters / gib), 12)
+          << pad(fmt("%.2f", p.gradients / gib), 9) << pad(fmt("%.2f", p.optimizer_state / gib), 9)
+          << pad(fmt("%.2f", p.activations / gib), 9) << pad(fmt("%.2f", p.total() / gib), 9)
+          << (p.total() <= hw.gpu_memory_gib * gib ? "yes" : "NO (out of memory)") << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int project_command(const ProjectOptions& o, const Config& config, std::ostream& out,
+                    std::ostream& err) {
+  try {
+    const auto hw = profiling::load_hardware_profile(o.hardware);
+    if (!o.collective.empty()) return project_collective(o, hw, out);
+    if (o.memory) return project_memory(o, config, hw, out);
+    err << "error: project: give --collective OP or --memory\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "error: project: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace shardscope::cli

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "engine/config.h"
+
+namespace shardscope::cli {
+
+struct ProjectOptions {
+  std::string hardware = "8xH100";
+  std::string collective;  // all_reduce, all_gather, ...: project one collective
+  std::string bytes;       // its size ("1GiB"); empty: a sweep of sizes
+  int ranks = 0;           // 0: every GPU of the profile
+  std::string algorithm = "auto";
+  bool memory = false;    // project per-GPU memory for the model in `config`
+  int micro_batch = 1;    // sequences per micro-batch for the memory projection
+  int micro_batches = 0;  // pipeline micro-batches (0: the pipeline degree)
+  bool fp32 = false;      // fp32 Adam instead of bf16 mixed precision
+};
+
+// `shardscope project`: what a collective, or a model's memory under each layout, costs on a
+// hardware profile (assets/hardware). Returns the exit code (2 for bad input).
+int project_command(const ProjectOptions& options, const Config& config, std::ostream& out,
+                    std::ostream& err);
+
+}  // namespace shardscope::cli

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardscope::profiling {
+
+// NCCL's three protocols: low latency (8-byte flag per 8 bytes, half the bandwidth), LL128 (a
+// flag per 128 bytes) and Simple (full bandwidth, highest latency).
+enum class Protocol { kLL, kLL128, kSimple };
+constexpr int kProtocolCount = 3;
+const char* protocol_name(Protocol protocol);
+
+// One kind of link a GPU talks over: NVLink / NVSwitch or PCIe inside a node, the network
+// between nodes.
+struct Link {
+  std::string kind;                                  // nvswitch, nvlink, pcie, infiniband, ...
+  double bandwidth_gbps = 0;                         // per GPU, each way, GB/s (10^9 bytes)
+  double efficiency = 1;                             // fraction a ring reaches of it at large sizes
+  double hw_latency_us[kProtocolCount] = {0, 0, 0};  // per ring step
+};
+
+// A machine to project onto: how many GPUs, how fast they compute, how they are connected.
+// Loaded from assets/hardware/NAME.json.
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  int gpus_per_node = 8;
+  int nodes = 1;
+  double gpu_memory_gib = 80;
+  double peak_bf16_tflops = 0;
+  double launch_us = 0;  // per collective: kernel launch and completion, outside NCCL's model
+  Link intra;            // inside a node
+  Link inter;            // between nodes (unused with one node)
+
+  int gpus() const { return gpus_per_node * nodes; }
+};
+
+// The directory profiles are read from: $SHARDSCOPE_ASSETS/hardware, else the source tree's.
+std::string hardware_profile_directory();
+std::vector<std::string> hardware_profile_names();
+// `name_or_path`: a profile name (8xH100) or a path to a .json file. Throws std::runtime_error
+// naming the file and the field for a missing or malformed profile.
+HardwareProfile load_hardware_profile(const std::string& name_or_path);
+HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& origin);
+
+}  // namespace shardscope::profiling
