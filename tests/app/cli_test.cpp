@@ -267,3 +267,38 @@ TEST(CliBench, BadInputIsExitCodeTwo) {
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+TEST(CliProject, PredictsOneCollective) {
+  auto r =
+      cli({"project", "--collective", "all_reduce", "--bytes", "1GiB", "--hardware", "8xA100"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ring"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Simple"), std::string::npos) << r.out;
+}
+
+TEST(CliProject, TabulatesMemoryAndFlagsWhatDoesNotFit) {
+  auto r = cli(
+      {"project", "--memory", "--preset", "gpt-7b", "--micro-batch", "1", "--hardware", "8xH100"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  // Plain DDP of 7 B parameters needs 16 bytes each before activations: over 80 GiB.
+  const auto ddp = r.out.find("dp8                   ddp");
+  ASSERT_NE(ddp, std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NO (out of memory)", ddp), std::string::npos);
+  EXPECT_NE(r.out.find("zero3"), std::string::npos);
+}
+
+TEST(CliProject, BadInputExitsWithTwo) {
+  EXPECT_EQ(cli({"project", "--collective", "all_reduce", "--hardware", "nope"}).code, 2);
+  EXPECT_EQ(cli({"project", "--collective", "all_reduce", "--bytes", "lots"}).code, 2);
+  EXPECT_EQ(cli({"project", "--collective", "all_reduce", "--ranks", "9"}).code, 2);
+  EXPECT_EQ(cli({"project", "--collective", "frobnicate"}).code, 2);
+  EXPECT_EQ(cli({"project"}).code, 2);
+  EXPECT_EQ(cli({"project", "--memory", "--preset", "huge"}).code, 2);
+}
+
+}  // namespace
+}  // namespace shardscope
