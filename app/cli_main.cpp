@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/bench_command.h"
+#include "app/calibrate_command.h"
 #include "app/cli_flags.h"
 #include "app/cli_main.h"
 #include "app/project_command.h"
@@ -288,6 +289,14 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
                  "precision (2+2+12)")
       ->group("Projection");
   project_flags.add_to(*project);
+  CalibrateOptions calibrate_options;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate",
+      "measure this machine (Gloo all_reduce, matmul rate, memory) and write the this-machine "
+      "hardware profile for `project`");
+  calibrate->add_option("--out", calibrate_options.out,
+                        "where to write the profile (default: assets/hardware/this-machine.json)");
+  calibrate->add_flag("--quick", calibrate_options.quick, "fewer repetitions, smaller buffers");
   std::string worker_config, worker_out;
   CLI::App* worker = app.add_subcommand(
       "worker",
@@ -312,7 +321,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   } catch (const CLI::ParseError& e) {
     // CLI11 reports `run --help` through the subcommand; show that subcommand's help.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      for (CLI::App* sub : {run, bench, report, worker, project}) {
+      for (CLI::App* sub : {run, bench, report, worker, project, calibrate}) {
         if (sub->parsed()) {
           out << sub->help();
           return kExitOk;
@@ -328,6 +337,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
   if (app.got_subcommand("report")) return report_command(report_file, out, err);
   if (app.got_subcommand("worker")) return worker_command(worker_config, worker_out, err);
+  if (app.got_subcommand("calibrate")) return calibrate_command(calibrate_options, out, err);
   if (app.got_subcommand("project")) {
     Config config;
     try {

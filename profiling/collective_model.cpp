@@ -31,13 +31,16 @@ Shape ring_shape(const std::string& op, int n) {
   throw std::invalid_argument("no cost model for collective '" + op + "'");
 }
 
-// The fastest protocol for one phase over `link`.
-void best_over_protocols(double steps, double wire_bytes, const Link& link, double* time_s,
-                         Protocol* protocol) {
+// The fastest protocol for one phase over `link` (only Simple, at the measured base latency,
+// on a machine whose collectives are not NCCL's).
+void best_over_protocols(double steps, double wire_bytes, const Link& link,
+                         const HardwareProfile& hw, double* time_s, Protocol* protocol) {
   *time_s = std::numeric_limits<double>::infinity();
-  for (int p = 0; p < kProtocolCount; ++p) {
-    const double bandwidth = link.bandwidth_gbps * 1e9 * link.efficiency * kProtocolEfficiency[p];
-    const double t = (kBaseLatencyUs[p] + steps * link.hw_latency_us[p]) * 1e-6 +
+  for (int p = hw.nccl_protocols ? 0 : 2; p < kProtocolCount; ++p) {
+    const double share = hw.nccl_protocols ? kProtocolEfficiency[p] : 1.0;
+    const double base = hw.nccl_protocols ? kBaseLatencyUs[p] : hw.base_latency_us;
+    const double bandwidth = link.bandwidth_gbps * 1e9 * link.efficiency * share;
+    const double t = (base + steps * link.hw_latency_us[p]) * 1e-6 +
                      (wire_bytes > 0 ? wire_bytes / bandwidth : 0.0);
     if (t < *time_s) {
       *time_s = t;
@@ -46,17 +49,17 @@ void best_over_protocols(double steps, double wire_bytes, const Link& link, doub
   }
 }
 
-double phase_time(const std::string& op, double bytes, int n, const Link& link, Protocol* protocol,
-                  bool tree) {
+double phase_time(const std::string& op, double bytes, int n, const Link& link,
+                  const HardwareProfile& hw, Protocol* protocol, bool tree) {
   if (n <= 1) return 0;
   double t = 0;
   if (tree) {
     // Inside a node NCCL's tree is a chain: n-1 hops up and n-1 down, each GPU sending and
     // receiving the whole buffer.
-    best_over_protocols(2.0 * (n - 1), 2.0 * bytes, link, &t, protocol);
+    best_over_protocols(2.0 * (n - 1), 2.0 * bytes, link, hw, &t, protocol);
   } else {
     const Shape shape = ring_shape(op, n);
-    best_over_protocols(shape.steps, shape.wire_factor * bytes, link, &t, protocol);
+    best_over_protocols(shape.steps, shape.wire_factor * bytes, link, hw, &t, protocol);
   }
   return t;
 }
@@ -84,10 +87,10 @@ CollectiveEstimate estimate_collective(const std::string& op, int64_t bytes, int
   const int nodes = (ranks + per_node - 1) / per_node;
   if (nodes == 1) {
     Protocol ring_protocol = Protocol::kSimple, tree_protocol = Protocol::kSimple;
-    const double ring = phase_time(op, S, ranks, hw.intra, &ring_protocol, false);
+    const double ring = phase_time(op, S, ranks, hw.intra, hw, &ring_protocol, false);
     double tree = std::numeric_limits<double>::infinity();
     if (op == "all_reduce" && algorithm != "ring")
-      tree = phase_time(op, S, ranks, hw.intra, &tree_protocol, true);
+      tree = phase_time(op, S, ranks, hw.intra, hw, &tree_protocol, true);
     const bool use_tree = algorithm == "tree" || (algorithm == "auto" && tree < ring);
     e.algorithm = use_tree ? "tree" : "ring";
     e.protocol = use_tree ? tree_protocol : ring_protocol;
@@ -97,14 +100,14 @@ CollectiveEstimate estimate_collective(const std::string& op, int64_t bytes, int
     Protocol protocol = Protocol::kSimple, inter_protocol = Protocol::kSimple;
     double t = 0;
     if (op == "all_reduce") {
-      t += 2 * phase_time("reduce_scatter", S, per_node, hw.intra, &protocol, false);
-      t += phase_time("all_reduce", S / per_node, nodes, hw.inter, &inter_protocol, false);
+      t += 2 * phase_time("reduce_scatter", S, per_node, hw.intra, hw, &protocol, false);
+      t += phase_time("all_reduce", S / per_node, nodes, hw.inter, hw, &inter_protocol, false);
     } else if (op.rfind("all_gather", 0) == 0 || op.rfind("reduce_scatter", 0) == 0) {
-      t += phase_time(op, S, per_node, hw.intra, &protocol, false);
-      t += phase_time(op, S / per_node, nodes, hw.inter, &inter_protocol, false);
+      t += phase_time(op, S, per_node, hw.intra, hw, &protocol, false);
+      t += phase_time(op, S / per_node, nodes, hw.inter, hw, &inter_protocol, false);
     } else {
-      t += phase_time(op, S, per_node, hw.intra, &protocol, false);
-      t += phase_time(op, S, nodes, hw.inter, &inter_protocol, false);
+      t += phase_time(op, S, per_node, hw.intra, hw, &protocol, false);
+      t += phase_time(op, S, nodes, hw.inter, hw, &inter_protocol, false);
     }
     e.algorithm = "hierarchical";
     e.protocol = inter_protocol;

@@ -85,6 +85,11 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   hw.gpu_memory_gib = positive(j, "gpu_memory_gib", origin);
   hw.peak_bf16_tflops = positive(j, "peak_bf16_tflops", origin);
   hw.launch_us = j.value("launch_us", 0.0);
+  const std::string protocols = j.value("protocols", "nccl");
+  if (protocols != "nccl" && protocols != "simple")
+    throw std::runtime_error(origin + ": 'protocols' is nccl or simple, got '" + protocols + "'");
+  hw.nccl_protocols = protocols == "nccl";
+  hw.base_latency_us = j.value("base_latency_us", 0.0);
   if (!j.contains("intra")) throw std::runtime_error(origin + ": 'intra' is missing");
   hw.intra = parse_link(j["intra"], origin + ": intra");
   if (hw.nodes > 1) {
@@ -111,6 +116,64 @@ HardwareProfile load_hardware_profile(const std::string& name_or_path) {
   std::stringstream text;
   text << file.rdbuf();
   return parse_hardware_profile(text.str(), path);
+}
+
+}  // namespace shardscope::profiling
+
+namespace shardscope::profiling {
+
+HardwareProfile fit_profile(const CalibrationPoints& c, const std::string& name,
+                            const std::string& description) {
+  if (c.large_world <= c.small_world || c.large_bytes <= c.small_bytes)
+    throw std::invalid_argument("calibration needs two world sizes and two buffer sizes");
+  HardwareProfile hw;
+  hw.name = name;
+  hw.description = description;
+  hw.gpus_per_node = 8;
+  hw.nodes = 1;
+  hw.gpu_memory_gib = c.memory_gib;
+  hw.peak_bf16_tflops = c.matmul_tflops;
+  hw.nccl_protocols = false;
+  hw.launch_us = 0;
+  // t(n) = base + 2(n-1) h for a buffer too small to matter.
+  const double extra_steps = 2.0 * (c.large_world - c.small_world);
+  const double h =
+      std::max(0.01e-6, (c.t_small_at_large_world_s - c.t_small_at_small_world_s) / extra_steps);
+  const double base = std::max(0.0, c.t_small_at_small_world_s - 2.0 * (c.small_world - 1) * h);
+  hw.base_latency_us = base * 1e6;
+  hw.intra.kind = "shared memory (Gloo over loopback)";
+  hw.intra.efficiency = 1;
+  for (double& latency : hw.intra.hw_latency_us) latency = h * 1e6;
+  // The large buffer: what is left after latency is the wire time of 2(n-1)/n of it.
+  const double latency = base + 2.0 * (c.small_world - 1) * h;
+  const double wire = 2.0 * (c.small_world - 1) / c.small_world * c.large_bytes;
+  const double transfer = std::max(1e-9, c.t_large_at_small_world_s - latency);
+  hw.intra.bandwidth_gbps = wire / transfer / 1e9;
+  return hw;
+}
+
+std::string profile_json(const HardwareProfile& hw) {
+  auto link = [](const Link& l) {
+    return json{{"kind", l.kind},
+                {"bandwidth_gbps", l.bandwidth_gbps},
+                {"efficiency", l.efficiency},
+                {"hw_latency_us",
+                 {{"ll", l.hw_latency_us[0]},
+                  {"ll128", l.hw_latency_us[1]},
+                  {"simple", l.hw_latency_us[2]}}}};
+  };
+  json out = {{"name", hw.name},
+              {"description", hw.description},
+              {"gpus_per_node", hw.gpus_per_node},
+              {"nodes", hw.nodes},
+              {"gpu_memory_gib", hw.gpu_memory_gib},
+              {"peak_bf16_tflops", hw.peak_bf16_tflops},
+              {"launch_us", hw.launch_us},
+              {"protocols", hw.nccl_protocols ? "nccl" : "simple"},
+              {"base_latency_us", hw.base_latency_us},
+              {"intra", link(hw.intra)}};
+  if (hw.nodes > 1) out["inter"] = link(hw.inter);
+  return out.dump(2) + "\n";
 }
 
 }  // namespace shardscope::profiling

@@ -30,8 +30,12 @@ struct HardwareProfile {
   double gpu_memory_gib = 80;
   double peak_bf16_tflops = 0;
   double launch_us = 0;  // per collective: kernel launch and completion, outside NCCL's model
-  Link intra;            // inside a node
-  Link inter;            // between nodes (unused with one node)
+  // A machine whose collectives are not NCCL's (this machine's Gloo): one protocol at full
+  // bandwidth with a measured base latency instead of NCCL's three.
+  bool nccl_protocols = true;
+  double base_latency_us = 0;  // with nccl_protocols false
+  Link intra;                  // inside a node
+  Link inter;                  // between nodes (unused with one node)
 
   int gpus() const { return gpus_per_node * nodes; }
 };
@@ -43,5 +47,27 @@ std::vector<std::string> hardware_profile_names();
 // naming the file and the field for a missing or malformed profile.
 HardwareProfile load_hardware_profile(const std::string& name_or_path);
 HardwareProfile parse_hardware_profile(const std::string& json_text, const std::string& origin);
+
+}  // namespace shardscope::profiling
+
+namespace shardscope::profiling {
+
+// What `shardscope calibrate` measures on this machine: all_reduce times of a tiny and a large
+// buffer at two world sizes, a matmul rate, and the memory.
+struct CalibrationPoints {
+  int small_world = 2, large_world = 4;
+  double small_bytes = 8, large_bytes = 0;
+  double t_small_at_small_world_s = 0, t_small_at_large_world_s = 0;
+  double t_large_at_small_world_s = 0;
+  double matmul_tflops = 0;
+  double memory_gib = 0;
+};
+
+// A profile whose model reproduces the calibration: per-step latency from how the tiny
+// all_reduce grows with the world (2(n-1) steps), the base latency from the rest, bandwidth from
+// the large one. One protocol (Simple), no launch overhead.
+HardwareProfile fit_profile(const CalibrationPoints& points, const std::string& name,
+                            const std::string& description);
+std::string profile_json(const HardwareProfile& profile);
 
 }  // namespace shardscope::profiling

@@ -291,6 +291,17 @@ TEST(CliProject, TabulatesMemoryAndFlagsWhatDoesNotFit) {
   EXPECT_NE(r.out.find("zero3"), std::string::npos);
 }
 
+TEST(CliCalibrate, WritesAProfileThatProjectUses) {
+  const std::string path = (temp_dir() / "this-machine.json").string();
+  auto r = cli({"calibrate", "--quick", "--out", path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fitted: base"), std::string::npos) << r.out;
+  auto p = cli({"project", "--collective", "all_reduce", "--bytes", "1MiB", "--ranks", "2",
+                "--hardware", path});
+  ASSERT_EQ(p.code, 0) << p.err;
+  EXPECT_NE(p.out.find("Simple"), std::string::npos) << p.out;
+}
+
 TEST(CliProject, BadInputExitsWithTwo) {
   EXPECT_EQ(cli({"project", "--collective", "all_reduce", "--hardware", "nope"}).code, 2);
   EXPECT_EQ(cli({"project", "--collective", "all_reduce", "--bytes", "lots"}).code, 2);

@@ -113,6 +113,27 @@ TEST(HardwareProfiles, EveryShippedProfileLoads) {
   EXPECT_EQ(load_hardware_profile("2x8xH100-IB").gpus(), 16);
 }
 
+TEST(HardwareProfiles, AFittedProfileReproducesItsCalibration) {
+  CalibrationPoints c;
+  c.small_world = 2;
+  c.large_world = 4;
+  c.large_bytes = 4 << 20;
+  c.t_small_at_small_world_s = 50e-6;
+  c.t_small_at_large_world_s = 80e-6;
+  c.t_large_at_small_world_s = 2e-3;
+  c.matmul_tflops = 0.1;
+  c.memory_gib = 24;
+  const auto fitted = fit_profile(c, "this-machine", "test");
+  // Through the file format and back, as `calibrate` writes it and `project` reads it.
+  const auto hw = parse_hardware_profile(profile_json(fitted), "this-machine.json");
+  EXPECT_FALSE(hw.nccl_protocols);
+  EXPECT_NEAR(hw.intra.hw_latency_us[2], 30.0 / 4, 1e-9);  // 4 more ring steps cost 30 us
+  EXPECT_NEAR(estimate_collective("all_reduce", 8, 2, hw).time_s, 50e-6, 0.5e-6);
+  EXPECT_NEAR(estimate_collective("all_reduce", 8, 4, hw).time_s, 80e-6, 0.5e-6);
+  EXPECT_NEAR(estimate_collective("all_reduce", 4 << 20, 2, hw).time_s, 2e-3, 1e-9);
+  EXPECT_EQ(estimate_collective("all_reduce", 8, 2, hw).protocol, Protocol::kSimple);
+}
+
 TEST(HardwareProfiles, MalformedProfilesNameTheField) {
   try {
     parse_hardware_profile(R"({"name":"x","gpus_per_node":8,"nodes":1,"gpu_memory_gib":80,
