@@ -279,6 +279,15 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ->group("Projection");
   project->add_option("--algorithm", project_options.algorithm, "ring, tree or auto")
       ->group("Projection");
+  project->add_option("trace", project_options.trace,
+                      "a recorded trace to replay onto the hardware (native or Chrome JSON)");
+  project
+      ->add_option("--compute-scale", project_options.compute_scale,
+                   "trace replay: projected / measured compute time (default: from the "
+                   "calibrated this-machine profile against half the target's peak)")
+      ->group("Projection");
+  project->add_option("--out", project_options.out, "trace replay: write the projected trace here")
+      ->group("Projection");
   project
       ->add_flag("--memory", project_options.memory,
                  "per-GPU memory of the model (--preset and model flags) under each layout")

@@ -13,10 +13,13 @@ struct ProjectOptions {
   std::string bytes;       // its size ("1GiB"); empty: a sweep of sizes
   int ranks = 0;           // 0: every GPU of the profile
   std::string algorithm = "auto";
-  bool memory = false;    // project per-GPU memory for the model in `config`
-  int micro_batch = 1;    // sequences per micro-batch for the memory projection
-  int micro_batches = 0;  // pipeline micro-batches (0: the pipeline degree)
-  bool fp32 = false;      // fp32 Adam instead of bf16 mixed precision
+  bool memory = false;       // project per-GPU memory for the model in `config`
+  int micro_batch = 1;       // sequences per micro-batch for the memory projection
+  int micro_batches = 0;     // pipeline micro-batches (0: the pipeline degree)
+  bool fp32 = false;         // fp32 Adam instead of bf16 mixed precision
+  std::string trace;         // a recorded trace to replay onto the hardware
+  double compute_scale = 0;  // projected / measured compute time (0: from the profiles)
+  std::string out;           // where to write the projected trace
 };
 
 // `shardscope project`: what a collective, or a model's memory under each layout, costs on a

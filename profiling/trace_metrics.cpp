@@ -50,12 +50,22 @@ int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
 
 std::vector<StepMetrics> step_metrics(const Trace& trace) {
   std::vector<StepMetrics> out;
+  // Per step, the pipeline window over every rank's micro-batch spans.
+  std::map<int, std::pair<int64_t, int64_t>> windows;
+  for (const auto& r : trace.ranks) {
+    for (const auto& e : r.events) {
+      if (e.step < 0 || e.category != Category::kMicroBatch) continue;
+      auto [it, fresh] = windows.try_emplace(e.step, e.t0_ns, e.t1_ns);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, e.t0_ns);
+        it->second.second = std::max(it->second.second, e.t1_ns);
+      }
+    }
+  }
   for (const auto& r : trace.ranks) {
     std::map<int, std::tuple<Intervals, Intervals, int64_t, int64_t>> steps;
-    std::map<int, Intervals> micro_spans;
     for (const auto& e : r.events) {
       if (e.step < 0) continue;
-      if (e.category == Category::kMicroBatch) micro_spans[e.step].push_back({e.t0_ns, e.t1_ns});
       auto& [compute, comm, first, last] = steps[e.step];
       if (compute.empty() && comm.empty() && first == 0 && last == 0) {
         first = e.t0_ns;
@@ -80,9 +90,10 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       m.overlap_ns = intersection_length(compute, comm);
       m.exposed_comm_ns = m.comm_ns - m.overlap_ns;
       m.idle_ns = m.span_ns - union_length(both);
-      const Intervals micro = merged(micro_spans[step]);
-      m.micro_span_ns = total(micro);
-      m.micro_compute_ns = intersection_length(compute, micro);
+      if (auto w = windows.find(step); w != windows.end()) {
+        m.micro_span_ns = w->second.second - w->second.first;
+        m.micro_compute_ns = intersection_length(compute, Intervals{w->second});
+      }
       out.push_back(m);
     }
   }

@@ -1,0 +1,276 @@
+#include "profiling/trace_replay.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "profiling/collective_model.h"
+
+namespace shardscope::profiling {
+namespace {
+
+constexpr double kUnknown = -1;
+
+// One communication call of one rank.
+struct Op {
+  size_t event = 0;           // index into the rank's events (comm lane)
+  int64_t issue_m = 0;        // measured issue time
+  int64_t wait_begin_m = -1;  // measured wait, if the host waited on it
+  int64_t wait_end_m = -1;
+  std::string name;
+  int64_t bytes = 0;  // nccl-tests' S for the cost model
+  int group_size = 1;
+  // Which other ops it pairs with: collectives by (group, seq); a send by (group, from, to, seq),
+  // matched by the receive with the same key.
+  std::tuple<uint32_t, int64_t, int, int> key;
+  // Ops of one rank on one stream (a group's collectives; sends to, or receives from, one peer)
+  // run one after another.
+  std::pair<uint32_t, int> stream;
+  double issue = kUnknown, start = kUnknown, complete = kUnknown;  // projected, seconds
+};
+
+// The cost model's op for a recorded op, and the whole-buffer size it expects.
+std::pair<std::string, int64_t> model_op(const std::string& op, int64_t bytes, int n) {
+  if (op == "all_gather" || op == "all_gather_into") return {"all_gather_into", bytes * n};
+  if (op == "gather") return {"broadcast", bytes * n};
+  if (op == "scatter") return {"broadcast", bytes * n};
+  if (op == "barrier") return {"all_reduce", 4};
+  return {op, bytes};
+}
+
+struct Point {
+  int64_t t_m;
+  bool is_wait;  // else an issue
+  size_t op;
+};
+
+}  // namespace
+
+Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const ReplayOptions& options) {
+  const size_t n_ranks = measured.ranks.size();
+  if (static_cast<int>(n_ranks) > hw.gpus())
+    throw std::runtime_error(std::to_string(n_ranks) + " ranks do not fit on " + hw.name + " (" +
+                             std::to_string(hw.gpus()) + " GPUs)");
+  const double scale = options.compute_scale;
+  if (!(scale > 0)) throw std::runtime_error("compute scale must be positive");
+
+  // "wait OP" -> OP, as string ids.
+  std::map<uint32_t, uint32_t> wait_to_op;
+  {
+    std::map<std::string, uint32_t> ids;
+    for (uint32_t s = 0; s < measured.strings.size(); ++s) ids[measured.strings[s]] = s;
+    for (const auto& [text, id] : ids) {
+      if (text.rfind("wait ", 0) != 0) continue;
+      auto op = ids.find(text.substr(5));
+      if (op != ids.end()) wait_to_op[id] = op->second;
+    }
+  }
+  std::vector<std::vector<Op>> ops(n_ranks);
+  std::vector<std::vector<Point>> points(n_ranks);
+  std::vector<int64_t> origin(n_ranks, std::numeric_limits<int64_t>::max());
+  for (size_t r = 0; r < n_ranks; ++r) {
+    const RankTrace& rank = measured.ranks[r];
+    std::map<std::tuple<uint32_t, int64_t, uint32_t, int16_t>, size_t> by_identity;
+    for (size_t i = 0; i < rank.events.size(); ++i) {
+      const Event& e = rank.events[i];
+      origin[r] = std::min(origin[r], e.t0_ns);
+      if (e.category != Category::kCollective) continue;
+      Op op;
+      op.event = i;
+      op.issue_m = e.t0_ns;
+      op.name = measured.str(e.name);
+      op.group_size = std::max<int>(1, e.group_size);
+      const bool p2p = op.name == "send" || op.name == "recv";
+      const int me = rank.rank;
+      if (p2p) {
+        const int from = op.name == "send" ? me : e.peer, to = op.name == "send" ? e.peer : me;
+        op.key = {e.group, e.seq, from, to};
+        // Sends and receives travel independently (Gloo's async sends, NCCL's p2p streams).
+        op.stream = {e.group, 2 * e.peer + (op.name == "send" ? 1 : 0)};
+      } else {
+        op.key = {e.group, e.seq, -1, -1};
+        op.stream = {e.group, -1};
+      }
+      const auto [model, bytes] = model_op(op.name, e.bytes, op.group_size);
+      op.bytes = bytes;
+      (void)model;
+      by_identity[{e.group, e.seq, e.name, e.peer}] = ops[r].size();
+      ops[r].push_back(op);
+    }
+    // The host's waits, matched to their calls ("wait OP" carries the call's group and seq).
+    for (const Event& e : rank.events) {
+      if (e.category != Category::kWait) continue;
+      auto op_name = wait_to_op.find(e.name);
+      if (op_name == wait_to_op.end()) continue;
+      auto found = by_identity.find({e.group, e.seq, op_name->second, e.peer});
+      if (found == by_identity.end()) continue;
+      Op& op = ops[r][found->second];
+      op.wait_begin_m = e.t0_ns;
+      op.wait_end_m = e.t1_ns;
+    }
+    for (size_t i = 0; i < ops[r].size(); ++i) {
+      points[r].push_back({ops[r][i].issue_m, false, i});
+      if (ops[r][i].wait_begin_m >= 0) points[r].push_back({ops[r][i].wait_begin_m, true, i});
+    }
+    std::stable_sort(points[r].begin(), points[r].end(), [](const Point& a, const Point& b) {
+      return std::tie(a.t_m, a.is_wait) < std::tie(b.t_m, b.is_wait);  // issue before its wait
+    });
+    if (origin[r] == std::numeric_limits<int64_t>::max()) origin[r] = 0;
+  }
+  // All ranks start together: the earliest measured event of any rank is projected time 0.
+  const int64_t t0 = *std::min_element(origin.begin(), origin.end());
+
+  // Every op with the same key, on every rank.
+  std::map<std::tuple<uint32_t, int64_t, int, int>, std::vector<std::pair<size_t, size_t>>> members;
+  for (size_t r = 0; r < n_ranks; ++r) {
+    for (size_t i = 0; i < ops[r].size(); ++i) members[ops[r][i].key].push_back({r, i});
+  }
+  // Per rank and stream, its ops in issue order, and how far they have completed.
+  std::vector<std::map<std::pair<uint32_t, int>, std::vector<size_t>>> streams(n_ranks);
+  std::vector<std::map<std::pair<uint32_t, int>, size_t>> stream_next(n_ranks);
+  std::vector<std::map<std::pair<uint32_t, int>, double>> stream_free(n_ranks);
+  for (size_t r = 0; r < n_ranks; ++r) {
+    for (size_t i = 0; i < ops[r].size(); ++i) streams[r][ops[r][i].stream].push_back(i);
+  }
+
+  // Host clocks: measured cursor and projected time, and the (measured, projected) anchors that
+  // map the rest of the rank's events afterwards.
+  std::vector<size_t> next_point(n_ranks, 0);
+  std::vector<int64_t> cursor(n_ranks, t0);
+  std::vector<double> host(n_ranks, 0.0);
+  std::vector<std::vector<std::pair<int64_t, double>>> anchors(n_ranks);
+  for (size_t r = 0; r < n_ranks; ++r) anchors[r].push_back({t0, 0.0});
+  auto advance_to = [&](size_t r, int64_t t_m) {
+    if (t_m > cursor[r]) {
+      host[r] += (t_m - cursor[r]) * 1e-9 * scale;
+      cursor[r] = t_m;
+      anchors[r].push_back({t_m, host[r]});
+    }
+  };
+  // An op can complete once every member issued it and is next on its own stream.
+  auto try_complete = [&](size_t r, size_t i) -> bool {
+    Op& op = ops[r][i];
+    if (op.complete != kUnknown) return false;
+    const auto& group = members[op.key];
+    const size_t expected = (op.name == "send" || op.name == "recv") ? 2 : op.group_size;
+    if (group.size() < expected) return false;
+    double start = 0;
+    for (const auto& [mr, mi] : group) {
+      const Op& m = ops[mr][mi];
+      if (m.issue == kUnknown) return false;
+      const auto& stream = streams[mr][m.stream];
+      const size_t next = stream_next[mr][m.stream];
+      if (next >= stream.size() || stream[next] != mi) return false;
+      start = std::max({start, m.issue, stream_free[mr][m.stream]});
+    }
+    const auto [model, bytes] = model_op(op.name, ops[r][i].bytes, op.group_size);
+    (void)bytes;
+    const int ranks = (op.name == "send" || op.name == "recv") ? 2 : op.group_size;
+    const std::string cost_op = op.name == "recv" ? "send" : model;
+    const double duration =
+        ranks <= 1 ? 0.0 : estimate_collective(cost_op, op.bytes, ranks, hw).time_s;
+    for (const auto& [mr, mi] : group) {
+      Op& m = ops[mr][mi];
+      m.start = start;
+      m.complete = start + duration;
+      stream_free[mr][m.stream] = m.complete;
+      ++stream_next[mr][m.stream];
+    }
+    return true;
+  };
+
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t r = 0; r < n_ranks; ++r) {
+      while (next_point[r] < points[r].size()) {
+        const Point& p = points[r][next_point[r]];
+        Op& op = ops[r][p.op];
+        if (!p.is_wait) {
+          advance_to(r, p.t_m);
+          op.issue = host[r];
+        } else {
+          advance_to(r, p.t_m);
+          if (op.complete == kUnknown && !try_complete(r, p.op)) break;  // stalled on others
+          host[r] = std::max(host[r], op.complete);
+          cursor[r] = std::max(cursor[r], op.wait_end_m);
+          anchors[r].push_back({cursor[r], host[r]});
+        }
+        ++next_point[r];
+        progress = true;
+      }
+      // Asynchronous ops complete in the background, each stream in order.
+      for (auto& [id, stream] : streams[r]) {
+        for (size_t& next = stream_next[r][id]; next < stream.size();) {
+          if (!try_complete(r, stream[next])) break;  // advances `next` when it completes
+          progress = true;
+        }
+      }
+    }
+  }
+  for (size_t r = 0; r < n_ranks; ++r) {
+    if (next_point[r] < points[r].size()) {
+      const Op& op = ops[r][points[r][next_point[r]].op];
+      throw std::runtime_error("replay stalled: rank " + std::to_string(measured.ranks[r].rank) +
+                               " waits on " + op.name + " that not every member of its group " +
+                               "issued");
+    }
+  }
+
+  // The projected trace: host-side times through each rank's anchors, communication at its
+  // projected issue and completion.
+  Trace out = measured;
+  auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
+  if (!run.is_object()) run = nlohmann::json::object();
+  run["projected"] = {{"hardware", hw.name}, {"compute_scale", scale}};
+  out.run_json = run.dump();
+  for (size_t r = 0; r < n_ranks; ++r) {
+    const auto& a = anchors[r];
+    // A measured instant where the host waited zero time has two projected instants, before and
+    // after the (projected) wait: `late` picks the one after.
+    auto map = [&](int64_t t_m, bool late = true) -> int64_t {
+      auto it =
+          late ? std::upper_bound(a.begin(), a.end(), t_m,
+                                  [](int64_t t, const auto& anchor) { return t < anchor.first; })
+               : std::lower_bound(a.begin(), a.end(), t_m,
+                                  [](const auto& anchor, int64_t t) { return anchor.first < t; });
+      if (!late && it != a.end() && it->first == t_m) return static_cast<int64_t>(it->second * 1e9);
+      double h;
+      if (it == a.begin()) {
+        h = a.front().second - (a.front().first - t_m) * 1e-9 * scale;
+      } else if (it == a.end()) {
+        h = a.back().second + (t_m - a.back().first) * 1e-9 * scale;
+      } else {
+        const auto& lo = *(it - 1);
+        const auto& hi = *it;
+        const double f =
+            hi.first == lo.first ? 0.0 : double(t_m - lo.first) / (hi.first - lo.first);
+        h = lo.second + f * (hi.second - lo.second);
+      }
+      return static_cast<int64_t>(h * 1e9);
+    };
+    RankTrace& rank = out.ranks[r];
+    for (auto& e : rank.events) {
+      if (e.category == Category::kCollective) continue;
+      // Work starts after a wait that ends at the same instant and ends before one that starts
+      // there; a wait is the other way round.
+      const bool wait = e.category == Category::kWait;
+      e.t0_ns = map(e.t0_ns, !wait);
+      e.t1_ns = std::max(e.t0_ns, map(e.t1_ns, wait));
+    }
+    for (const Op& op : ops[r]) {
+      Event& e = rank.events[op.event];
+      e.t0_ns = static_cast<int64_t>(op.issue * 1e9);
+      e.t1_ns = static_cast<int64_t>(std::max(op.issue, op.complete) * 1e9);
+    }
+    for (auto& c : rank.counters) c.t_ns = map(c.t_ns);
+  }
+  out.normalise();
+  return out;
+}
+
+}  // namespace shardscope::profiling
