@@ -1,5 +1,7 @@
 #include "engine/comm.h"
 
+#include "engine/device_turns.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -55,9 +57,14 @@ CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog*
 
 void CommWork::wait() {
   if (log_ != nullptr) log_->stamp_wait_begin(event_, now_ns());
-  if (work_.defined()) {
-    work_->wait();
-    if (retired_) retired_->keep(work_);
+  {
+    // A rank waiting for its peers does not compute: with serialised compute it lets another
+    // rank have the device meanwhile, and has it back before its wait is over.
+    DeviceTurns::Release give_up_the_device;
+    if (work_.defined()) {
+      work_->wait();
+      if (retired_) retired_->keep(work_);
+    }
   }
   if (log_ != nullptr) {
     int64_t t = now_ns();

@@ -96,6 +96,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"threads_per_rank", SHARDSCOPE_FIELD(int, threads_per_rank)},
       {"collective_timeout_s", SHARDSCOPE_FIELD(int, collective_timeout_s)},
       {"tracing", SHARDSCOPE_FIELD(bool, tracing)},
+      {"serialize_compute", SHARDSCOPE_FIELD(bool, serialize_compute)},
       {"reference", SHARDSCOPE_FIELD(bool, reference)},
       {"model.vocab", SHARDSCOPE_FIELD(int, model.vocab)},
       {"model.d_model", SHARDSCOPE_FIELD(int, model.d_model)},
@@ -330,6 +331,8 @@ void validate(const Config& c) {
               std::to_string(c.world) + " x grad_accum " + std::to_string(c.grad_accum));
   require(c.threads_per_rank >= 0, "threads_per_rank", "must not be negative");
   require(c.collective_timeout_s >= 1, "collective_timeout_s", "must be at least 1 second");
+  require(!c.serialize_compute || c.mode == "threads", "serialize_compute",
+          "rank processes cannot take turns on a device; use --mode threads");
 
   const OptimizerConfig& o = c.optimizer;
   require(o.name == "adamw" || o.name == "sgd", "optimizer.name",

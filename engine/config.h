@@ -97,6 +97,9 @@ struct Config {
   int collective_timeout_s = 60;
   bool reference = true;  // train the single-device reference and compare
   bool tracing = true;    // record host spans and communication calls (the trace)
+  // Rank threads take turns on the device for their compute (clean per-rank compute times for
+  // projection; the step itself gets slower).
+  bool serialize_compute = false;
   FaultInjection fault;
 
   // Sequences in one optimizer step across all ranks.

@@ -12,6 +12,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "engine/comm.h"
+#include "engine/device_turns.h"
 #include "engine/process_group_factory.h"
 #include "engine/rank_runner.h"
 #include "profiling/clock.h"
@@ -103,6 +104,8 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
         throw std::invalid_argument("rank " + std::to_string(rank) + " asked for group " + name +
                                     " it is not a member of");
       }
+      // Connecting waits for the other members: not while holding the device.
+      DeviceTurns::Release give_up_the_device;
       ProcessGroupSpec group_spec = pg_spec;
       group_spec.rank = static_cast<int>(me - ranks.begin());
       group_spec.world = static_cast<int>(ranks.size());
@@ -114,6 +117,7 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
       return *subgroups.emplace(name, std::move(made)).first->second;
     };
     try {
+      DeviceTurns::Scope turn(spec.serialize_compute);
       body(ctx);
     } catch (...) {
       t_failed = profiling::now_ns();

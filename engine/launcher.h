@@ -19,7 +19,8 @@ struct LaunchSpec {
   std::chrono::milliseconds timeout{60000};
   int threads_per_rank = 0;  // 0: cores / world, at least 1
   bool emulate_flat_collectives = false;
-  bool tracing = true;  // false: ranks record nothing (their logs stay empty)
+  bool tracing = true;             // false: ranks record nothing (their logs stay empty)
+  bool serialize_compute = false;  // ranks take turns on the device (DeviceTurns)
 };
 
 struct RankFailure {

@@ -33,8 +33,12 @@ TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> c
   spec.backend = config.backend;
   spec.device = config.device;
   spec.timeout = std::chrono::seconds(config.collective_timeout_s);
-  spec.threads_per_rank = config.threads_per_rank;
+  // Taking turns, each rank has the whole machine while it computes.
+  spec.threads_per_rank = config.threads_per_rank > 0 || !config.serialize_compute
+                              ? config.threads_per_rank
+                              : default_threads_per_rank(1);
   spec.tracing = config.tracing;
+  spec.serialize_compute = config.serialize_compute;
 
   TrainingOutcome outcome;
   if (config.mode == "processes") {
@@ -89,6 +93,7 @@ Config reference_config(const Config& config) {
   // computes are what the comparison checks.
   ref.strategy_options = StrategyOptions{};
   ref.tracing = false;  // only its weights and losses are used
+  ref.serialize_compute = false;
   return ref;
 }
 

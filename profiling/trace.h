@@ -28,6 +28,10 @@ bool parse_category(const std::string& name, Category* out);
 bool is_compute(Category category);
 bool is_communication(Category category);
 
+// The host span of a rank waiting for its turn on a shared device (--serialize-compute): time it
+// would not have spent on a device of its own, which projection leaves out.
+constexpr const char* kDeviceTurnWaitName = "wait for the device";
+
 // Fixed lanes of every rank (device streams get lanes of their own after these).
 enum Lane : uint8_t { kHostLane = 0, kCommLane = 1 };
 

@@ -44,9 +44,11 @@ std::pair<std::string, int64_t> model_op(const std::string& op, int64_t bytes, i
 }
 
 struct Point {
+  enum Kind { kIssue, kWait, kSkip };  // at equal times an issue comes before its wait
   int64_t t_m;
-  bool is_wait;  // else an issue
-  size_t op;
+  Kind kind;
+  size_t op;          // kIssue, kWait
+  int64_t end_m = 0;  // kSkip: the host waited for a turn on a shared device until then
 };
 
 }  // namespace
@@ -114,11 +116,17 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
       op.wait_end_m = e.t1_ns;
     }
     for (size_t i = 0; i < ops[r].size(); ++i) {
-      points[r].push_back({ops[r][i].issue_m, false, i});
-      if (ops[r][i].wait_begin_m >= 0) points[r].push_back({ops[r][i].wait_begin_m, true, i});
+      points[r].push_back({ops[r][i].issue_m, Point::kIssue, i});
+      if (ops[r][i].wait_begin_m >= 0)
+        points[r].push_back({ops[r][i].wait_begin_m, Point::kWait, i});
+    }
+    // Waiting for a turn on a shared device takes no time on a device of one's own.
+    for (const Event& e : rank.events) {
+      if (e.category == Category::kWait && measured.str(e.name) == kDeviceTurnWaitName)
+        points[r].push_back({e.t0_ns, Point::kSkip, 0, e.t1_ns});
     }
     std::stable_sort(points[r].begin(), points[r].end(), [](const Point& a, const Point& b) {
-      return std::tie(a.t_m, a.is_wait) < std::tie(b.t_m, b.is_wait);  // issue before its wait
+      return std::tie(a.t_m, a.kind) < std::tie(b.t_m, b.kind);
     });
     if (origin[r] == std::numeric_limits<int64_t>::max()) origin[r] = 0;
   }
@@ -189,11 +197,15 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
     for (size_t r = 0; r < n_ranks; ++r) {
       while (next_point[r] < points[r].size()) {
         const Point& p = points[r][next_point[r]];
-        Op& op = ops[r][p.op];
-        if (!p.is_wait) {
+        if (p.kind == Point::kSkip) {
           advance_to(r, p.t_m);
-          op.issue = host[r];
+          cursor[r] = std::max(cursor[r], p.end_m);
+          anchors[r].push_back({cursor[r], host[r]});
+        } else if (p.kind == Point::kIssue) {
+          advance_to(r, p.t_m);
+          ops[r][p.op].issue = host[r];
         } else {
+          Op& op = ops[r][p.op];
           advance_to(r, p.t_m);
           if (op.complete == kUnknown && !try_complete(r, p.op)) break;  // stalled on others
           host[r] = std::max(host[r], op.complete);
@@ -214,7 +226,7 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
   }
   for (size_t r = 0; r < n_ranks; ++r) {
     if (next_point[r] < points[r].size()) {
-      const Op& op = ops[r][points[r][next_point[r]].op];
+      const Op& op = ops[r][points[r][next_point[r]].op];  // only waits stall
       throw std::runtime_error("replay stalled: rank " + std::to_string(measured.ranks[r].rank) +
                                " waits on " + op.name + " that not every member of its group " +
                                "issued");

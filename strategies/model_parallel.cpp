@@ -291,8 +291,10 @@ void validate_model_parallel(const Config& config) {
   support.activation_checkpointing = false;
   support.sequence_parallel = true;
   support.offload = layout.data > 1 && options.data_parallel_sync == "zero1";
-  if (layout.data > 1 && options.data_parallel_sync == "torch_ddp")
+  if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
     support.blocks_in_backward = "its Reducer's end-of-backward callback";
+    support.reducer = true;
+  }
   validate_option_support(config, support);
 }
 

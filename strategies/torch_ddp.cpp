@@ -60,6 +60,7 @@ const StrategyRegistrar registrar({
       OptionSupport support;
       support.activation_checkpointing = false;
       support.blocks_in_backward = "its Reducer's end-of-backward callback";
+      support.reducer = true;
       validate_option_support(config, support);
     },
 });

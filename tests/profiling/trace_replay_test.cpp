@@ -185,6 +185,17 @@ TEST(TraceReplay, APipelineShowsTheTextbookBubble) {
   }
 }
 
+TEST(TraceReplay, WaitingForATurnOnASharedDeviceTakesNoTime) {
+  // Recorded with --serialize-compute: rank 0 waited 8 ms for the device before computing.
+  TraceBuilder b(1);
+  b.span(0, kDeviceTurnWaitName, Category::kWait, 0, 8 * kMs);
+  b.span(0, "forward", Category::kForward, 8 * kMs, 10 * kMs);
+  const Trace p = replay_trace(b.build(), load_hardware_profile("8xH100"), {});
+  EXPECT_EQ(find(p, 0, "forward").t0_ns, 0);
+  EXPECT_EQ(find(p, 0, "forward").t1_ns, 2 * kMs);
+  EXPECT_EQ(find(p, 0, kDeviceTurnWaitName).t1_ns, 0);
+}
+
 TEST(TraceReplay, InconsistentTracesAndTooFewGpusAreErrors) {
   TraceBuilder b(2);
   b.call(0, "all_reduce", "world", 0, 2, -1, 8, 0, 1 * kMs, 0, 1 * kMs);  // rank 1 never joins

@@ -1,0 +1,95 @@
+// --serialize-compute: rank threads take turns on the device, so no two ranks ever compute at
+// once, training is unchanged, and the time spent waiting for a turn is marked for projection.
+#include "engine/device_turns.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine/run.h"
+#include "engine/weights.h"
+#include "tests/support/reference_check.h"
+
+namespace shardscope {
+namespace {
+
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+
+Intervals merged(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (const auto& [a, b] : v) {
+    if (!out.empty() && a <= out.back().second) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.push_back({a, b});
+    }
+  }
+  return out;
+}
+
+// `x` without `y` (both merged).
+Intervals minus(const Intervals& x, const Intervals& y) {
+  Intervals out;
+  for (auto [a, b] : x) {
+    for (const auto& [c, d] : y) {
+      if (d <= a || c >= b) continue;
+      if (c > a) out.push_back({a, c});
+      a = std::max(a, d);
+      if (a >= b) break;
+    }
+    if (a < b) out.push_back({a, b});
+  }
+  return out;
+}
+
+int64_t overlap(const Intervals& x, const Intervals& y) {
+  int64_t total = 0;
+  for (const auto& [a, b] : x) {
+    for (const auto& [c, d] : y) total += std::max<int64_t>(0, std::min(b, d) - std::max(a, c));
+  }
+  return total;
+}
+
+// When a rank computed: its forward and backward spans, less the time it waited inside them
+// (for communication, or for its turn).
+Intervals computing(const profiling::RankTrace& rank) {
+  Intervals spans, waits;
+  for (const auto& e : rank.events) {
+    if (e.lane != profiling::kHostLane) continue;
+    if (e.category == profiling::Category::kForward ||
+        e.category == profiling::Category::kBackward) {
+      spans.push_back({e.t0_ns, e.t1_ns});
+    }
+    if (e.category == profiling::Category::kWait) waits.push_back({e.t0_ns, e.t1_ns});
+  }
+  return minus(merged(spans), merged(waits));
+}
+
+TEST(SerializeCompute, RanksNeverComputeAtOnceAndTrainTheSame) {
+  for (const char* strategy : {"ddp_bucketed", "fsdp", "tp"}) {
+    Config c = test::tiny_config(strategy, 2, 2);
+    c.reference = false;
+    RunSummary together = run_training(c);
+    c.serialize_compute = true;
+    RunSummary in_turns = run_training(c);
+    ASSERT_TRUE(in_turns.ok) << strategy << ": " << in_turns.failure;
+    EXPECT_EQ(weights_checksum(in_turns.weights), weights_checksum(together.weights)) << strategy;
+
+    const Intervals rank0 = computing(in_turns.trace.ranks[0]);
+    const Intervals rank1 = computing(in_turns.trace.ranks[1]);
+    ASSERT_FALSE(rank0.empty());
+    ASSERT_FALSE(rank1.empty());
+    EXPECT_EQ(overlap(rank0, rank1), 0) << strategy << ": both ranks computed at once";
+    int turn_waits = 0;
+    for (const auto& r : in_turns.trace.ranks) {
+      for (const auto& e : r.events) {
+        if (in_turns.trace.str(e.name) == DeviceTurns::kWaitName) ++turn_waits;
+      }
+    }
+    EXPECT_GT(turn_waits, 0) << strategy;
+  }
+}
+
+}  // namespace
+}  // namespace shardscope
