@@ -7,9 +7,14 @@
 namespace shardscope::profiling {
 namespace {
 
-using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+int64_t total(const Intervals& disjoint) {
+  int64_t sum = 0;
+  for (const auto& [a, b] : disjoint) sum += b - a;
+  return sum;
+}
 
-// Sorted, disjoint union.
+}  // namespace
+
 Intervals merged(Intervals v) {
   std::sort(v.begin(), v.end());
   Intervals out;
@@ -24,12 +29,6 @@ Intervals merged(Intervals v) {
   return out;
 }
 
-int64_t total(const Intervals& disjoint) {
-  int64_t sum = 0;
-  for (const auto& [a, b] : disjoint) sum += b - a;
-  return sum;
-}
-
 int64_t intersection_length(const Intervals& x, const Intervals& y) {
   int64_t sum = 0;
   size_t i = 0, j = 0;
@@ -41,8 +40,6 @@ int64_t intersection_length(const Intervals& x, const Intervals& y) {
   }
   return sum;
 }
-
-}  // namespace
 
 int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
   return total(merged(std::move(intervals)));

@@ -54,7 +54,13 @@ std::vector<CollectiveMetrics> collective_metrics(const Trace& trace);
 // 1 for broadcast / reduce and anything else.
 double busbw_factor(const std::string& op, int n);
 
+// Time intervals [a, b).
+using Intervals = std::vector<std::pair<int64_t, int64_t>>;
+// Sorted, disjoint union (empty intervals dropped).
+Intervals merged(Intervals intervals);
+// Length of the intersection of two merged sets.
+int64_t intersection_length(const Intervals& x, const Intervals& y);
 // Length of the union of [a, b) intervals.
-int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals);
+int64_t union_length(Intervals intervals);
 
 }  // namespace shardscope::profiling

@@ -8,25 +8,14 @@
 
 #include "engine/run.h"
 #include "engine/weights.h"
+#include "profiling/trace_metrics.h"
 #include "tests/support/reference_check.h"
 
 namespace shardscope {
 namespace {
 
-using Intervals = std::vector<std::pair<int64_t, int64_t>>;
-
-Intervals merged(Intervals v) {
-  std::sort(v.begin(), v.end());
-  Intervals out;
-  for (const auto& [a, b] : v) {
-    if (!out.empty() && a <= out.back().second) {
-      out.back().second = std::max(out.back().second, b);
-    } else {
-      out.push_back({a, b});
-    }
-  }
-  return out;
-}
+using profiling::Intervals;
+using profiling::merged;
 
 // `x` without `y` (both merged).
 Intervals minus(const Intervals& x, const Intervals& y) {
@@ -41,14 +30,6 @@ Intervals minus(const Intervals& x, const Intervals& y) {
     if (a < b) out.push_back({a, b});
   }
   return out;
-}
-
-int64_t overlap(const Intervals& x, const Intervals& y) {
-  int64_t total = 0;
-  for (const auto& [a, b] : x) {
-    for (const auto& [c, d] : y) total += std::max<int64_t>(0, std::min(b, d) - std::max(a, c));
-  }
-  return total;
 }
 
 // When a rank computed: its forward and backward spans, less the time it waited inside them
@@ -80,7 +61,8 @@ TEST(SerializeCompute, RanksNeverComputeAtOnceAndTrainTheSame) {
     const Intervals rank1 = computing(in_turns.trace.ranks[1]);
     ASSERT_FALSE(rank0.empty());
     ASSERT_FALSE(rank1.empty());
-    EXPECT_EQ(overlap(rank0, rank1), 0) << strategy << ": both ranks computed at once";
+    EXPECT_EQ(profiling::intersection_length(rank0, rank1), 0)
+        << strategy << ": both ranks computed at once";
     int turn_waits = 0;
     for (const auto& r : in_turns.trace.ranks) {
       for (const auto& e : r.events) {
