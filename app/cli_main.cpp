@@ -204,9 +204,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   app.set_version_flag("--version", std::string("shardscope " SHARDSCOPE_VERSION " (LibTorch ") +
                                         SHARDSCOPE_TORCH_VERSION_STRING + ")");
 
-  CLI::App* run = app.add_subcommand("run",
-                                     "train a GPT under a strategy on N rank threads and check it "
-                                     "against a single-device reference");
+  CLI::App* run =
+      app.add_subcommand("run",
+                         "train a GPT under a strategy on N ranks (threads or processes) "
+                         "and check it against a single-device reference");
   RunFlags flags;
   RunOutputs outputs;
   bool no_reference = false;
@@ -259,9 +260,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   ProjectOptions project_options;
   CLI::App* project = app.add_subcommand(
       "project",
-      "predict on a hardware profile: one collective's time and bandwidth (--collective), or a "
-      "model's memory per GPU under every data / tensor / pipeline layout and ZeRO stage "
-      "(--memory)");
+      "predict on a hardware profile: a recorded run replayed there (TRACE), one collective's "
+      "time and bandwidth (--collective), or a model's memory per GPU under every data / tensor "
+      "/ pipeline layout and ZeRO stage (--memory)");
   project
       ->add_option("--hardware", project_options.hardware,
                    "hardware profile name (assets/hardware) or .json path (default 8xH100)")
