@@ -27,6 +27,21 @@ int default_threads_per_rank(int world) {
   return std::max(1, cores / std::max(1, world));
 }
 
+LaunchSpec launch_spec(const Config& config) {
+  LaunchSpec spec;
+  spec.world = config.world;
+  spec.backend = config.backend;
+  spec.device = config.device;
+  spec.timeout = std::chrono::seconds(config.collective_timeout_s);
+  // Taking turns, each rank has the whole machine while it computes.
+  spec.threads_per_rank = config.threads_per_rank > 0 || !config.serialize_compute
+                              ? config.threads_per_rank
+                              : default_threads_per_rank(1);
+  spec.tracing = config.tracing;
+  spec.serialize_compute = config.serialize_compute;
+  return spec;
+}
+
 namespace {
 
 // With NCCL every rank has a GPU of its own: cuda:R for rank thread R unless the spec names one

@@ -47,4 +47,7 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
 
 int default_threads_per_rank(int world);
 
+// How `config`'s ranks are to run, whether as threads here or as one rank process each.
+LaunchSpec launch_spec(const Config& config);
+
 }  // namespace shardscope

@@ -70,14 +70,9 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   options.timeout = std::chrono::seconds(config.collective_timeout_s);
   auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
 
-  LaunchSpec spec;
-  spec.world = config.world;
-  spec.backend = config.backend;
+  LaunchSpec spec = launch_spec(config);
   // One GPU per process with NCCL: the one of its local rank on its node.
-  spec.device = config.backend == "nccl" ? "cuda:" + std::to_string(env.local_rank) : config.device;
-  spec.timeout = std::chrono::seconds(config.collective_timeout_s);
-  spec.threads_per_rank = config.threads_per_rank;
-  spec.tracing = config.tracing;
+  if (config.backend == "nccl") spec.device = "cuda:" + std::to_string(env.local_rank);
 
   profiling::RankEventLog log(env.rank);
   RankOutcome outcome;

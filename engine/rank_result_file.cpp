@@ -8,7 +8,20 @@
 
 #include "engine/atomic_file.h"
 
+// Each type's fields, listed once, give both directions of its JSON form.
+namespace shardscope::profiling {
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CommEvent, op, group, dtype, bytes, group_size, peer, seq, async,
+                                   emulated, step, micro, t_issue_ns, t_wait_begin_ns,
+                                   t_complete_ns, t_wait_end_ns)
+}  // namespace shardscope::profiling
+
 namespace shardscope {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, loss, local_loss, step_time_s,
+                                   local_step_time_s, lr)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemoryBytes, parameters, gradients, optimizer_state,
+                                   comm_buffers, host)
+
 namespace {
 
 using nlohmann::json;
@@ -17,82 +30,14 @@ std::string path_of(const std::string& dir, int rank, const char* suffix) {
   return dir + "/rank-" + std::to_string(rank) + suffix;
 }
 
-json to_json(const profiling::CommEvent& e) {
-  return {{"op", e.op},
-          {"group", e.group},
-          {"dtype", e.dtype},
-          {"bytes", e.bytes},
-          {"group_size", e.group_size},
-          {"peer", e.peer},
-          {"seq", e.seq},
-          {"async", e.async},
-          {"emulated", e.emulated},
-          {"step", e.step},
-          {"micro", e.micro},
-          {"t_issue_ns", e.t_issue_ns},
-          {"t_wait_begin_ns", e.t_wait_begin_ns},
-          {"t_complete_ns", e.t_complete_ns},
-          {"t_wait_end_ns", e.t_wait_end_ns}};
-}
-
-profiling::CommEvent comm_event_of(const json& j) {
-  profiling::CommEvent e;
-  e.op = j.at("op");
-  e.group = j.at("group");
-  e.dtype = j.at("dtype");
-  e.bytes = j.at("bytes");
-  e.group_size = j.at("group_size");
-  e.peer = j.at("peer");
-  e.seq = j.at("seq");
-  e.async = j.at("async");
-  e.emulated = j.at("emulated");
-  e.step = j.at("step");
-  e.micro = j.at("micro");
-  e.t_issue_ns = j.at("t_issue_ns");
-  e.t_wait_begin_ns = j.at("t_wait_begin_ns");
-  e.t_complete_ns = j.at("t_complete_ns");
-  e.t_wait_end_ns = j.at("t_wait_end_ns");
-  return e;
-}
-
-json memory_json(const MemoryBytes& m) {
-  return {{"parameters", m.parameters},
-          {"gradients", m.gradients},
-          {"optimizer_state", m.optimizer_state},
-          {"comm_buffers", m.comm_buffers},
-          {"host", m.host}};
-}
-
-MemoryBytes memory_of(const json& j) {
-  MemoryBytes m;
-  m.parameters = j.at("parameters");
-  m.gradients = j.at("gradients");
-  m.optimizer_state = j.at("optimizer_state");
-  m.comm_buffers = j.at("comm_buffers");
-  m.host = j.at("host");
-  return m;
-}
-
 }  // namespace
 
 json step_record_json(const StepRecord& s) {
-  return {{"step", s.step},
-          {"loss", s.loss},
-          {"local_loss", s.local_loss},
-          {"step_time_s", s.step_time_s},
-          {"local_step_time_s", s.local_step_time_s},
-          {"lr", s.lr}};
+  return s;
 }
 
 StepRecord step_record_of(const json& j) {
-  StepRecord record;
-  record.step = j.at("step");
-  record.loss = j.at("loss");
-  record.local_loss = j.at("local_loss");
-  record.step_time_s = j.at("step_time_s");
-  record.local_step_time_s = j.at("local_step_time_s");
-  record.lr = j.at("lr");
-  return record;
+  return j.get<StepRecord>();
 }
 
 void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& outcome,
@@ -118,10 +63,10 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
     out["result"] = {{"steps", steps},
                      {"weight_names", names},
                      {"replicated", r.replicated},
-                     {"memory", memory_json(r.memory)}};
+                     {"memory", r.memory}};
   }
   json events = json::array(), spans = json::array(), memory = json::array();
-  for (const auto& e : log.snapshot()) events.push_back(to_json(e));
+  for (const auto& e : log.snapshot()) events.push_back(e);
   for (const auto& s : log.spans()) {
     spans.push_back({s.name, static_cast<int>(s.category), s.t0_ns, s.t1_ns, s.step, s.micro});
   }
@@ -155,13 +100,13 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     if (names.size() != tensors.size()) return false;
     for (size_t i = 0; i < tensors.size(); ++i) result.weights.emplace_back(names[i], tensors[i]);
     result.replicated = r.at("replicated");
-    result.memory = memory_of(r.at("memory"));
+    result.memory = r.at("memory").get<MemoryBytes>();
     outcome.result = std::move(result);
   }
   std::vector<profiling::CommEvent> events;
   std::vector<profiling::HostSpan> spans;
   std::vector<profiling::MemorySample> memory;
-  for (const auto& e : in.at("events")) events.push_back(comm_event_of(e));
+  for (const auto& e : in.at("events")) events.push_back(e.get<profiling::CommEvent>());
   for (const auto& s : in.at("spans")) {
     profiling::HostSpan span;
     span.name = s.at(0);

@@ -28,17 +28,7 @@ TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> c
   const StrategyInfo* info = StrategyRegistry::instance().find(config.strategy);  // validated
   auto sampler = std::make_shared<const BatchSampler>(corpus, config.model.seq, config.micro_batch,
                                                       config.world, config.grad_accum, config.seed);
-  LaunchSpec spec;
-  spec.world = config.world;
-  spec.backend = config.backend;
-  spec.device = config.device;
-  spec.timeout = std::chrono::seconds(config.collective_timeout_s);
-  // Taking turns, each rank has the whole machine while it computes.
-  spec.threads_per_rank = config.threads_per_rank > 0 || !config.serialize_compute
-                              ? config.threads_per_rank
-                              : default_threads_per_rank(1);
-  spec.tracing = config.tracing;
-  spec.serialize_compute = config.serialize_compute;
+  const LaunchSpec spec = launch_spec(config);
 
   TrainingOutcome outcome;
   if (config.mode == "processes") {

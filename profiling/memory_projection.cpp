@@ -9,7 +9,20 @@ namespace {
 struct Counts {
   int64_t sharded = 0;     // split across the tensor group
   int64_t replicated = 0;  // whole on every tensor rank
+  Counts operator+(const Counts& o) const {
+    return {sharded + o.sharded, replicated + o.replicated};
+  }
+  Counts operator*(int64_t n) const { return {sharded * n, replicated * n}; }
 };
+
+// The token embedding is split by vocabulary rows, the position embedding replicated; the head
+// is the final LayerNorm (replicated) and the LM head (split, absent when tied).
+Counts embedding_counts(const ModelShape& m) {
+  return {m.vocab * m.d_model, m.seq * m.d_model};
+}
+Counts head_counts(const ModelShape& m) {
+  return {m.tie_embeddings ? 0 : m.vocab * m.d_model, 2 * m.d_model};
+}
 
 // Per block: qkv, attention projection, MLP weights and column biases are split; both
 // LayerNorms and the two row-parallel biases are replicated.
@@ -21,9 +34,8 @@ Counts block_counts(const ModelShape& m) {
 }  // namespace
 
 int64_t model_parameters(const ModelShape& m) {
-  const Counts block = block_counts(m);
-  return m.vocab * m.d_model + m.seq * m.d_model + m.layers * (block.sharded + block.replicated) +
-         2 * m.d_model + (m.tie_embeddings ? 0 : m.vocab * m.d_model);
+  const Counts all = embedding_counts(m) + block_counts(m) * m.layers + head_counts(m);
+  return all.sharded + all.replicated;
 }
 
 MemoryProjection project_memory(const ModelShape& m, const TrainingLayout& l) {
@@ -34,16 +46,10 @@ MemoryProjection project_memory(const ModelShape& m, const TrainingLayout& l) {
   // The busiest stage: the blocks split as evenly as possible, embeddings on the first stage
   // and the head on the last (or both on the only one).
   const int64_t blocks = (m.layers + l.pp - 1) / l.pp;
-  const Counts block = block_counts(m);
-  Counts first{blocks * block.sharded + m.vocab * m.d_model,
-               blocks * block.replicated + m.seq * m.d_model};
-  Counts last{blocks * block.sharded + (m.tie_embeddings ? 0 : m.vocab * m.d_model),
-              blocks * block.replicated + 2 * m.d_model};
-  if (l.pp == 1) {
-    first.sharded += last.sharded - blocks * block.sharded;
-    first.replicated += last.replicated - blocks * block.replicated;
-    last = first;
-  }
+  const Counts stage_blocks = block_counts(m) * blocks;
+  const Counts first = l.pp == 1 ? embedding_counts(m) + stage_blocks + head_counts(m)
+                                 : embedding_counts(m) + stage_blocks;
+  const Counts last = l.pp == 1 ? first : stage_blocks + head_counts(m);
   auto per_gpu = [&](const Counts& c) {
     return static_cast<int64_t>(static_cast<double>(c.sharded) / t + c.replicated);
   };

@@ -23,15 +23,16 @@ struct Op {
   int64_t wait_begin_m = -1;  // measured wait, if the host waited on it
   int64_t wait_end_m = -1;
   std::string name;
-  int64_t bytes = 0;  // nccl-tests' S for the cost model
-  int group_size = 1;
+  std::string cost_op;  // what the cost model prices it as
+  int64_t bytes = 0;    // nccl-tests' S for the cost model
+  int ranks = 1;        // that take part: the group, or the two ends of a send
   // Which other ops it pairs with: collectives by (group, seq); a send by (group, from, to, seq),
   // matched by the receive with the same key.
   std::tuple<uint32_t, int64_t, int, int> key;
   // Ops of one rank on one stream (a group's collectives; sends to, or receives from, one peer)
   // run one after another.
   std::pair<uint32_t, int> stream;
-  double issue = kUnknown, start = kUnknown, complete = kUnknown;  // projected, seconds
+  double issue = kUnknown, complete = kUnknown;  // projected, seconds
 };
 
 // The cost model's op for a recorded op, and the whole-buffer size it expects.
@@ -40,6 +41,7 @@ std::pair<std::string, int64_t> model_op(const std::string& op, int64_t bytes, i
   if (op == "gather") return {"broadcast", bytes * n};
   if (op == "scatter") return {"broadcast", bytes * n};
   if (op == "barrier") return {"all_reduce", 4};
+  if (op == "recv") return {"send", bytes};
   return {op, bytes};
 }
 
@@ -86,7 +88,6 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
       op.event = i;
       op.issue_m = e.t0_ns;
       op.name = measured.str(e.name);
-      op.group_size = std::max<int>(1, e.group_size);
       const bool p2p = op.name == "send" || op.name == "recv";
       const int me = rank.rank;
       if (p2p) {
@@ -98,9 +99,8 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
         op.key = {e.group, e.seq, -1, -1};
         op.stream = {e.group, -1};
       }
-      const auto [model, bytes] = model_op(op.name, e.bytes, op.group_size);
-      op.bytes = bytes;
-      (void)model;
+      op.ranks = p2p ? 2 : std::max<int>(1, e.group_size);
+      std::tie(op.cost_op, op.bytes) = model_op(op.name, e.bytes, op.ranks);
       by_identity[{e.group, e.seq, e.name, e.peer}] = ops[r].size();
       ops[r].push_back(op);
     }
@@ -165,8 +165,7 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
     Op& op = ops[r][i];
     if (op.complete != kUnknown) return false;
     const auto& group = members[op.key];
-    const size_t expected = (op.name == "send" || op.name == "recv") ? 2 : op.group_size;
-    if (group.size() < expected) return false;
+    if (group.size() < static_cast<size_t>(op.ranks)) return false;
     double start = 0;
     for (const auto& [mr, mi] : group) {
       const Op& m = ops[mr][mi];
@@ -176,15 +175,10 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
       if (next >= stream.size() || stream[next] != mi) return false;
       start = std::max({start, m.issue, stream_free[mr][m.stream]});
     }
-    const auto [model, bytes] = model_op(op.name, ops[r][i].bytes, op.group_size);
-    (void)bytes;
-    const int ranks = (op.name == "send" || op.name == "recv") ? 2 : op.group_size;
-    const std::string cost_op = op.name == "recv" ? "send" : model;
     const double duration =
-        ranks <= 1 ? 0.0 : estimate_collective(cost_op, op.bytes, ranks, hw).time_s;
+        op.ranks <= 1 ? 0.0 : estimate_collective(op.cost_op, op.bytes, op.ranks, hw).time_s;
     for (const auto& [mr, mi] : group) {
       Op& m = ops[mr][mi];
-      m.start = start;
       m.complete = start + duration;
       stream_free[mr][m.stream] = m.complete;
       ++stream_next[mr][m.stream];

@@ -166,10 +166,8 @@ class ModelParallelStrategy final : public Strategy {
     // Over the replica: tensor-sharded parameters count on every rank, those replicated across
     // the tensor group once (on its first rank), every stage its own. Replicas agree already.
     std::vector<torch::Tensor> counted = stage_->sharded(), uncounted;
-    auto replicated = stage_->replicated();
-    (at_.tensor == 0 ? counted : uncounted)
-        .insert((at_.tensor == 0 ? counted : uncounted).end(), replicated.begin(),
-                replicated.end());
+    auto& replicated_into = at_.tensor == 0 ? counted : uncounted;
+    for (auto& p : stage_->replicated()) replicated_into.push_back(p);
     Comm& replica = model_comm_ ? *model_comm_ : *tensor_comm_;
     return clip_sharded_gradients(replica, counted, max_norm, {}, uncounted);
   }
@@ -193,7 +191,7 @@ class ModelParallelStrategy final : public Strategy {
     // Every stage's weights broadcast from it down its pipeline: shapes are known everywhere.
     NamedTensors out;
     for (int s = 0; s < layout_.pipeline; ++s) {
-      const auto shapes = TensorParallelStage::full_shapes(ctx_->config->model, stage_spec(s));
+      const auto shapes = stage_->full_shapes(stage_spec(s));
       int64_t numel = 0;
       for (const auto& [name, shape] : shapes) numel += c10::multiply_integers(shape);
       torch::Tensor flat;

@@ -22,13 +22,9 @@ void ReplicatedStrategy::setup(RankContext& ctx) {
   for (const auto& p : model_->parameters()) {
     if (p.requires_grad()) trainable_.push_back(p);
   }
-  owner_.assign(trainable_.size(), -1);
-  owned_bytes_ = trainable_bytes();
   if (shard_optimizer_) {
     sharded_ = std::make_unique<ShardedOptimizerState>(trainable_, *ctx.comm, ctx.config->optimizer,
                                                        ctx.config->strategy_options.offload);
-    owner_ = sharded_->owners();
-    owned_bytes_ = sharded_->owned_bytes();
   } else {
     optimizer_ = make_optimizer(ctx.config->optimizer, trainable_);
   }
@@ -108,8 +104,9 @@ MemoryBytes ReplicatedStrategy::memory() const {
   if (sharded_ && sharded_->host_bytes() > 0) {
     bytes.host = sharded_->host_bytes();
   } else {
+    const int64_t stepped = sharded_ ? sharded_->owned_bytes() : trainable;
     bytes.optimizer_state =
-        static_cast<int64_t>(owned_bytes_ * optimizer_state_ratio(ctx_->config->optimizer));
+        static_cast<int64_t>(stepped * optimizer_state_ratio(ctx_->config->optimizer));
   }
   return bytes;
 }

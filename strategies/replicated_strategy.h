@@ -27,8 +27,6 @@ class ReplicatedStrategy : public Strategy {
   // partitioned across ranks balanced by size; each rank keeps optimizer state for, and steps,
   // only its own partition, then every parameter is broadcast from its owner.
   void shard_optimizer_state() { shard_optimizer_ = true; }
-  // Rank that owns each trainable parameter's optimizer state (all ranks when not sharded: -1).
-  const std::vector<int>& optimizer_owners() const { return owner_; }
 
  protected:
   // What DDP does at construction: every rank starts from the root's weights (ours agree already,
@@ -57,8 +55,6 @@ class ReplicatedStrategy : public Strategy {
  private:
   bool shard_optimizer_ = false;
   std::unique_ptr<ShardedOptimizerState> sharded_;
-  std::vector<int> owner_;  // per trainable parameter
-  int64_t owned_bytes_ = 0;
 };
 
 }  // namespace shardscope

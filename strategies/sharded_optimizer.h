@@ -23,8 +23,6 @@ class ShardedOptimizerState {
                         const OptimizerConfig& config, bool offload);
 
   void step(double lr);
-  // Group rank that owns each parameter's optimizer state.
-  const std::vector<int>& owners() const { return owner_; }
   int64_t owned_bytes() const { return owned_bytes_; }
   int64_t host_bytes() const { return offloaded_ ? offloaded_->host_bytes() : 0; }
 

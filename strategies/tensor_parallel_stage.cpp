@@ -36,6 +36,7 @@ TensorParallelStage::TensorParallelStage(const Config& config, const StageSpec& 
   GptModel full(config.model, config.seed);
   torch::NoGradGuard no_grad;
   for (const auto& [name, p] : full->named_params()) {
+    model_shapes_.emplace_back(name, p.sizes().vec());
     if (!holds(spec, name)) continue;
     Shard s;
     s.name = name;
@@ -60,11 +61,10 @@ bool TensorParallelStage::holds(const StageSpec& spec, const std::string& name) 
 }
 
 std::vector<std::pair<std::string, std::vector<int64_t>>> TensorParallelStage::full_shapes(
-    const ModelConfig& model, const StageSpec& spec) {
+    const StageSpec& spec) const {
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
-  GptModel shapes(model, /*seed=*/0);
-  for (const auto& [name, p] : shapes->named_params()) {
-    if (holds(spec, name)) out.emplace_back(name, p.sizes().vec());
+  for (const auto& [name, shape] : model_shapes_) {
+    if (holds(spec, name)) out.emplace_back(name, shape);
   }
   return out;
 }

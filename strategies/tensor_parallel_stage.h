@@ -55,9 +55,9 @@ class TensorParallelStage {
   // This stage's full (uncut) parameters on the CPU; a collective over the tensor group.
   NamedTensors gathered_weights();
   int64_t parameter_bytes() const;
-  // The full-model names and shapes of the parameters a stage holds (for receiving them).
-  static std::vector<std::pair<std::string, std::vector<int64_t>>> full_shapes(
-      const ModelConfig& model, const StageSpec& spec);
+  // The full-model names and shapes of the parameters any stage holds (for receiving them).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> full_shapes(
+      const StageSpec& spec) const;
 
  private:
   enum class Cut {
@@ -88,6 +88,7 @@ class TensorParallelStage {
   std::map<std::string, size_t> index_;
   std::vector<torch::Tensor> trainable_;
   std::vector<std::string> trainable_names_;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> model_shapes_;  // every parameter
 };
 
 }  // namespace shardscope
