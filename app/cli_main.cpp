@@ -11,6 +11,7 @@
 #include "app/calibrate_command.h"
 #include "app/cli_flags.h"
 #include "app/cli_main.h"
+#include "app/gui/gui_app.h"
 #include "app/project_command.h"
 #include "app/report_command.h"
 #include "engine/atomic_file.h"
@@ -200,7 +201,7 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app{
       "shardscope: a single-node multi-GPU simulator and visual profiler for distributed training"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
   app.set_version_flag("--version", std::string("shardscope " SHARDSCOPE_VERSION " (LibTorch ") +
                                         SHARDSCOPE_TORCH_VERSION_STRING + ")");
 
@@ -316,6 +317,36 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   worker->add_option("--out", worker_out, "directory for this rank's result and event log")
       ->required();
 
+  gui::GuiOptions gui_options;
+  std::string gui_size;
+  CLI::App* gui_app = app.add_subcommand(
+      "gui",
+      "the desktop app: launch runs and see their timelines, memory, weight sync, comparison and "
+      "projection (no subcommand at all starts it too). Headless: xvfb-run -a -s '-screen 0 "
+      "1920x1080x24' shardscope gui --open TRACE --screenshot out.png");
+  gui_app->add_option("--open", gui_options.open_files,
+                      "trace files to load (native or Chrome JSON)");
+  gui_app->add_option("--screenshot", gui_options.screenshot,
+                      "render, write the last frame to this PNG and exit");
+  gui_app
+      ->add_option("--frames", gui_options.frames,
+                   "frames to render (after the script) before the screenshot and exit")
+      ->check(CLI::NonNegativeNumber);
+  gui_app->add_option("--script", gui_options.script,
+                      "replay actions from this file (open, tab, range, click, select, set, run, "
+                      "wait-runs, project, screenshot, state; see app/gui/gui_script.h)");
+  gui_app->add_option("--state", gui_options.state_out,
+                      "write the GUI state (selection, hovered event, visible range...) as JSON");
+  gui_app->add_option("--tab", gui_options.tab,
+                      "tab to show first: launch, timeline, memory, sync, compare, what-if");
+  gui_app->add_option("--size", gui_size, "window size WIDTHxHEIGHT (default 1600x900)");
+  std::string view_file;
+  CLI::App* view = app.add_subcommand(
+      "view", "open a trace in the desktop app (one recorded on a GPU machine, on a laptop)");
+  view->add_option("trace", view_file, "trace file (native or Chrome JSON)")->required();
+  view->add_option("--screenshot", gui_options.screenshot, "write a PNG and exit");
+  view->add_option("--tab", gui_options.tab, "tab to show first");
+
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -331,7 +362,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   } catch (const CLI::ParseError& e) {
     // CLI11 reports `run --help` through the subcommand; show that subcommand's help.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      for (CLI::App* sub : {run, bench, report, worker, project, calibrate}) {
+      for (CLI::App* sub : {run, bench, report, worker, project, calibrate, gui_app, view}) {
         if (sub->parsed()) {
           out << sub->help();
           return kExitOk;
@@ -345,6 +376,26 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return kExitBadInput;
   }
 
+  if (app.got_subcommand("gui") || app.got_subcommand("view") || app.get_subcommands().empty()) {
+    if (app.got_subcommand("view")) gui_options.open_files.push_back(view_file);
+    if (!gui_size.empty()) {
+      const size_t x = gui_size.find('x');
+      try {
+        if (x == std::string::npos) throw std::invalid_argument(gui_size);
+        gui_options.width = std::stoi(gui_size.substr(0, x));
+        gui_options.height = std::stoi(gui_size.substr(x + 1));
+      } catch (const std::exception&) {
+        err << "error: --size: expected WIDTHxHEIGHT, got '" << gui_size << "'\n";
+        return kExitBadInput;
+      }
+    }
+    std::string why;
+    if (app.get_subcommands().empty() && !gui::have_display(&why)) {
+      err << why << "\n\n" << app.help();
+      return kExitBadInput;
+    }
+    return gui::gui_main(gui_options, out, err);
+  }
   if (app.got_subcommand("report")) return report_command(report_file, out, err);
   if (app.got_subcommand("worker")) return worker_command(worker_config, worker_out, err);
   if (app.got_subcommand("calibrate")) return calibrate_command(calibrate_options, out, err);

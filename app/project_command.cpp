@@ -1,5 +1,7 @@
 #include "app/project_command.h"
 
+#include "app/trace_projection.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -110,71 +112,14 @@ int project_memory(const ProjectOptions& o, const Config& config,
   return 0;
 }
 
-// A dense transformer reaches about half of a GPU's peak in practice (MFU ~ 0.5).
-constexpr double kAchievableFraction = 0.5;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-struct StepSummary {
-  double step_s = 0, exposed_s = 0, overlap = 0, compute_s = 0;
-};
-
-// Medians over steps (the first left out when there are more) of the slowest rank's step, and
-// the mean over ranks of exposed communication, overlap and compute.
-StepSummary summarise(const profiling::Trace& trace) {
-  std::map<int, std::vector<profiling::StepMetrics>> by_step;
-  for (const auto& m : profiling::step_metrics(trace)) by_step[m.step].push_back(m);
-  if (by_step.size() > 1) by_step.erase(by_step.begin());
-  std::vector<double> step, exposed, overlap, compute;
-  for (const auto& [s, ranks] : by_step) {
-    double slowest = 0, e = 0, o = 0, c = 0;
-    for (const auto& m : ranks) {
-      slowest = std::max(slowest, m.span_ns * 1e-9);
-      e += m.exposed_comm_ns * 1e-9 / ranks.size();
-      o += m.overlap_fraction() / ranks.size();
-      c += m.compute_ns * 1e-9;
-    }
-    step.push_back(slowest);
-    exposed.push_back(e);
-    overlap.push_back(o);
-    compute.push_back(c);
-  }
-  return {median(step), median(exposed), median(overlap), median(compute)};
-}
-
 int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
                   std::ostream& out) {
   const profiling::Trace measured = profiling::read_trace_file(o.trace);
-  double scale = o.compute_scale;
-  std::string scale_source = "given";
-  if (scale <= 0) {
-    if (hw.name == "this-machine") {
-      scale = 1;
-      scale_source = "the trace's own machine";
-    } else {
-      profiling::HardwareProfile here;
-      try {
-        here = profiling::load_hardware_profile("this-machine");
-      } catch (const std::exception&) {
-        throw std::runtime_error(
-            "the measuring machine's speed is unknown: run `shardscope calibrate` once, or give "
-            "--compute-scale (projected / measured compute time)");
-      }
-      scale = here.peak_bf16_tflops / (hw.peak_bf16_tflops * kAchievableFraction);
-      scale_source = "this machine's calibrated matmul rate against half the target's peak";
-    }
-  }
-  profiling::ReplayOptions options;
-  options.compute_scale = scale;
-  const profiling::Trace projected = profiling::replay_trace(measured, hw, options);
-  const StepSummary m = summarise(measured), p = summarise(projected);
-  const size_t n = measured.ranks.size();
-  out << "projection of " << o.trace << " (" << n << " ranks) onto " << hw.name << "\n"
-      << "compute scale " << fmt("%.4g", scale) << " (" << scale_source << ")\n\n"
+  const TraceProjection t = project_recorded_trace(measured, hw, o.compute_scale);
+  const StepSummary &m = t.measured_summary, &p = t.projected_summary;
+  out << "projection of " << o.trace << " (" << measured.ranks.size() << " ranks) onto " << hw.name
+      << "\n"
+      << "compute scale " << fmt("%.4g", t.compute_scale) << " (" << t.scale_source << ")\n\n"
       << pad("", 26) << pad("measured", 14) << "projected\n"
       << pad("step time (slowest rank)", 26) << pad(fmt("%.2f ms", m.step_s * 1e3), 14)
       << fmt("%.2f ms", p.step_s * 1e3) << "\n"
@@ -182,29 +127,13 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
       << fmt("%.2f ms", p.exposed_s * 1e3) << "\n"
       << pad("overlap", 26) << pad(fmt("%.0f %%", 100 * m.overlap), 14)
       << fmt("%.0f %%", 100 * p.overlap) << "\n";
-  // Scaling efficiency: one GPU would do every rank's compute itself.
   if (p.step_s > 0) {
-    out << pad("scaling efficiency", 26)
-        << pad(fmt("%.0f %%", 100 * m.compute_s / (n * m.step_s)), 14)
-        << fmt("%.0f %%", 100 * p.compute_s / (n * p.step_s)) << "\n";
+    out << pad("scaling efficiency", 26) << pad(fmt("%.0f %%", 100 * t.measured_efficiency), 14)
+        << fmt("%.0f %%", 100 * t.projected_efficiency) << "\n";
   }
-  auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
-  if (run.is_object() && run.contains("config") && p.step_s > 0) {
-    try {
-      const auto& c = run["config"];
-      const auto& model = c.at("model");
-      profiling::ModelShape shape{
-          model.at("vocab"), model.at("d_model"),   model.at("heads"),         model.at("layers"),
-          model.at("seq"),   model.at("mlp_ratio"), model.at("tie_embeddings")};
-      const double tokens = double(c.at("micro_batch").get<int>()) * c.at("world").get<int>() *
-                            c.at("grad_accum").get<int>() * shape.seq;
-      const double flops = 6.0 * profiling::model_parameters(shape) * tokens;
-      out << pad("MFU on " + hw.name, 26) << pad("", 14)
-          << fmt("%.1f %%", 100 * flops / (p.step_s * n * hw.peak_bf16_tflops * 1e12)) << "\n";
-    } catch (const std::exception&) {
-      // A trace without our run description: no model, no MFU.
-    }
-  }
+  if (t.mfu)
+    out << pad("MFU on " + hw.name, 26) << pad("", 14) << fmt("%.1f %%", 100 * *t.mfu) << "\n";
+  const profiling::Trace& projected = t.projected;
   if (!o.out.empty()) {
     write_file_atomically(o.out, profiling::serialise_trace(projected, o.out));
     out << "projected trace written to " << o.out << "\n";

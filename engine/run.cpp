@@ -11,6 +11,7 @@
 #include "engine/step_traffic.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
+#include "engine/weights.h"
 #include "profiling/clock.h"
 #include "profiling/device_tracer.h"
 #include "profiling/trace_builder.h"
@@ -103,6 +104,41 @@ profiling::Trace trace_of(const Config& config, const LaunchReport& launch) {
   return profiling::build_trace(run.dump(), logs, failures);
 }
 
+// What the run found, kept in the trace so that a viewer (`shardscope view`, the GUI) shows it
+// without the run: the summary, every rank's own losses, and per parameter group how far each
+// rank's (gathered) weights are from rank 0's and from the single-device reference's.
+void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
+                   const NamedTensors* reference_weights) {
+  nlohmann::json run = nlohmann::json::parse(summary.trace.run_json, nullptr, false);
+  if (!run.is_object()) run = nlohmann::json::object();
+  nlohmann::json result = summary_to_json(summary);
+  result.erase("config");
+  nlohmann::json rank_losses = nlohmann::json::array();
+  nlohmann::json sync = {{"groups", nlohmann::json::array()}, {"ranks", nlohmann::json::array()}};
+  for (const RankResult& r : results) {
+    nlohmann::json losses = nlohmann::json::array();
+    for (const auto& step : r.steps) losses.push_back(step.local_loss);
+    rank_losses.push_back(losses);
+    if (!summary.ok || r.weights.empty() || summary.weights.empty()) continue;
+    nlohmann::json row = {{"rank", r.rank}};
+    auto fill = [&](const char* key, const NamedTensors& expected) {
+      nlohmann::json values = nlohmann::json::array();
+      const auto groups = group_deviations(r.weights, expected);
+      if (sync["groups"].empty())
+        for (const auto& g : groups) sync["groups"].push_back(g.group);
+      for (const auto& g : groups) values.push_back(g.max_abs);
+      row[key] = values;
+    };
+    fill("vs_rank0", summary.weights);
+    if (reference_weights != nullptr) fill("vs_reference", *reference_weights);
+    sync["ranks"].push_back(row);
+  }
+  result["rank_losses"] = rank_losses;
+  result["weight_sync"] = sync;
+  run["result"] = result;
+  summary.trace.run_json = run.dump();
+}
+
 }  // namespace
 
 RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) {
@@ -140,6 +176,7 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     summary.failed_rank = outcome.launch.root_failure()->rank;
     summary.failure = describe_failures(outcome.launch);
     summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
+    attach_result(summary, outcome.results, nullptr);
     return summary;
   }
 
@@ -170,8 +207,12 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     comparison.deviation = compare_weights(summary.weights, ref.results[0].weights);
     for (const auto& step : ref.results[0].steps) comparison.losses.push_back(step.loss);
     summary.reference = comparison;
+    summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
+    attach_result(summary, outcome.results, &ref.results[0].weights);
+    return summary;
   }
   summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
+  attach_result(summary, outcome.results, nullptr);
   return summary;
 }
 

@@ -73,6 +73,42 @@ double weights_sum(const NamedTensors& weights) {
   return sum;
 }
 
+std::string weight_group(const std::string& name) {
+  const std::string blocks = "blocks.";
+  if (name.compare(0, blocks.size(), blocks) == 0) {
+    const size_t dot = name.find('.', blocks.size());
+    return "block " + name.substr(blocks.size(), dot - blocks.size());
+  }
+  if (name.find("emb") != std::string::npos) return "embeddings";
+  return "head";
+}
+
+std::vector<GroupDeviation> group_deviations(const NamedTensors& actual,
+                                             const NamedTensors& expected) {
+  std::map<std::string, torch::Tensor> by_name(expected.begin(), expected.end());
+  if (actual.size() != expected.size()) {
+    throw std::runtime_error("weight sets differ in size: " + std::to_string(actual.size()) +
+                             " vs " + std::to_string(expected.size()));
+  }
+  std::vector<GroupDeviation> groups;
+  for (const auto& [name, tensor] : actual) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) throw std::runtime_error("no reference weight named " + name);
+    if (it->second.sizes() != tensor.sizes())
+      throw std::runtime_error("shape mismatch for " + name);
+    const std::string group = weight_group(name);
+    if (groups.empty() || groups.back().group != group) groups.push_back({group, 0.0});
+    if (tensor.numel() == 0) continue;
+    const double d = (tensor.detach().to(torch::kCPU, torch::kDouble) -
+                      it->second.detach().to(torch::kCPU, torch::kDouble))
+                         .abs()
+                         .max()
+                         .item<double>();
+    groups.back().max_abs = std::max(groups.back().max_abs, d);
+  }
+  return groups;
+}
+
 WeightDeviation compare_weights(const NamedTensors& actual, const NamedTensors& expected) {
   std::map<std::string, torch::Tensor> by_name(expected.begin(), expected.end());
   if (actual.size() != expected.size()) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "engine/gpt_model.h"
 
@@ -27,6 +28,19 @@ struct WeightDeviation {
 
 // Compares `actual` with `expected` by name; throws if names or shapes differ.
 WeightDeviation compare_weights(const NamedTensors& actual, const NamedTensors& expected);
+
+// Parameters grouped as a person reads the model: "embeddings", "block N", "head" (final LN and
+// the output projection).
+std::string weight_group(const std::string& name);
+
+// Largest elementwise |actual - expected| within each group, groups in model order; throws like
+// compare_weights.
+struct GroupDeviation {
+  std::string group;
+  double max_abs = 0.0;
+};
+std::vector<GroupDeviation> group_deviations(const NamedTensors& actual,
+                                             const NamedTensors& expected);
 
 // Writes name -> tensor in PyTorch's zip serialisation, readable by Python's torch.load.
 void export_weights(const std::string& path, const NamedTensors& weights);

@@ -41,6 +41,20 @@ int64_t intersection_length(const Intervals& x, const Intervals& y) {
   return sum;
 }
 
+Intervals difference(const Intervals& x, const Intervals& y) {
+  Intervals out;
+  size_t j = 0;
+  for (auto [lo, hi] : x) {
+    while (j < y.size() && y[j].second <= lo) ++j;
+    for (size_t k = j; k < y.size() && y[k].first < hi; ++k) {
+      if (y[k].first > lo) out.emplace_back(lo, y[k].first);
+      lo = std::max(lo, y[k].second);
+    }
+    if (lo < hi) out.emplace_back(lo, hi);
+  }
+  return out;
+}
+
 int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
   return total(merged(std::move(intervals)));
 }

@@ -60,6 +60,8 @@ using Intervals = std::vector<std::pair<int64_t, int64_t>>;
 Intervals merged(Intervals intervals);
 // Length of the intersection of two merged sets.
 int64_t intersection_length(const Intervals& x, const Intervals& y);
+// The parts of merged set x outside merged set y (communication not hidden by compute).
+Intervals difference(const Intervals& x, const Intervals& y);
 // Length of the union of [a, b) intervals.
 int64_t union_length(Intervals intervals);
 

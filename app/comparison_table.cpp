@@ -1,0 +1,194 @@
+#include "app/comparison_table.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "profiling/trace_metrics.h"
+
+namespace shardscope::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+std::string fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, value);
+  return buf;
+}
+
+std::string sci(double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2g", value);
+  return buf;
+}
+
+std::string weight_status(const ComparisonRow& r) {
+  std::string status = r.replicated ? std::string(r.ranks_agree ? "ranks agree" : "RANKS DISAGREE")
+                                    : std::string("gathered");
+  if (r.has_reference) status += ", dev " + sci(r.deviation);
+  return status;
+}
+
+}  // namespace
+
+ComparisonRow comparison_row(const profiling::Trace& trace) {
+  using nlohmann::json;
+  ComparisonRow row;
+  const json run = json::parse(trace.run_json, nullptr, false);
+  if (!run.is_object()) return row;
+  const json config = run.value("config", json::object());
+  row.strategy = run.value("strategy", config.value("strategy", std::string("?")));
+  row.world = run.value("world", config.value("world", 0));
+  row.mode = run.value("mode", std::string());
+  row.device = run.value("device", std::string());
+  row.backend = run.value("backend", std::string());
+  const json result = run.value("result", json::object());
+  row.ok = result.value("ok", false);
+  row.failure = result.value("failure", std::string(result.empty() ? "no result recorded" : ""));
+  if (!row.ok) return row;
+  row.peak_min = INT64_MAX;
+  for (const auto& r : result.value("ranks", json::array())) {
+    row.peak_max = std::max<int64_t>(row.peak_max, r.value("peak_allocated_bytes", int64_t{0}));
+    row.peak_min = std::min<int64_t>(row.peak_min, r.value("peak_allocated_bytes", int64_t{0}));
+    row.bytes_per_step =
+        std::max<int64_t>(row.bytes_per_step, r.value("comm_bytes_per_step", int64_t{0}));
+  }
+  if (row.peak_min == INT64_MAX) row.peak_min = 0;
+  row.replicated = result.value("replicated", true);
+  row.ranks_agree = result.value("ranks_agree", false);
+  const json reference = result.value("reference", json());
+  if (reference.is_object()) {
+    row.has_reference = true;
+    row.deviation = reference.value("rel_deviation", 0.0);
+    row.max_abs = reference.value("max_abs_deviation", 0.0);
+  }
+  const json steps = result.value("steps", json::array());
+  if (!steps.empty()) row.final_loss = steps.back().value("loss", 0.0);
+  std::vector<double> times;
+  for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i)
+    times.push_back(steps[i].value("step_time_s", 0.0));
+  row.step_s = median(times);
+  // Overlap and exposed communication: medians over steps after the first, over all ranks.
+  std::vector<double> overlap, exposed;
+  for (const auto& m : profiling::step_metrics(trace)) {
+    if (m.step == 0 && steps.size() > 1) continue;
+    overlap.push_back(m.overlap_fraction());
+    exposed.push_back(m.exposed_comm_ns * 1e-6);
+  }
+  row.overlap = median(overlap);
+  row.exposed_ms = median(exposed);
+  return row;
+}
+
+std::vector<std::string> comparison_headers() {
+  return {"strategy",  "world",        "mode",      "device/backend", "peak MB/rank",
+          "spread MB", "vs torch_ddp", "weights",   "final loss",     "step s",
+          "MB/step",   "overlap",      "exposed ms"};
+}
+
+std::vector<std::string> comparison_cells(const ComparisonRow& r, const ComparisonRow* baseline) {
+  if (!r.ok) {
+    std::vector<std::string> cells(comparison_headers().size());
+    cells[0] = r.strategy;
+    cells[1] = std::to_string(r.world);
+    cells[2] = r.mode;
+    cells[3] = r.device + "/" + r.backend;
+    cells[4] = r.skipped ? "skipped" : "FAILED";
+    return cells;
+  }
+  std::string change;
+  if (baseline != nullptr && baseline->ok && baseline->peak_max > 0) {
+    const double pct = 100.0 * (double(r.peak_max) - baseline->peak_max) / baseline->peak_max;
+    change = (pct >= 0 ? "+" : "") + fixed(pct, 1) + " %";
+  }
+  return {r.strategy,
+          std::to_string(r.world),
+          r.mode,
+          r.device + "/" + r.backend,
+          fixed(r.peak_max / 1e6, 1),
+          fixed((r.peak_max - r.peak_min) / 1e6, 1),
+          change,
+          weight_status(r),
+          fixed(r.final_loss, 4),
+          fixed(r.step_s, 3),
+          fixed(r.bytes_per_step / 1e6, 1),
+          fixed(100 * r.overlap, 0) + " %",
+          fixed(r.exposed_ms, 1)};
+}
+
+const ComparisonRow* torch_ddp_row(const std::vector<ComparisonRow>& rows) {
+  for (const auto& r : rows) {
+    if (r.strategy == "torch_ddp") return &r;
+  }
+  return nullptr;
+}
+
+void print_comparison(const std::vector<ComparisonRow>& rows, const std::string& format,
+                      std::ostream& out) {
+  const ComparisonRow* baseline = torch_ddp_row(rows);
+  if (format == "json") {
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& r : rows) {
+      all.push_back({{"strategy", r.strategy},
+                     {"ok", r.ok},
+                     {"skipped", r.skipped},
+                     {"failure", r.failure},
+                     {"world", r.world},
+                     {"mode", r.mode},
+                     {"device", r.device},
+                     {"backend", r.backend},
+                     {"peak_allocated_bytes_max", r.peak_max},
+                     {"peak_allocated_bytes_min", r.peak_min},
+                     {"replicated", r.replicated},
+                     {"ranks_agree", r.ranks_agree},
+                     {"rel_deviation", r.deviation},
+                     {"max_abs_deviation", r.max_abs},
+                     {"final_loss", r.final_loss},
+                     {"median_step_s", r.step_s},
+                     {"bytes_per_step", r.bytes_per_step},
+                     {"overlap", r.overlap},
+                     {"exposed_comm_ms", r.exposed_ms}});
+    }
+    out << all.dump(2) << "\n";
+    return;
+  }
+  std::vector<std::vector<std::string>> table{comparison_headers()};
+  for (const auto& r : rows) table.push_back(comparison_cells(r, baseline));
+  if (format == "csv") {
+    for (const auto& line : table) {
+      for (size_t i = 0; i < line.size(); ++i) {
+        std::string cell = line[i];
+        if (cell.find(',') != std::string::npos) cell = "\"" + cell + "\"";
+        out << (i ? "," : "") << cell;
+      }
+      out << "\n";
+    }
+    return;
+  }
+  std::vector<size_t> width(table[0].size(), 0);
+  for (const auto& line : table)
+    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
+  for (size_t k = 0; k < table.size(); ++k) {
+    const auto& line = table[k];
+    if (format == "markdown") out << "| ";
+    for (size_t i = 0; i < line.size(); ++i) {
+      out << line[i] << std::string(width[i] - line[i].size(), ' ')
+          << (format == "markdown" ? " | " : "  ");
+    }
+    out << "\n";
+    if (k == 0 && format == "markdown") {
+      out << "|";
+      for (size_t w : width) out << std::string(w + 2, '-') << "|";
+      out << "\n";
+    }
+  }
+}
+
+}  // namespace shardscope::cli

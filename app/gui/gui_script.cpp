@@ -1,0 +1,48 @@
+#include "app/gui/gui_script.h"
+
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+namespace shardscope::gui {
+
+std::vector<ScriptAction> parse_script(const std::string& text) {
+  // verb -> (fewest, most) arguments.
+  static const std::map<std::string, std::pair<size_t, size_t>> arity = {
+      {"open", {1, 1}},       {"save", {1, 1}},   {"tab", {1, 1}},      {"run-select", {1, 1}},
+      {"range", {2, 2}},      {"fit", {0, 0}},    {"fit-step", {1, 1}}, {"search", {0, 1}},
+      {"mouse", {2, 2}},      {"click", {2, 2}},  {"drag", {4, 5}},     {"wheel", {3, 3}},
+      {"hover", {2, 3}},      {"select", {2, 3}}, {"set", {2, 2}},      {"run", {0, 0}},
+      {"wait-runs", {0, 0}},  {"stop", {0, 0}},   {"project", {0, 2}},  {"frames", {1, 1}},
+      {"screenshot", {1, 1}}, {"state", {1, 1}}};
+  std::vector<ScriptAction> actions;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    ScriptAction action;
+    action.line = number;
+    if (!(words >> action.verb)) continue;
+    for (std::string w; words >> w;) action.args.push_back(w);
+    auto it = arity.find(action.verb);
+    if (it == arity.end()) {
+      throw std::runtime_error("script line " + std::to_string(number) + ": unknown action '" +
+                               action.verb + "'");
+    }
+    if (action.args.size() < it->second.first || action.args.size() > it->second.second) {
+      throw std::runtime_error("script line " + std::to_string(number) + ": '" + action.verb +
+                               "' takes " + std::to_string(it->second.first) +
+                               (it->second.first == it->second.second
+                                    ? ""
+                                    : " to " + std::to_string(it->second.second)) +
+                               " arguments");
+    }
+    actions.push_back(std::move(action));
+  }
+  return actions;
+}
+
+}  // namespace shardscope::gui

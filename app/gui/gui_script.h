@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace shardscope::gui {
+
+// A GUI script: one action per line, '#' starts a comment. Actions:
+//   open PATH | save PATH | tab NAME | run-select INDEX
+//   range T0_MS T1_MS | fit | fit-step N | search TEXT
+//   mouse X Y | click X Y | drag X0 Y0 X1 Y1 [left|right] | wheel X Y DELTA
+//   hover RANK NAME [K]   move the mouse onto the K-th event NAME of rank RANK
+//   select RANK NAME [K]  hover it and click
+//   set KEY VALUE | run | wait-runs | stop        (the Launch form and queue)
+//   project [HARDWARE [COMPUTE_SCALE]]             (the What-if panel)
+//   frames N | screenshot FILE | state FILE
+struct ScriptAction {
+  std::string verb;
+  std::vector<std::string> args;
+  int line = 0;
+};
+// Throws std::runtime_error naming the line for an unknown verb or wrong argument count.
+std::vector<ScriptAction> parse_script(const std::string& text);
+
+}  // namespace shardscope::gui

@@ -1,0 +1,93 @@
+#include "app/gui/gui_session.h"
+
+#include <exception>
+
+#include "engine/atomic_file.h"
+#include "profiling/trace_io.h"
+
+namespace shardscope::gui {
+
+std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source) {
+  auto run = std::make_unique<LoadedRun>();
+  run->source = source;
+  run->trace = std::move(trace);
+  run->run = nlohmann::json::parse(run->trace.run_json, nullptr, false);
+  if (!run->run.is_object()) run->run = nlohmann::json::object();
+  run->index = build_timeline_index(run->trace);
+  run->row = cli::comparison_row(run->trace);
+  run->metrics = profiling::step_metrics(run->trace);
+  std::string label = run->row.strategy.empty() || run->row.strategy == "?"
+                          ? std::string("trace")
+                          : run->row.strategy + " w" + std::to_string(run->row.world);
+  const size_t slash = source.find_last_of('/');
+  if (source != "launched")
+    label += " (" + source.substr(slash == std::string::npos ? 0 : slash + 1) + ")";
+  run->label = label;
+  return run;
+}
+
+int GuiSession::add_run(std::unique_ptr<LoadedRun> run) {
+  runs.push_back(std::move(run));
+  select_run(static_cast<int>(runs.size()) - 1);
+  return current;
+}
+
+void GuiSession::select_run(int index) {
+  if (index < 0 || index >= static_cast<int>(runs.size()) || index == current) return;
+  current = index;
+  timeline.reset();
+  what_if.projected.reset();
+  what_if.summary.clear();
+  what_if.error.clear();
+}
+
+bool GuiSession::open_trace(const std::string& path) {
+  try {
+    add_run(make_loaded_run(profiling::read_trace_file(path), path));
+    message = "opened " + path;
+    return true;
+  } catch (const std::exception& e) {
+    message = "cannot open " + path + ": " + e.what();
+    return false;
+  }
+}
+
+bool GuiSession::save_trace(const std::string& path) {
+  const LoadedRun* run = runs.empty() || current < 0 ? nullptr : runs[current].get();
+  if (run == nullptr) {
+    message = "nothing to save: open or run something first";
+    return false;
+  }
+  try {
+    write_file_atomically(path, profiling::serialise_trace(run->trace, path));
+    message = "saved " + path;
+    return true;
+  } catch (const std::exception& e) {
+    message = "cannot save " + path + ": " + e.what();
+    return false;
+  }
+}
+
+nlohmann::json GuiSession::state() const {
+  nlohmann::json s;
+  s["tab"] = tab;
+  s["message"] = message;
+  s["current"] = current;
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& r : runs) {
+    list.push_back({{"label", r->label},
+                    {"ranks", r->trace.ranks.size()},
+                    {"events", r->trace.event_count()},
+                    {"ok", r->row.ok}});
+  }
+  s["runs"] = list;
+  if (current >= 0) s["timeline"] = timeline.state(runs[current]->trace, runs[current]->index);
+  nlohmann::json launches = nlohmann::json::array();
+  for (const auto& p : launches_progress_snapshot) launches.push_back(p);
+  s["launches"] = launches;
+  s["what_if"] = what_if.figures;
+  s["launch_errors"] = launch_errors;
+  return s;
+}
+
+}  // namespace shardscope::gui

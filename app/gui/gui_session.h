@@ -1,0 +1,71 @@
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/comparison_table.h"
+#include "app/gui/launch_queue.h"
+#include "app/gui/timeline_index.h"
+#include "app/gui/timeline_view.h"
+#include "profiling/trace.h"
+#include "profiling/trace_metrics.h"
+
+namespace shardscope::gui {
+
+// A run the GUI shows: a trace loaded from a file, or one a queued launch produced. Everything
+// a window needs that is costly to derive is derived once, here.
+struct LoadedRun {
+  std::string label;
+  std::string source;  // the file it came from, or "launched"
+  profiling::Trace trace;
+  nlohmann::json run;  // the run description: config, and the result when the run attached one
+  TimelineIndex index;
+  cli::ComparisonRow row;
+  std::vector<profiling::StepMetrics> metrics;
+};
+std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source);
+
+struct WhatIfState {
+  int hardware = 0;  // index into hardware_names
+  std::vector<std::string> hardware_names;
+  float compute_scale = 0;  // 0: from the calibrated this-machine profile
+  std::string error;
+  bool project_requested = false;  // a script asked; done on the next What-if frame
+  std::unique_ptr<LoadedRun> projected;
+  std::string summary;  // the figures, as shown
+  nlohmann::json figures;
+  TimelineView timeline;
+};
+
+// Everything the app shows, and what tests inspect through `--state`.
+struct GuiSession {
+  std::vector<std::unique_ptr<LoadedRun>> runs;
+  int current = -1;
+  std::string tab = "Timeline";  // the tab shown
+  std::string requested_tab;     // a tab to switch to on the next frame
+  TimelineView timeline;
+  LaunchQueue launches;
+  WhatIfState what_if;
+  // The Launch form: config keys as `shardscope run --config` takes them; validated every frame.
+  nlohmann::json launch_form;
+  std::string open_path;
+  std::string save_path;
+  std::string export_path = "comparison.md";
+  nlohmann::json launch_errors = nlohmann::json::object();  // field -> why, in the Launch form
+  std::vector<nlohmann::json> launches_progress_snapshot;   // refreshed every frame
+  std::string message;  // the last thing that went wrong or was done, shown in the status bar
+
+  LoadedRun* current_run() { return current >= 0 ? runs[current].get() : nullptr; }
+  // Adds a run and shows it; returns its index.
+  int add_run(std::unique_ptr<LoadedRun> run);
+  void select_run(int index);
+  // Reads a trace file (native or Chrome JSON); false with `message` set when it cannot.
+  bool open_trace(const std::string& path);
+  bool save_trace(const std::string& path);
+  nlohmann::json state() const;
+};
+
+}  // namespace shardscope::gui

@@ -1,0 +1,64 @@
+#include "app/gui/gui_style.h"
+
+namespace shardscope::gui {
+
+using profiling::Category;
+using profiling::MemoryKind;
+
+uint32_t category_colour(Category category) {
+  switch (category) {
+    case Category::kStep:
+      return 0xFF5A4A3C;  // slate
+    case Category::kMicroBatch:
+      return 0xFF7A6A50;  // grey blue
+    case Category::kForward:
+      return 0xFF3CB44B;  // green
+    case Category::kBackward:
+      return 0xFFE6A23C;  // blue
+    case Category::kGradSync:
+      return 0xFF30C8E6;  // amber
+    case Category::kOptimizer:
+      return 0xFFB45AC8;  // purple
+    case Category::kCollective:
+      return 0xFF3080F0;  // orange
+    case Category::kWait:
+      return 0xFF8080C0;  // dusty rose
+    case Category::kKernel:
+      return 0xFF80C040;  // teal green
+    case Category::kMemcpy:
+      return 0xFFC0C040;  // cyan
+    case Category::kOther:
+      break;
+  }
+  return 0xFF808080;
+}
+
+uint32_t memory_kind_colour(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kParameters:
+      return 0xFFE6A23C;
+    case MemoryKind::kGradients:
+      return 0xFF3CB44B;
+    case MemoryKind::kOptimizerState:
+      return 0xFFB45AC8;
+    case MemoryKind::kActivations:
+      return 0xFF30C8E6;
+    case MemoryKind::kCommBuffers:
+      return 0xFF3080F0;
+    case MemoryKind::kOther:
+      return 0xFF909090;
+    case MemoryKind::kAllocated:
+      break;
+  }
+  return 0xFFDDDDDD;
+}
+
+}  // namespace shardscope::gui
+
+namespace shardscope::gui {
+uint32_t rank_colour(int rank) {
+  static const uint32_t palette[] = {0xFFE6A23C, 0xFF3CB44B, 0xFF3080F0, 0xFFB45AC8,
+                                     0xFF30C8E6, 0xFFC0C040, 0xFF8080FF, 0xFFD0D0D0};
+  return palette[((rank % 8) + 8) % 8];
+}
+}  // namespace shardscope::gui

@@ -1,0 +1,31 @@
+#pragma once
+
+#include <cstdint>
+
+#include "profiling/trace.h"
+
+namespace shardscope::gui {
+
+// Colours as 0xAABBGGRR (ImGui's ImU32), chosen so a category reads the same in every window
+// and so screenshot tests can look for exact values.
+uint32_t category_colour(profiling::Category category);
+uint32_t memory_kind_colour(profiling::MemoryKind kind);
+constexpr uint32_t kExposedCommColour = 0xFF2020E0;  // red: communication not hidden by compute
+constexpr uint32_t kFailedColour = 0xFF3030FF;       // the rank whose failure stopped the run
+constexpr uint32_t kStoppedColour = 0xFF30A0F0;      // ranks stopped because of it
+constexpr uint32_t kSelectionColour = 0xFFFFFFFF;
+constexpr uint32_t kFoldColour = 0xFF909090;
+
+// The RGB bytes of a colour (for tests that look for it in a screenshot).
+inline void colour_rgb(uint32_t colour, uint8_t rgb[3]) {
+  rgb[0] = colour & 0xFF;
+  rgb[1] = (colour >> 8) & 0xFF;
+  rgb[2] = (colour >> 16) & 0xFF;
+}
+
+}  // namespace shardscope::gui
+
+namespace shardscope::gui {
+// A distinct colour per rank (cycles after eight).
+uint32_t rank_colour(int rank);
+}  // namespace shardscope::gui

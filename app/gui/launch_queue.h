@@ -1,0 +1,68 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/config.h"
+#include "profiling/trace.h"
+
+namespace shardscope::gui {
+
+// Runs queued configurations one after another on a worker thread: runs share this machine, so
+// running one at a time keeps their timings comparable. Finished traces (also of failed or
+// stopped runs: what was recorded up to the failure) are handed to the GUI thread.
+class LaunchQueue {
+ public:
+  struct Progress {
+    int id = 0;
+    std::string label;
+    std::string status;  // queued | running | done | failed | stopped
+    int step = 0, steps = 0;
+    double loss = 0;
+    std::string failure;
+  };
+
+  LaunchQueue() = default;
+  ~LaunchQueue();
+  LaunchQueue(const LaunchQueue&) = delete;
+  LaunchQueue& operator=(const LaunchQueue&) = delete;
+
+  // `config` must be finalized. Returns the run's id.
+  int enqueue(const Config& config, const std::string& label);
+  // Drops what is queued and stops the running run (thread mode: at its next step; a process
+  // run finishes, since its rank processes cannot be interrupted safely from here).
+  void stop_all();
+  std::vector<Progress> progress() const;
+  bool idle() const;
+  struct Finished {
+    std::string label;
+    profiling::Trace trace;
+  };
+  std::vector<Finished> take_finished();
+
+ private:
+  struct Job {
+    int id = 0;
+    Config config;
+  };
+  void work();
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Job> queue_;
+  std::vector<Progress> progress_;
+  std::vector<Finished> finished_;
+  std::atomic<bool> stop_running_{false};
+  bool running_ = false;
+  bool shutting_down_ = false;
+  int next_id_ = 1;
+  std::thread worker_;
+};
+
+}  // namespace shardscope::gui

@@ -1,0 +1,231 @@
+#include <cstdio>
+#include <set>
+
+#include <imgui.h>
+
+#include "app/gui/windows.h"
+#include "engine/config.h"
+#include "engine/run.h"
+#include "engine/strategy_registry.h"
+
+namespace shardscope::gui {
+
+namespace {
+
+nlohmann::json default_form() {
+  nlohmann::json base = {
+      {"preset", "tiny"}, {"world", 2}, {"strategy", "ddp_bucketed"}, {"steps", 4}};
+  return to_json(config_from_json(base));
+}
+
+nlohmann::json& field(nlohmann::json& form, const std::string& key) {
+  std::string pointer = "/" + key;
+  for (auto& c : pointer) c = c == '.' ? '/' : c;
+  return form[nlohmann::json::json_pointer(pointer)];
+}
+
+// The form as a Config, with the first problem by field; false when it cannot run.
+bool validated(const nlohmann::json& form, Config* config, nlohmann::json* errors) {
+  *errors = nlohmann::json::object();
+  try {
+    *config = config_from_json(form);
+    finalize(*config);
+    return true;
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    (*errors)[e.field()] = what.substr(std::min(what.size(), e.field().size() + 2));
+  } catch (const std::exception& e) {
+    (*errors)["form"] = e.what();
+  }
+  return false;
+}
+
+// Keys the form has a widget for: their problems show beside the widget, the rest at the end.
+std::set<std::string>& shown_keys() {
+  static std::set<std::string> keys;
+  return keys;
+}
+
+void error_for(const GuiSession& session, const std::string& key) {
+  shown_keys().insert(key);
+  if (!session.launch_errors.contains(key)) return;
+  ImGui::SameLine();
+  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
+  ImGui::TextWrapped("%s", session.launch_errors[key].get<std::string>().c_str());
+  ImGui::PopStyleColor();
+}
+
+void combo(GuiSession& s, const char* label, const std::string& key,
+           const std::vector<std::string>& choices) {
+  nlohmann::json& v = field(s.launch_form, key);
+  const std::string current = v.is_string() ? v.get<std::string>() : "";
+  ImGui::SetNextItemWidth(200);
+  if (ImGui::BeginCombo(label, current.c_str())) {
+    for (const auto& c : choices) {
+      if (ImGui::Selectable(c.c_str(), c == current)) v = c;
+    }
+    ImGui::EndCombo();
+  }
+  error_for(s, key);
+}
+
+void integer(GuiSession& s, const char* label, const std::string& key) {
+  nlohmann::json& v = field(s.launch_form, key);
+  int value = v.is_number() ? v.get<int>() : 0;
+  ImGui::SetNextItemWidth(200);
+  if (ImGui::InputInt(label, &value)) v = value;
+  error_for(s, key);
+}
+
+void real(GuiSession& s, const char* label, const std::string& key) {
+  nlohmann::json& v = field(s.launch_form, key);
+  double value = v.is_number() ? v.get<double>() : 0.0;
+  ImGui::SetNextItemWidth(200);
+  if (ImGui::InputDouble(label, &value, 0, 0, "%.3g")) v = value;
+  error_for(s, key);
+}
+
+void flag(GuiSession& s, const char* label, const std::string& key) {
+  nlohmann::json& v = field(s.launch_form, key);
+  bool value = v.is_boolean() && v.get<bool>();
+  if (ImGui::Checkbox(label, &value)) v = value;
+  error_for(s, key);
+}
+
+}  // namespace
+
+// Sets one field of the Launch form from text (the script's `set KEY VALUE`).
+void set_launch_field(GuiSession& session, const std::string& key, const std::string& text) {
+  if (!session.launch_form.is_object()) session.launch_form = default_form();
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, false);
+  if (value.is_discarded()) value = text;
+  if (key == "preset") session.launch_form.erase("model");
+  field(session.launch_form, key) = value;
+  if (key == "preset") {
+    Config c;
+    nlohmann::json errors;
+    if (validated(session.launch_form, &c, &errors) || errors.empty()) {
+      session.launch_form = to_json(config_from_json(session.launch_form));
+    }
+  }
+}
+
+// Queues the form's run; false (with the reason in the session's message) when it cannot run.
+bool start_launch(GuiSession& session) {
+  Config config;
+  nlohmann::json errors;
+  if (!validated(session.launch_form, &config, &errors)) {
+    session.launch_errors = errors;
+    session.message =
+        "cannot run: " + errors.begin().key() + ": " + errors.begin()->get<std::string>();
+    return false;
+  }
+  try {
+    check_environment(config);
+  } catch (const ConfigError& e) {
+    session.message = std::string("cannot run: ") + e.what();
+    return false;
+  }
+  const std::string label = config.strategy + " w" + std::to_string(config.world);
+  session.launches.enqueue(config, label);
+  session.message = "queued " + label;
+  return true;
+}
+
+void draw_launch_window(GuiSession& session) {
+  if (!session.launch_form.is_object()) session.launch_form = default_form();
+  if (ImGui::CollapsingHeader("How to read this")) {
+    ImGui::TextWrapped(
+        "Pick a model, a world size and a strategy, then Run: ranks train as threads (or "
+        "processes) on this machine, and the run is checked against one device trained on the "
+        "same batches. Runs queue and go one at a time so their timings compare; each finished "
+        "run appears in Timeline, Memory, Weight sync and Compare. A field that cannot work "
+        "explains why beside it, and Run stays disabled until it is fixed.");
+  }
+  Config config;
+  nlohmann::json errors;
+  const bool valid = validated(session.launch_form, &config, &errors);
+  session.launch_errors = errors;
+
+  ImGui::BeginChild("form", ImVec2(ImGui::GetContentRegionAvail().x * 0.62f, 0), true);
+  ImGui::TextDisabled("model and run");
+  {
+    nlohmann::json& preset = field(session.launch_form, "preset");
+    const std::string current = preset.is_string() ? preset.get<std::string>() : "";
+    ImGui::SetNextItemWidth(200);
+    if (ImGui::BeginCombo("preset", current.c_str())) {
+      for (const auto& name : preset_names()) {
+        if (ImGui::Selectable(name.c_str(), name == current)) {
+          set_launch_field(session, "preset", "\"" + name + "\"");
+        }
+      }
+      ImGui::EndCombo();
+    }
+    error_for(session, "preset");
+  }
+  integer(session, "layers", "model.layers");
+  integer(session, "d_model", "model.d_model");
+  integer(session, "heads", "model.heads");
+  integer(session, "seq", "model.seq");
+  integer(session, "steps", "steps");
+  integer(session, "world size", "world");
+  combo(session, "mode", "mode", {"threads", "processes"});
+  combo(session, "device", "device", {"cpu", "cuda", "cuda:0"});
+  combo(session, "backend", "backend", {"auto", "gloo", "nccl"});
+  integer(session, "micro-batch (sequences per rank)", "micro_batch");
+  integer(session, "gradient accumulation", "grad_accum");
+  ImGui::Separator();
+  ImGui::TextDisabled("strategy");
+  combo(session, "strategy", "strategy", StrategyRegistry::instance().names());
+  const std::string strategy = field(session.launch_form, "strategy").is_string()
+                                   ? field(session.launch_form, "strategy").get<std::string>()
+                                   : "";
+  if (const StrategyInfo* info = StrategyRegistry::instance().find(strategy)) {
+    ImGui::TextWrapped("%s", info->description.c_str());
+  }
+  const char* note = strategy_teaching_note(strategy);
+  if (*note) ImGui::TextWrapped("%s", note);
+  real(session, "bucket MB (0: DDP's default)", "strategy_options.bucket_mb");
+  flag(session, "overlap communication with backward", "strategy_options.overlap");
+  flag(session, "prefetch (fsdp)", "strategy_options.prefetch");
+  integer(session, "tensor parallel degree", "strategy_options.tensor_parallel");
+  integer(session, "pipeline parallel degree", "strategy_options.pipeline_parallel");
+  integer(session, "data parallel degree", "strategy_options.data_parallel");
+  integer(session, "pipeline micro-batches", "strategy_options.micro_batches");
+  combo(session, "schedule", "strategy_options.schedule", {"1f1b", "gpipe"});
+  combo(session, "data-parallel sync", "strategy_options.data_parallel_sync",
+        {"ddp_bucketed", "torch_ddp", "zero1"});
+  flag(session, "sequence parallel", "strategy_options.sequence_parallel");
+  combo(session, "precision", "strategy_options.precision", {"fp32", "bf16"});
+  flag(session, "activation checkpointing", "strategy_options.activation_checkpointing");
+  for (const auto& [key, why] : session.launch_errors.items()) {
+    // Problems of fields the form does not show (or of the whole form).
+    if (shown_keys().count(key) == 0) {
+      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
+      ImGui::TextWrapped("%s: %s", key.c_str(), why.get<std::string>().c_str());
+      ImGui::PopStyleColor();
+    }
+  }
+  ImGui::EndChild();
+
+  ImGui::SameLine();
+  ImGui::BeginChild("queue", ImVec2(0, 0), true);
+  if (!valid) ImGui::BeginDisabled();
+  if (ImGui::Button("Run", ImVec2(120, 0))) start_launch(session);
+  if (!valid) ImGui::EndDisabled();
+  ImGui::SameLine();
+  if (ImGui::Button("Stop", ImVec2(120, 0))) session.launches.stop_all();
+  if (!valid) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "fix the fields in red to run");
+  ImGui::Separator();
+  ImGui::TextDisabled("runs (one at a time)");
+  for (const auto& p : session.launches.progress()) {
+    char overlay[96];
+    std::snprintf(overlay, sizeof(overlay), "%s: step %d of %d", p.status.c_str(), p.step, p.steps);
+    ImGui::Text("#%d %s", p.id, p.label.c_str());
+    ImGui::ProgressBar(p.steps > 0 ? float(p.step) / p.steps : 0.0f, ImVec2(-1, 0), overlay);
+    if (!p.failure.empty()) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", p.failure.c_str());
+  }
+  ImGui::EndChild();
+}
+
+}  // namespace shardscope::gui

@@ -1,0 +1,232 @@
+#include <algorithm>
+#include <cstdio>
+
+#include <imgui.h>
+
+#include "app/gui/gui_style.h"
+#include "app/gui/line_chart.h"
+#include "app/gui/memory_breakdown.h"
+#include "app/gui/windows.h"
+#include "profiling/memory_projection.h"
+
+namespace shardscope::gui {
+
+using profiling::MemoryKind;
+
+namespace {
+
+constexpr MemoryKind kStacked[] = {MemoryKind::kParameters,     MemoryKind::kGradients,
+                                   MemoryKind::kOptimizerState, MemoryKind::kActivations,
+                                   MemoryKind::kCommBuffers,    MemoryKind::kOther};
+
+// The formula's bytes per GPU for the run's configuration (DESIGN.md's ZeRO and Korthikanti
+// formulas), or nothing when the trace does not say what ran.
+bool predicted(const nlohmann::json& run, profiling::MemoryProjection* out) {
+  try {
+    const auto& c = run.at("config");
+    const auto& m = c.at("model");
+    profiling::ModelShape shape{m.at("vocab"),         m.at("d_model"), m.at("heads"),
+                                m.at("layers"),        m.at("seq"),     m.at("mlp_ratio"),
+                                m.at("tie_embeddings")};
+    const auto& o = c.at("strategy_options");
+    const std::string strategy = c.at("strategy");
+    const int world = c.at("world");
+    profiling::TrainingLayout layout;
+    layout.tp = o.value("tensor_parallel", 0);
+    layout.pp = o.value("pipeline_parallel", 0);
+    if (strategy == "tp" && layout.tp == 0) layout.tp = world;
+    if (strategy == "pp" && layout.pp == 0) layout.pp = world;
+    layout.tp = std::max(layout.tp, 1);
+    layout.pp = std::max(layout.pp, 1);
+    layout.dp = std::max(1, world / (layout.tp * layout.pp));
+    if (strategy == "zero1" || strategy.find("+zero1") != std::string::npos ||
+        o.value("data_parallel_sync", std::string()) == "zero1") {
+      layout.zero = "zero1";
+    }
+    if (strategy == "zero2") layout.zero = "zero2";
+    if (strategy == "fsdp") layout.zero = "zero3";
+    layout.micro_batch = c.at("micro_batch");
+    layout.micro_batches =
+        std::max(1, o.value("micro_batches", 0) > 0 ? o.value("micro_batches", 0) : layout.pp);
+    layout.schedule = o.value("schedule", std::string("1f1b"));
+    layout.mixed_precision = false;  // the engine trains fp32 masters; bf16 is compute only
+    layout.sequence_parallel = o.value("sequence_parallel", false);
+    layout.activation_checkpointing = o.value("activation_checkpointing", false);
+    *out = profiling::project_memory(shape, layout);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+struct Bar {
+  std::string label;
+  int64_t bytes[6] = {};
+  bool prediction = false;
+  // The exact peak the rank's allocator hook saw. Samples are taken when the total moves by
+  // 1 MiB (or 1/32 of the peak), so a short spike can fall between them: the tick shows it.
+  int64_t exact_peak = 0;
+};
+
+void draw_bars(const char* id, const std::vector<Bar>& bars, float height, float bar_w = 46) {
+  double most = 1;
+  for (const auto& b : bars) {
+    double sum = 0;
+    for (int64_t v : b.bytes) sum += double(v);
+    most = std::max(most, std::max(sum, double(b.exact_peak)));
+  }
+  const float gap = 22;
+  const ImVec2 p = ImGui::GetCursorScreenPos();
+  const float width = std::max(200.0f, bars.size() * (bar_w + gap) + 80);
+  ImGui::PushID(id);
+  ImGui::Dummy(ImVec2(width, height));
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float base = p.y + height - 34;
+  const float scale = (height - 60) / static_cast<float>(most);
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f MB", most / 1e6);
+  dl->AddText(ImVec2(p.x, p.y + 4), 0xFFB0B0B0, buf);
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const float x = p.x + 70 + i * (bar_w + gap);
+    float y = base;
+    double sum = 0;
+    for (int k = 0; k < 6; ++k) {
+      const float h = static_cast<float>(bars[i].bytes[k]) * scale;
+      const ImU32 colour = memory_kind_colour(kStacked[k]);
+      if (bars[i].prediction) {
+        dl->AddRect(ImVec2(x, y - h), ImVec2(x + bar_w, y), colour, 0, 0, 2.0f);
+      } else {
+        dl->AddRectFilled(ImVec2(x, y - h), ImVec2(x + bar_w, y), colour);
+      }
+      y -= h;
+      sum += bars[i].bytes[k];
+    }
+    float label_y = y;
+    if (bars[i].exact_peak > 0) {
+      const float peak_y = base - static_cast<float>(bars[i].exact_peak) * scale;
+      dl->AddLine(ImVec2(x - 4, peak_y), ImVec2(x + bar_w + 4, peak_y), 0xFFFFFFFF, 2.0f);
+      label_y = std::min(label_y, peak_y);
+      sum = double(bars[i].exact_peak);
+    }
+    std::snprintf(buf, sizeof(buf), "%.2f", sum / 1e6);
+    dl->AddText(ImVec2(x + 2, label_y - ImGui::GetFontSize() - 2), 0xFFE0E0E0, buf);
+    dl->AddText(ImVec2(x, base + 4), 0xFFD0D0D0, bars[i].label.c_str());
+    if (ImGui::IsMouseHoveringRect(ImVec2(x, p.y), ImVec2(x + bar_w, base))) {
+      ImGui::BeginTooltip();
+      ImGui::Text("%s%s", bars[i].label.c_str(),
+                  bars[i].prediction ? " (formula)" : " (measured at peak)");
+      for (int k = 0; k < 6; ++k) {
+        ImGui::Text("%-16s %8.3f MB", profiling::memory_kind_name(kStacked[k]),
+                    bars[i].bytes[k] / 1e6);
+      }
+      if (bars[i].exact_peak > 0)
+        ImGui::Text("%-16s %8.3f MB", "exact peak", bars[i].exact_peak / 1e6);
+      ImGui::EndTooltip();
+    }
+  }
+  ImGui::PopID();
+}
+
+void legend() {
+  for (MemoryKind k : kStacked) {
+    ImGui::ColorButton(profiling::memory_kind_name(k),
+                       ImGui::ColorConvertU32ToFloat4(memory_kind_colour(k)),
+                       ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+    ImGui::SameLine(0, 3);
+    ImGui::TextUnformatted(profiling::memory_kind_name(k));
+    ImGui::SameLine();
+  }
+  ImGui::TextDisabled("| outlined: the formula's prediction; white tick: the exact peak");
+}
+
+std::vector<Bar> measured_bars(const LoadedRun& run, bool with_prediction) {
+  std::vector<Bar> bars;
+  profiling::MemoryProjection p;
+  const bool have_prediction = with_prediction && predicted(run.run, &p);
+  const auto ranks =
+      run.run.value("result", nlohmann::json::object()).value("ranks", nlohmann::json::array());
+  for (size_t r = 0; r < run.trace.ranks.size(); ++r) {
+    const auto& rank = run.trace.ranks[r];
+    const MemoryBreakdown peak = peak_breakdown(rank);
+    Bar b;
+    b.label = "rank " + std::to_string(rank.rank);
+    if (r < ranks.size()) b.exact_peak = ranks[r].value("peak_allocated_bytes", int64_t{0});
+    for (int k = 0; k < 6; ++k) b.bytes[k] = peak.of(kStacked[k]);
+    bars.push_back(b);
+    if (have_prediction) {
+      Bar f;
+      f.label = "formula";
+      f.prediction = true;
+      f.bytes[0] = static_cast<int64_t>(p.parameters);
+      f.bytes[1] = static_cast<int64_t>(p.gradients);
+      f.bytes[2] = static_cast<int64_t>(p.optimizer_state);
+      f.bytes[3] = static_cast<int64_t>(p.activations);
+      bars.push_back(f);
+    }
+  }
+  return bars;
+}
+
+}  // namespace
+
+void draw_memory_window(GuiSession& session) {
+  LoadedRun* run = session.current_run();
+  if (run == nullptr) {
+    ImGui::TextWrapped("No run yet. Start one in Launch, or open a trace.");
+    return;
+  }
+  if (ImGui::CollapsingHeader("How to read this")) {
+    ImGui::TextWrapped(
+        "Each rank's own memory (never the shared device's total) at the moment it held the most, "
+        "stacked by what it is: parameters, gradients, optimizer state, activations, communication "
+        "buffers and other allocations. The outlined bar beside it is the ZeRO / Korthikanti "
+        "formula for the same configuration. DDP keeps 16 bytes per parameter on every rank "
+        "(fp32 Adam); ZeRO-1 divides the purple optimizer state by N, ZeRO-2 the green gradients "
+        "too, FSDP the blue parameters as well.");
+  }
+  legend();
+  ImGui::Text("%s: per rank at its peak", run->label.c_str());
+  draw_bars("peak", measured_bars(*run, true), 260);
+
+  std::vector<ChartSeries> series;
+  for (size_t r = 0; r < run->index.memory.size(); ++r) {
+    ChartSeries s;
+    s.label = "rank " + std::to_string(run->trace.ranks[r].rank);
+    s.colour = rank_colour(static_cast<int>(r));
+    const auto& samples = run->index.memory[r];
+    // At most ~600 points per rank: the most held within each slice of time.
+    const size_t stride = std::max<size_t>(1, samples.size() / 600);
+    for (size_t i = 0; i < samples.size(); i += stride) {
+      int64_t most = 0;
+      for (size_t j = i; j < std::min(samples.size(), i + stride); ++j)
+        most = std::max(most, samples[j].second);
+      s.x.push_back(static_cast<float>((samples[i].first - run->index.t_min) * 1e-6));
+      s.y.push_back(static_cast<float>(most / 1e6));
+    }
+    series.push_back(std::move(s));
+  }
+  ImGui::Text("memory over time (ms)");
+  line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB");
+
+  if (session.runs.size() > 1) {
+    ImGui::Text("strategies side by side: the rank holding the most, per run");
+    std::vector<Bar> bars;
+    for (const auto& other : session.runs) {
+      Bar best;
+      int64_t most = -1;
+      for (const auto& rank : other->trace.ranks) {
+        const MemoryBreakdown peak = peak_breakdown(rank);
+        if (peak.total() > most) {
+          most = peak.total();
+          for (int k = 0; k < 6; ++k) best.bytes[k] = peak.of(kStacked[k]);
+        }
+      }
+      best.label = other->row.strategy;
+      best.exact_peak = other->row.peak_max;
+      bars.push_back(best);
+    }
+    draw_bars("side_by_side", bars, 240, 110);
+  }
+}
+
+}  // namespace shardscope::gui

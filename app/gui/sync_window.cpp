@@ -1,0 +1,136 @@
+#include <cmath>
+#include <cstdio>
+
+#include <imgui.h>
+
+#include "app/gui/gui_style.h"
+#include "app/gui/line_chart.h"
+#include "app/gui/windows.h"
+
+namespace shardscope::gui {
+
+namespace {
+
+// fp32 ranks that compute the same thing in the same order agree bitwise; the reference sums
+// in another order, so it differs by rounding: seen up to ~1e-6 after a few steps on `tiny`.
+constexpr double kMatchTolerance = 1e-4;
+
+ImU32 cell_colour(double deviation) {
+  if (deviation == 0) return 0xFF3CB44B;                // identical
+  if (deviation <= kMatchTolerance) return 0xFF2E8A3A;  // matches to rounding
+  return 0xFF3030D0;                                    // differs
+}
+
+void grid(const char* id, const nlohmann::json& groups, const nlohmann::json& ranks,
+          const char* key) {
+  const int columns = static_cast<int>(groups.size()) + 1;
+  if (!ImGui::BeginTable(id, columns, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+    return;
+  }
+  ImGui::TableSetupColumn("rank");
+  for (const auto& g : groups) ImGui::TableSetupColumn(g.get<std::string>().c_str());
+  ImGui::TableHeadersRow();
+  char buf[32];
+  for (const auto& row : ranks) {
+    if (!row.contains(key)) continue;
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    ImGui::Text("rank %d", row["rank"].get<int>());
+    for (const auto& v : row[key]) {
+      ImGui::TableNextColumn();
+      const double d = v.get<double>();
+      ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, cell_colour(d));
+      if (d == 0) {
+        std::snprintf(buf, sizeof(buf), "equal");
+      } else {
+        std::snprintf(buf, sizeof(buf), "%.1e", d);
+      }
+      ImGui::TextUnformatted(buf);
+    }
+  }
+  ImGui::EndTable();
+}
+
+}  // namespace
+
+void draw_sync_window(GuiSession& session) {
+  LoadedRun* run = session.current_run();
+  if (run == nullptr) {
+    ImGui::TextWrapped("No run yet. Start one in Launch, or open a trace.");
+    return;
+  }
+  if (ImGui::CollapsingHeader("How to read this")) {
+    ImGui::TextWrapped(
+        "Ranks that agree can all be wrong, so agreement is not the test: every strategy's full "
+        "weights (gathered, for sharded strategies) are compared with one device trained on the "
+        "same global batches. Each cell is the largest |difference| within a group of parameters: "
+        "green when equal or within rounding, red when it differs.");
+  }
+  const nlohmann::json result = run->run.value("result", nlohmann::json::object());
+  if (result.empty()) {
+    ImGui::TextWrapped(
+        "This trace carries no result (recorded before results were kept in traces).");
+    return;
+  }
+  if (!result.value("ok", false)) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(kFailedColour));
+    ImGui::TextWrapped("The run failed: %s", result.value("failure", std::string("?")).c_str());
+    ImGui::PopStyleColor();
+  }
+  const bool replicated = result.value("replicated", true);
+  const nlohmann::json reference = result.value("reference", nlohmann::json());
+  ImGui::Text("%s: %s", run->label.c_str(),
+              replicated ? "replicated (every rank holds every weight)"
+                         : "sharded (each rank holds a part; gathered for the check)");
+  if (reference.is_object()) {
+    const double rel = reference.value("rel_deviation", 0.0);
+    ImGui::Text(
+        "against the single-device reference: ||w - ref|| / ||ref|| = %.3g, max |delta| = %.3g  %s",
+        rel, reference.value("max_abs_deviation", 0.0), rel <= 1e-5 ? "MATCHES" : "DIFFERS");
+  } else {
+    ImGui::TextDisabled("no single-device reference was run (run without --no-reference to check)");
+  }
+  const nlohmann::json sync = result.value("weight_sync", nlohmann::json::object());
+  const nlohmann::json groups = sync.value("groups", nlohmann::json::array());
+  const nlohmann::json ranks = sync.value("ranks", nlohmann::json::array());
+  if (!groups.empty()) {
+    if (replicated) {
+      ImGui::Text("ranks against rank 0");
+      grid("vs_rank0", groups, ranks, "vs_rank0");
+    } else {
+      ImGui::Text(
+          "ranks against rank 0: sharded (each rank gathered the full weights for the check)");
+    }
+    if (reference.is_object()) {
+      ImGui::Text("each rank's %sweights against the reference", replicated ? "" : "gathered ");
+      grid("vs_reference", groups, ranks, "vs_reference");
+    }
+  }
+
+  std::vector<ChartSeries> series;
+  const auto rank_losses = result.value("rank_losses", nlohmann::json::array());
+  for (size_t r = 0; r < rank_losses.size(); ++r) {
+    ChartSeries s;
+    s.label = "rank " + std::to_string(r);
+    s.colour = rank_colour(static_cast<int>(r));
+    for (size_t i = 0; i < rank_losses[r].size(); ++i) {
+      s.x.push_back(static_cast<float>(i));
+      s.y.push_back(rank_losses[r][i].get<float>());
+    }
+    series.push_back(std::move(s));
+  }
+  if (reference.is_object() && reference.contains("losses")) {
+    ChartSeries s;
+    s.label = "reference";
+    s.colour = 0xFFFFFFFF;
+    for (size_t i = 0; i < reference["losses"].size(); ++i) {
+      s.x.push_back(static_cast<float>(i));
+      s.y.push_back(reference["losses"][i].get<float>());
+    }
+    series.push_back(std::move(s));
+  }
+  ImGui::Text("loss per step: each rank's own micro-batches, and the reference on the whole batch");
+  line_chart("losses", series, ImGui::GetContentRegionAvail().x, 200, "");
+}
+
+}  // namespace shardscope::gui

@@ -1,0 +1,156 @@
+#include "app/gui/timeline_index.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace shardscope::gui {
+
+using profiling::Category;
+using profiling::Event;
+using profiling::MemoryKind;
+
+namespace {
+
+// Greedy row packing: each event goes to the shallowest row whose last event has ended, so a
+// span that starts inside another lands below it. Parents come before the children they start
+// with (ties by start are broken longest first).
+void pack_lane(const profiling::RankTrace& rank, int rank_index, int lane,
+               std::vector<uint32_t> ids, std::vector<TimelineRow>* rows) {
+  const auto& ev = rank.events;
+  std::stable_sort(ids.begin(), ids.end(), [&](uint32_t a, uint32_t b) {
+    if (ev[a].t0_ns != ev[b].t0_ns) return ev[a].t0_ns < ev[b].t0_ns;
+    return ev[a].t1_ns > ev[b].t1_ns;
+  });
+  std::vector<TimelineRow> lane_rows;
+  std::vector<int64_t> row_end;
+  for (uint32_t id : ids) {
+    size_t depth = 0;
+    while (depth < row_end.size() && row_end[depth] > ev[id].t0_ns) ++depth;
+    if (depth == row_end.size()) {
+      row_end.push_back(0);
+      lane_rows.push_back(TimelineRow{rank_index, lane, static_cast<int>(depth), {}});
+    }
+    row_end[depth] = std::max(ev[id].t1_ns, ev[id].t0_ns);
+    lane_rows[depth].events.push_back(id);
+  }
+  for (auto& r : lane_rows) rows->push_back(std::move(r));
+}
+
+std::vector<std::pair<int64_t, int64_t>> memory_over_time(const profiling::RankTrace& rank) {
+  std::vector<std::pair<int64_t, int64_t>> allocated, summed;
+  int64_t current[profiling::kMemoryKindCount] = {};
+  int64_t sum = 0;
+  for (const auto& c : rank.counters) {
+    if (c.kind == MemoryKind::kAllocated) {
+      allocated.emplace_back(c.t_ns, c.bytes);
+      continue;
+    }
+    const int k = static_cast<int>(c.kind);
+    sum += c.bytes - current[k];
+    current[k] = c.bytes;
+    summed.emplace_back(c.t_ns, sum);
+  }
+  return allocated.empty() ? summed : allocated;
+}
+
+}  // namespace
+
+TimelineIndex build_timeline_index(const profiling::Trace& trace) {
+  TimelineIndex index;
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (size_t r = 0; r < trace.ranks.size(); ++r) {
+    const auto& rank = trace.ranks[r];
+    std::map<int, std::vector<uint32_t>> by_lane;
+    profiling::Intervals compute, comm;
+    for (uint32_t i = 0; i < rank.events.size(); ++i) {
+      const Event& e = rank.events[i];
+      by_lane[e.lane].push_back(i);
+      if (profiling::is_compute(e.category)) compute.emplace_back(e.t0_ns, e.t1_ns);
+      if (profiling::is_communication(e.category)) comm.emplace_back(e.t0_ns, e.t1_ns);
+      lo = std::min(lo, e.t0_ns);
+      hi = std::max(hi, e.t1_ns);
+      if (r == 0 && e.category == Category::kStep) index.steps.emplace_back(e.t0_ns, e.t1_ns);
+    }
+    index.exposed_comm.push_back(profiling::difference(profiling::merged(std::move(comm)),
+                                                       profiling::merged(std::move(compute))));
+    for (auto& [lane, ids] : by_lane) pack_lane(rank, static_cast<int>(r), lane, ids, &index.rows);
+    index.memory.push_back(memory_over_time(rank));
+    int64_t peak = 0;
+    for (const auto& [t, bytes] : index.memory.back()) {
+      peak = std::max(peak, bytes);
+      lo = std::min(lo, t);
+      hi = std::max(hi, t);
+    }
+    index.memory_peak.push_back(peak);
+  }
+  std::sort(index.steps.begin(), index.steps.end());
+  if (lo > hi) lo = hi = 0;
+  index.t_min = lo;
+  index.t_max = std::max(hi, lo + 1);
+  return index;
+}
+
+void layout_row(const profiling::RankTrace& rank, const TimelineRow& row, const TimeWindow& window,
+                double width_px, double fold_px, std::vector<TimelineMark>* out) {
+  out->clear();
+  const auto& ev = rank.events;
+  const auto& ids = row.events;
+  const int64_t t_lo = window.t0_ns, t_hi = window.t_of(width_px);
+  // Rows never overlap, so ends are sorted like starts: the first visible event is the first
+  // that ends after the left edge.
+  auto it = std::partition_point(ids.begin(), ids.end(),
+                                 [&](uint32_t id) { return ev[id].t1_ns <= t_lo; });
+  const auto end =
+      std::partition_point(it, ids.end(), [&](uint32_t id) { return ev[id].t0_ns < t_hi; });
+  while (it != end) {
+    const Event& e = ev[*it];
+    const double x0 = window.x_of(e.t0_ns), x1 = window.x_of(e.t1_ns);
+    if (x1 - x0 >= fold_px) {
+      out->push_back({x0, x1, *it, 1});
+      ++it;
+      continue;
+    }
+    // A fold: everything that starts within a fold width of where it has reached so far, for as
+    // long as the next event is small too.
+    TimelineMark fold{x0, x1, *it, 0};
+    auto first = it;
+    for (;;) {
+      const int64_t limit = window.t_of(std::max(fold.x1, fold.x0) + fold_px);
+      auto next = std::partition_point(it, end, [&](uint32_t id) { return ev[id].t0_ns < limit; });
+      fold.x1 = std::max(fold.x1, window.x_of(ev[*(next - 1)].t1_ns));
+      it = next;
+      if (it == end) break;
+      const Event& n = ev[*it];
+      const double nx0 = window.x_of(n.t0_ns), nx1 = window.x_of(n.t1_ns);
+      if (nx1 - nx0 >= fold_px || nx0 - fold.x1 > 1.0) break;
+    }
+    fold.count = static_cast<uint32_t>(it - first);
+    out->push_back(fold);
+  }
+}
+
+void layout_memory(const std::vector<std::pair<int64_t, int64_t>>& samples,
+                   const TimeWindow& window, double width_px, std::vector<float>* bytes_per_px) {
+  const int columns = std::max(0, static_cast<int>(width_px));
+  bytes_per_px->assign(columns, -1.0f);
+  if (samples.empty() || columns == 0) return;
+  // Held bytes are a step function: the value at a column's start is the last sample before it.
+  auto it = std::partition_point(samples.begin(), samples.end(),
+                                 [&](const auto& s) { return s.first <= window.t0_ns; });
+  int64_t held = it == samples.begin() ? -1 : std::prev(it)->second;
+  for (int x = 0; x < columns; ++x) {
+    const int64_t t_end = window.t_of(x + 1);
+    int64_t most = held;
+    auto next =
+        std::partition_point(it, samples.end(), [&](const auto& s) { return s.first < t_end; });
+    // Dense columns: the maximum over the column's samples (few per column when zoomed in; the
+    // strip has one column per pixel, so the total work is bounded by the samples on screen).
+    for (auto s = it; s != next; ++s) most = std::max(most, s->second);
+    if (next != it) held = std::prev(next)->second;
+    it = next;
+    (*bytes_per_px)[x] = static_cast<float>(most);
+  }
+}
+
+}  // namespace shardscope::gui

@@ -1,0 +1,493 @@
+#include "app/gui/timeline_view.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include <imgui.h>
+
+#include "app/gui/gui_style.h"
+#include "profiling/trace_metrics.h"
+
+namespace shardscope::gui {
+
+using profiling::Category;
+using profiling::Event;
+using profiling::Trace;
+
+namespace {
+
+constexpr float kGutter = 150;        // rank and lane labels
+constexpr float kAxisHeight = 22;     // time axis
+constexpr float kMemoryStrip = 1.5f;  // memory strip height, in rows
+constexpr double kFoldPx = 3;         // events narrower than this are folded
+
+std::string format_ms(double ms) {
+  char buf[48];
+  if (std::fabs(ms) >= 1000) {
+    std::snprintf(buf, sizeof(buf), "%.3f s", ms / 1000);
+  } else if (std::fabs(ms) >= 1) {
+    std::snprintf(buf, sizeof(buf), "%.3f ms", ms);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.1f us", ms * 1000);
+  }
+  return buf;
+}
+
+std::string format_bytes(double bytes) {
+  char buf[48];
+  if (bytes >= 1e6) {
+    std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
+  } else if (bytes >= 1e3) {
+    std::snprintf(buf, sizeof(buf), "%.1f kB", bytes / 1e3);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
+  }
+  return buf;
+}
+
+ImU32 dimmed(ImU32 colour) {
+  return (colour & 0x00FFFFFF) | 0x50000000;
+}
+
+// A tick spacing of 1, 2 or 5 times a power of ten that leaves about `px` pixels between ticks.
+double tick_step_ns(double ns_per_px, double px) {
+  const double raw = ns_per_px * px;
+  const double p = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
+  for (double m : {1.0, 2.0, 5.0, 10.0}) {
+    if (p * m >= raw) return p * m;
+  }
+  return p * 10;
+}
+
+}  // namespace
+
+void TimelineView::reset() {
+  hovered_ = selected_ = EventRef{};
+  linked_.clear();
+  measuring_ = false;
+  measure_[0] = measure_[1] = 0;
+  pending_fit_ = kFitAll;
+  search.clear();
+}
+
+void TimelineView::apply_fit(const TimelineIndex& index, double width_px) {
+  int64_t a = index.t_min, b = index.t_max;
+  if (pending_fit_ == kFitStep && !index.steps.empty()) {
+    const auto& s = index.steps[std::clamp<size_t>(fit_step_, 0, index.steps.size() - 1)];
+    a = s.first;
+    b = s.second;
+  } else if (pending_fit_ == kFitRange) {
+    a = index.t_min + static_cast<int64_t>(range_ms_[0] * 1e6);
+    b = index.t_min + static_cast<int64_t>(range_ms_[1] * 1e6);
+  }
+  const int64_t margin = pending_fit_ == kFitRange ? 0 : (b - a) / 50;
+  window_.t0_ns = a - margin;
+  window_.ns_per_px = std::max(1e-3, double(b - a + 2 * margin) / std::max(width_px, 1.0));
+  pending_fit_ = kNone;
+}
+
+EventRef TimelineView::find_event(const Trace& trace, int rank, const std::string& name, int k) {
+  if (rank < 0 || rank >= static_cast<int>(trace.ranks.size())) return {};
+  std::vector<uint32_t> hits;
+  const auto& ev = trace.ranks[rank].events;
+  for (uint32_t i = 0; i < ev.size(); ++i) {
+    if (trace.str(ev[i].name) == name) hits.push_back(i);
+  }
+  std::stable_sort(hits.begin(), hits.end(),
+                   [&](uint32_t a, uint32_t b) { return ev[a].t0_ns < ev[b].t0_ns; });
+  if (k < 0 || k >= static_cast<int>(hits.size())) return {};
+  return EventRef{rank, hits[k], 1};
+}
+
+void TimelineView::select(const Trace& trace, EventRef ref) {
+  selected_ = ref;
+  linked_.clear();
+  if (!ref.valid()) return;
+  const Event& e = trace.ranks[ref.rank].events[ref.event];
+  if (e.seq < 0 || e.category != Category::kCollective) return;
+  // The same collective on every rank: same group, sequence number and op.
+  const std::string& group = trace.str(e.group);
+  const std::string& op = trace.str(e.name);
+  for (size_t r = 0; r < trace.ranks.size(); ++r) {
+    const auto& ev = trace.ranks[r].events;
+    for (uint32_t i = 0; i < ev.size(); ++i) {
+      if (ev[i].seq == e.seq && ev[i].category == Category::kCollective &&
+          trace.str(ev[i].group) == group && trace.str(ev[i].name) == op) {
+        linked_.push_back(EventRef{static_cast<int>(r), i, 1});
+      }
+    }
+  }
+}
+
+int TimelineView::row_of(const Trace& trace, const TimelineIndex& index, EventRef ref) const {
+  const Event& e = trace.ranks[ref.rank].events[ref.event];
+  const auto& ev = trace.ranks[ref.rank].events;
+  for (size_t r = 0; r < index.rows.size(); ++r) {
+    const auto& row = index.rows[r];
+    if (row.rank != ref.rank || row.lane != e.lane) continue;
+    auto it = std::lower_bound(row.events.begin(), row.events.end(), e.t0_ns,
+                               [&](uint32_t id, int64_t t) { return ev[id].t0_ns < t; });
+    for (; it != row.events.end() && ev[*it].t0_ns == e.t0_ns; ++it) {
+      if (*it == ref.event) return static_cast<int>(r);
+    }
+  }
+  return -1;
+}
+
+bool TimelineView::screen_position(const TimelineIndex& index, EventRef ref, float* x,
+                                   float* y) const {
+  (void)index;
+  if (!ref.valid() || row_top_.empty() || last_trace_ == nullptr) return false;
+  const int row = row_of(*last_trace_, index, ref);
+  if (row < 0) return false;
+  const Event& e = last_trace_->ranks[ref.rank].events[ref.event];
+  const double x0 = std::max(0.0, window_.x_of(e.t0_ns));
+  const double x1 = std::min(width_px_, window_.x_of(e.t1_ns));
+  if (x1 < 0 || x0 > width_px_) return false;
+  *x = canvas_x_ + static_cast<float>((x0 + x1) / 2);
+  *y = row_top_[row] + row_height_ / 2;
+  return true;
+}
+
+nlohmann::json TimelineView::describe(const Trace& trace, const TimelineIndex& index,
+                                      EventRef ref) {
+  if (!ref.valid()) return nullptr;
+  const auto& rank = trace.ranks[ref.rank];
+  const Event& e = rank.events[ref.event];
+  nlohmann::json d = {
+      {"name", trace.str(e.name)},
+      {"rank", rank.rank},
+      {"lane", e.lane < rank.lanes.size() ? rank.lanes[e.lane] : std::to_string(e.lane)},
+      {"category", profiling::category_name(e.category)},
+      {"start_ms", (e.t0_ns - index.t_min) * 1e-6},
+      {"duration_ms", (e.t1_ns - e.t0_ns) * 1e-6},
+      {"step", e.step}};
+  if (ref.folded > 1) d["folded"] = ref.folded;
+  if (e.category == Category::kCollective) {
+    d["bytes"] = e.bytes;
+    d["group"] = trace.str(e.group);
+    d["seq"] = e.seq;
+    const double seconds = (e.t1_ns - e.t0_ns) * 1e-9;
+    if (seconds > 0 && e.group_size > 0) {
+      const double algbw = e.bytes / seconds / 1e9;
+      d["busbw_gbps"] = algbw * profiling::busbw_factor(trace.str(e.name), e.group_size);
+    }
+  }
+  return d;
+}
+
+nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& index) const {
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : linked_) links.push_back(trace.ranks[l.rank].rank);
+  nlohmann::json s = {
+      {"visible_ms",
+       {(window_.t0_ns - index.t_min) * 1e-6, (window_.t_of(width_px_) - index.t_min) * 1e-6}},
+      {"hovered", describe(trace, index, hovered_)},
+      {"selected", describe(trace, index, selected_)},
+      {"linked_ranks", links},
+      {"drawn_marks", drawn_marks_},
+      {"folded_marks", folded_marks_},
+      {"rows", index.rows.size()},
+      {"search", search}};
+  if (measure_[1] != measure_[0]) {
+    s["measured_ms"] = std::fabs(double(measure_[1] - measure_[0])) * 1e-6;
+  }
+  return s;
+}
+
+void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root_failure) {
+  last_trace_ = &trace;
+  ImGuiIO& io = ImGui::GetIO();
+  // Toolbar.
+  if (ImGui::Button("Fit all")) request_fit_all();
+  ImGui::SameLine();
+  if (ImGui::Button("Fit step") && !index.steps.empty()) request_fit_step(fit_step_);
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(90);
+  if (!index.steps.empty()) {
+    int step = fit_step_;
+    if (ImGui::SliderInt("##step", &step, 0, static_cast<int>(index.steps.size()) - 1, "step %d")) {
+      request_fit_step(step);
+    }
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(160);
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%s", search.c_str());
+  if (ImGui::InputTextWithHint("##search", "search / filter", buf, sizeof(buf))) search = buf;
+  ImGui::SameLine();
+  ImGui::TextDisabled("wheel: zoom  drag: pan  right-drag: measure  click: select");
+  ImGui::SameLine();
+  for (Category c : {Category::kForward, Category::kBackward, Category::kCollective,
+                     Category::kOptimizer, Category::kGradSync, Category::kWait}) {
+    ImGui::SameLine();
+    ImGui::ColorButton(profiling::category_name(c),
+                       ImGui::ColorConvertU32ToFloat4(category_colour(c)),
+                       ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+    ImGui::SameLine(0, 3);
+    ImGui::TextUnformatted(profiling::category_name(c));
+  }
+  ImGui::SameLine();
+  ImGui::ColorButton("exposed", ImGui::ColorConvertU32ToFloat4(kExposedCommColour),
+                     ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+  ImGui::SameLine(0, 3);
+  ImGui::TextUnformatted("exposed comm");
+
+  // Selection details, above the canvas so the canvas does not move when it appears.
+  if (selected_.valid()) {
+    const auto d = describe(trace, index, selected_);
+    std::string line = "selected: " + d["name"].get<std::string>() + " on rank " +
+                       std::to_string(d["rank"].get<int>()) + " (" + d["lane"].get<std::string>() +
+                       "), at " + format_ms(d["start_ms"]) + ", " + format_ms(d["duration_ms"]);
+    if (d.contains("bytes")) line += ", " + format_bytes(d["bytes"].get<double>());
+    if (d.contains("busbw_gbps")) {
+      std::snprintf(buf, sizeof(buf), ", busbw %.2f GB/s", d["busbw_gbps"].get<double>());
+      line += buf;
+    }
+    if (linked_.size() > 1) {
+      int64_t first = INT64_MAX, last = INT64_MIN;
+      int last_rank = -1;
+      for (const auto& l : linked_) {
+        const int64_t t = trace.ranks[l.rank].events[l.event].t0_ns;
+        first = std::min(first, t);
+        if (t > last) {
+          last = t;
+          last_rank = trace.ranks[l.rank].rank;
+        }
+      }
+      line += "; on " + std::to_string(linked_.size()) + " ranks, rank " +
+              std::to_string(last_rank) + " arrived last, " + format_ms((last - first) * 1e-6) +
+              " after the first (the others waited)";
+    }
+    ImGui::TextUnformatted(line.c_str());
+  } else {
+    ImGui::TextDisabled("click an event to select it; a collective links to its peers");
+  }
+
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float canvas_w = std::max(50.0f, avail.x - kGutter);
+  const float canvas_h = std::max(50.0f, avail.y - kAxisHeight);
+  width_px_ = canvas_w;
+  canvas_x_ = origin.x + kGutter;
+  if (pending_fit_ != kNone) apply_fit(index, width_px_);
+
+  // Vertical layout: rows per rank plus a memory strip, shrunk to fit the window.
+  const size_t ranks = trace.ranks.size();
+  const float units = static_cast<float>(index.rows.size()) + kMemoryStrip * ranks + 0.4f * ranks;
+  row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, 22.0f);
+  const float top = origin.y + kAxisHeight;
+
+  ImGui::InvisibleButton("timeline_canvas", ImVec2(avail.x, std::max(avail.y, 60.0f)),
+                         ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
+  const bool canvas_hovered = ImGui::IsItemHovered();
+  const bool canvas_active = ImGui::IsItemActive();
+  const bool canvas_released = ImGui::IsItemDeactivated();
+  const ImVec2 mouse = io.MousePos;
+  const double mouse_x = mouse.x - canvas_x_;
+
+  // Zoom around the cursor, pan by dragging, measure with the right button.
+  if (canvas_hovered && io.MouseWheel != 0 && mouse_x >= 0) {
+    const int64_t t_at = window_.t_of(mouse_x);
+    window_.ns_per_px = std::clamp(window_.ns_per_px * std::pow(0.8, io.MouseWheel), 1e-3, 1e12);
+    window_.t0_ns = t_at - static_cast<int64_t>(mouse_x * window_.ns_per_px);
+  }
+  if (canvas_active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
+    window_.t0_ns -= static_cast<int64_t>(io.MouseDelta.x * window_.ns_per_px);
+  }
+  if (canvas_hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+    measuring_ = true;
+    measure_[0] = measure_[1] = window_.t_of(mouse_x);
+  }
+  if (measuring_) {
+    measure_[1] = window_.t_of(mouse_x);
+    if (!ImGui::IsMouseDown(ImGuiMouseButton_Right)) measuring_ = false;
+  }
+
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 clip_min(canvas_x_, origin.y), clip_max(canvas_x_ + canvas_w, origin.y + avail.y);
+  dl->AddRectFilled(ImVec2(origin.x, origin.y), ImVec2(origin.x + avail.x, origin.y + avail.y),
+                    0xFF1E1A18);
+
+  // Time axis and step markers.
+  const double step_ns = tick_step_ns(window_.ns_per_px, 110);
+  const int64_t first_tick =
+      static_cast<int64_t>(std::ceil((window_.t0_ns - index.t_min) / step_ns) * step_ns);
+  dl->PushClipRect(clip_min, clip_max, true);
+  for (double t = first_tick; window_.x_of(index.t_min + int64_t(t)) < canvas_w; t += step_ns) {
+    const float x = canvas_x_ + static_cast<float>(window_.x_of(index.t_min + int64_t(t)));
+    dl->AddLine(ImVec2(x, origin.y + kAxisHeight - 6), ImVec2(x, origin.y + avail.y), 0x30FFFFFF);
+    dl->AddText(ImVec2(x + 3, origin.y + 2), 0xFFB0B0B0, format_ms(t * 1e-6).c_str());
+  }
+  for (size_t s = 0; s < index.steps.size(); ++s) {
+    const double x = window_.x_of(index.steps[s].first);
+    if (x < -200 || x > canvas_w) continue;
+    const float sx = canvas_x_ + static_cast<float>(x);
+    dl->AddLine(ImVec2(sx, origin.y + 12), ImVec2(sx, origin.y + avail.y), 0xA000D7FF, 1.5f);
+    dl->AddText(ImVec2(sx + 3, origin.y + 11), 0xFF00D7FF, ("step " + std::to_string(s)).c_str());
+  }
+  dl->PopClipRect();
+
+  // Rows.
+  row_top_.assign(index.rows.size(), 0);
+  hovered_ = EventRef{};
+  drawn_marks_ = folded_marks_ = 0;
+  std::vector<TimelineMark> marks;
+  std::vector<float> memory_px;
+  int64_t memory_scale = 1;
+  for (int64_t p : index.memory_peak) memory_scale = std::max(memory_scale, p);
+  float y = top;
+  size_t r = 0;
+  for (size_t rank_index = 0; rank_index < ranks; ++rank_index) {
+    const auto& rank = trace.ranks[rank_index];
+    const bool failed = !rank.failure.empty();
+    const bool root = failed && (root_failure < 0 || rank.rank == root_failure);
+    const ImU32 failure_colour = root ? kFailedColour : kStoppedColour;
+    const float rank_top = y;
+    dl->AddLine(ImVec2(origin.x, y), ImVec2(origin.x + avail.x, y), 0x40FFFFFF);
+    std::string label = "rank " + std::to_string(rank.rank);
+    dl->AddText(ImVec2(origin.x + 4, y + 1), failed ? failure_colour : 0xFFFFFFFF, label.c_str());
+    int last_lane = -1;
+    for (; r < index.rows.size() && index.rows[r].rank == static_cast<int>(rank_index); ++r) {
+      const TimelineRow& row = index.rows[r];
+      row_top_[r] = y;
+      if (row.lane != last_lane) {
+        const std::string lane = row.lane < static_cast<int>(rank.lanes.size())
+                                     ? rank.lanes[row.lane]
+                                     : "lane " + std::to_string(row.lane);
+        dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, lane.c_str());
+        last_lane = row.lane;
+      }
+      layout_row(rank, row, window_, canvas_w, kFoldPx, &marks);
+      dl->PushClipRect(clip_min, clip_max, true);
+      for (const auto& m : marks) {
+        const Event& e = rank.events[m.event];
+        const float x0 = canvas_x_ + static_cast<float>(std::max(m.x0, -10.0));
+        const float x1 =
+            canvas_x_ + static_cast<float>(std::min(std::max(m.x1, m.x0 + 1), canvas_w + 10.0));
+        ImU32 colour = m.count > 1 ? kFoldColour : category_colour(e.category);
+        if (!search.empty() &&
+            (m.count > 1 || trace.str(e.name).find(search) == std::string::npos)) {
+          colour = dimmed(colour);
+        }
+        dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + row_height_ - 1), colour);
+        if (m.count == 1 && x1 - x0 > 40 && row_height_ >= 12) {
+          const std::string& name = trace.str(e.name);
+          dl->PushClipRect(ImVec2(x0, y), ImVec2(x1, y + row_height_), true);
+          dl->AddText(ImVec2(x0 + 3, y + (row_height_ - ImGui::GetFontSize()) / 2), 0xFF000000,
+                      name.c_str());
+          dl->PopClipRect();
+        }
+        ++drawn_marks_;
+        if (m.count > 1) ++folded_marks_;
+        if (canvas_hovered && mouse.y >= y && mouse.y < y + row_height_ && mouse.x >= x0 - 1 &&
+            mouse.x <= x1 + 1) {
+          hovered_ = EventRef{static_cast<int>(rank_index), m.event, m.count};
+        }
+      }
+      // Exposed communication: a red underline on the first communication row.
+      if (row.lane == profiling::kCommLane && row.depth == 0) {
+        const auto& exposed = index.exposed_comm[rank_index];
+        auto it = std::partition_point(exposed.begin(), exposed.end(),
+                                       [&](const auto& iv) { return iv.second <= window_.t0_ns; });
+        const int64_t t_hi = window_.t_of(canvas_w);
+        for (; it != exposed.end() && it->first < t_hi; ++it) {
+          const float x0 = canvas_x_ + static_cast<float>(std::max(window_.x_of(it->first), -1.0));
+          const float x1 =
+              canvas_x_ + static_cast<float>(std::min(window_.x_of(it->second), canvas_w + 1.0));
+          dl->AddRectFilled(ImVec2(x0, y + row_height_ - 4),
+                            ImVec2(std::max(x1, x0 + 1), y + row_height_), kExposedCommColour);
+        }
+      }
+      dl->PopClipRect();
+      y += row_height_;
+    }
+    // Memory strip: what the rank held, scaled to the largest peak of any rank.
+    const float strip = row_height_ * kMemoryStrip;
+    dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, "memory");
+    if (rank_index < index.memory.size()) {
+      layout_memory(index.memory[rank_index], window_, canvas_w, &memory_px);
+      for (size_t x = 0; x < memory_px.size(); ++x) {
+        if (memory_px[x] < 0) continue;
+        const float h = strip * static_cast<float>(memory_px[x] / memory_scale);
+        dl->AddRectFilled(ImVec2(canvas_x_ + x, y + strip - h),
+                          ImVec2(canvas_x_ + x + 1, y + strip), 0xFFC8A064);
+      }
+    }
+    y += strip + 0.4f * row_height_;
+    if (failed) {
+      dl->AddRect(ImVec2(origin.x + 1, rank_top), ImVec2(origin.x + avail.x - 1, y), failure_colour,
+                  0, 0, 2.0f);
+      dl->AddText(ImVec2(origin.x + 4, rank_top + ImGui::GetFontSize()), failure_colour,
+                  root ? "failed" : "stopped");
+      const std::string reason = rank.failure.substr(0, rank.failure.find('\n'));
+      dl->PushClipRect(clip_min, clip_max, true);
+      dl->AddText(ImVec2(canvas_x_ + 4, y - ImGui::GetFontSize() - 2), failure_colour,
+                  reason.c_str());
+      dl->PopClipRect();
+      if (ImGui::IsMouseHoveringRect(ImVec2(origin.x, rank_top), ImVec2(canvas_x_, y))) {
+        ImGui::SetTooltip("rank %d failed: %s", rank.rank, rank.failure.c_str());
+      }
+    }
+  }
+
+  // Selection and the links between the ranks' copies of a collective.
+  auto outline = [&](EventRef ref, ImU32 colour) {
+    const int row = row_of(trace, index, ref);
+    if (row < 0) return ImVec2(-1, -1);
+    const Event& e = trace.ranks[ref.rank].events[ref.event];
+    const float x0 = canvas_x_ + static_cast<float>(std::max(window_.x_of(e.t0_ns), -5.0));
+    const float x1 =
+        canvas_x_ + static_cast<float>(std::min(window_.x_of(e.t1_ns), canvas_w + 5.0));
+    const float ty = row_top_[row];
+    dl->AddRect(ImVec2(x0 - 1, ty), ImVec2(std::max(x1, x0 + 1) + 1, ty + row_height_), colour, 0,
+                0, 2.0f);
+    return ImVec2(x0, ty + row_height_ / 2);
+  };
+  dl->PushClipRect(clip_min, clip_max, true);
+  if (selected_.valid()) outline(selected_, kSelectionColour);
+  ImVec2 previous(-1, -1);
+  for (const auto& l : linked_) {
+    const ImVec2 at = outline(l, 0xFF00FFFF);
+    if (previous.x >= 0 && at.x >= 0) dl->AddLine(previous, at, 0xFF00FFFF, 2.0f);
+    previous = at;
+  }
+  if (measure_[0] != measure_[1]) {
+    const float a =
+        canvas_x_ + static_cast<float>(window_.x_of(std::min(measure_[0], measure_[1])));
+    const float b =
+        canvas_x_ + static_cast<float>(window_.x_of(std::max(measure_[0], measure_[1])));
+    dl->AddRectFilled(ImVec2(a, top), ImVec2(b, y), 0x40FFFF00);
+    dl->AddText(ImVec2(b + 4, top + 2), 0xFF00FFFF,
+                format_ms(std::fabs(double(measure_[1] - measure_[0])) * 1e-6).c_str());
+  }
+  dl->PopClipRect();
+
+  // Hover: the details; a click without a drag selects.
+  if (hovered_.valid() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
+    const auto d = describe(trace, index, hovered_);
+    ImGui::BeginTooltip();
+    if (hovered_.folded > 1) {
+      ImGui::Text("%u events folded (zoom in to see them); first:", hovered_.folded);
+    }
+    ImGui::Text("%s", d["name"].get<std::string>().c_str());
+    ImGui::Text("rank %d, lane %s, %s", d["rank"].get<int>(), d["lane"].get<std::string>().c_str(),
+                d["category"].get<std::string>().c_str());
+    ImGui::Text("start %s, duration %s", format_ms(d["start_ms"]).c_str(),
+                format_ms(d["duration_ms"]).c_str());
+    if (d.contains("bytes")) {
+      ImGui::Text("%s in group %s (seq %lld)", format_bytes(d["bytes"].get<double>()).c_str(),
+                  d["group"].get<std::string>().c_str(),
+                  static_cast<long long>(d["seq"].get<int64_t>()));
+    }
+    if (d.contains("busbw_gbps")) ImGui::Text("busbw %.2f GB/s", d["busbw_gbps"].get<double>());
+    ImGui::EndTooltip();
+  }
+  if (canvas_released && io.MouseDragMaxDistanceSqr[0] < 16 &&
+      ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
+    select(trace, hovered_);
+  }
+}
+
+}  // namespace shardscope::gui

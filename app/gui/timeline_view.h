@@ -1,0 +1,81 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/gui/timeline_index.h"
+#include "profiling/trace.h"
+
+namespace shardscope::gui {
+
+struct EventRef {
+  int rank = -1;
+  uint32_t event = 0;
+  uint32_t folded = 1;  // hovering a fold: how many events it stands for
+  bool valid() const { return rank >= 0; }
+  bool operator==(const EventRef& o) const { return rank == o.rank && event == o.event; }
+};
+
+// The per-rank timeline: a group of rows per rank (host lane, communication lane, device
+// streams, memory strip), zoomed with the wheel around the cursor, panned by dragging, a range
+// measured by dragging with the right button, events hovered and selected. A selected collective
+// is linked to the same collective on every other rank. Communication not hidden behind compute
+// is underlined in red.
+class TimelineView {
+ public:
+  // Fills the rest of the current ImGui window. `root_failure`: the rank whose failure stopped the
+  // run (red); other failed ranks stopped because of it (amber).
+  void draw(const profiling::Trace& trace, const TimelineIndex& index, int root_failure = -1);
+  void reset();
+  void request_fit_all() { pending_fit_ = kFitAll; }
+  void request_fit_step(int step) {
+    pending_fit_ = kFitStep;
+    fit_step_ = step;
+  }
+  // Milliseconds from the trace's first event.
+  void request_range(double t0_ms, double t1_ms) {
+    pending_fit_ = kFitRange;
+    range_ms_[0] = t0_ms;
+    range_ms_[1] = t1_ms;
+  }
+  void select(const profiling::Trace& trace, EventRef ref);
+  std::string search;
+
+  // The k-th event named `name` on rank `rank` (by start), or an invalid ref.
+  static EventRef find_event(const profiling::Trace& trace, int rank, const std::string& name,
+                             int k);
+  // Where `ref` was drawn in the last frame (its centre, screen pixels); false when off screen.
+  bool screen_position(const TimelineIndex& index, EventRef ref, float* x, float* y) const;
+
+  // What a test inspects: the visible range, hovered and selected events with their details,
+  // the linked ranks, what the last frame drew.
+  nlohmann::json state(const profiling::Trace& trace, const TimelineIndex& index) const;
+  static nlohmann::json describe(const profiling::Trace& trace, const TimelineIndex& index,
+                                 EventRef ref);
+
+ private:
+  enum Fit { kNone, kFitAll, kFitStep, kFitRange };
+  void apply_fit(const TimelineIndex& index, double width_px);
+  int row_of(const profiling::Trace& trace, const TimelineIndex& index, EventRef ref) const;
+
+  TimeWindow window_;
+  double width_px_ = 0;
+  Fit pending_fit_ = kFitAll;
+  int fit_step_ = 0;
+  double range_ms_[2] = {0, 0};
+  EventRef hovered_, selected_;
+  std::vector<EventRef> linked_;
+  bool measuring_ = false;
+  int64_t measure_[2] = {0, 0};
+  // Geometry of the last frame, for script targets and the state.
+  float canvas_x_ = 0;
+  std::vector<float> row_top_;
+  float row_height_ = 0;
+  int drawn_marks_ = 0, folded_marks_ = 0;
+  const profiling::Trace* last_trace_ = nullptr;
+};
+
+}  // namespace shardscope::gui

@@ -1,0 +1,29 @@
+#include <imgui.h>
+
+#include "app/gui/windows.h"
+
+namespace shardscope::gui {
+
+void draw_timeline_window(GuiSession& session) {
+  LoadedRun* run = session.current_run();
+  if (run == nullptr) {
+    ImGui::TextWrapped(
+        "No run yet. Start one in Launch, or open a trace (File > Open; "
+        "`shardscope view FILE`).");
+    return;
+  }
+  if (ImGui::CollapsingHeader("How to read this")) {
+    ImGui::TextWrapped(
+        "One group of rows per rank. host: what the rank's thread did (steps, micro-batches, "
+        "forward in green, backward in blue, optimizer in purple); comm: collectives from issue to "
+        "completion in orange, with a red underline where no compute hides them (exposed "
+        "communication); memory: what the rank held. Yellow lines mark steps. Click a collective "
+        "to link it across ranks: the rank that arrived last is the one the others waited for.");
+    const char* note = strategy_teaching_note(run->row.strategy);
+    if (*note) ImGui::TextWrapped("%s: %s", run->row.strategy.c_str(), note);
+  }
+  const int root = run->run.value("result", nlohmann::json::object()).value("failed_rank", -1);
+  session.timeline.draw(run->trace, run->index, root);
+}
+
+}  // namespace shardscope::gui

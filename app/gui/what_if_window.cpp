@@ -1,0 +1,129 @@
+#include <cstdio>
+
+#include <imgui.h>
+
+#include "app/gui/windows.h"
+#include "app/trace_projection.h"
+#include "profiling/hardware_profile.h"
+
+namespace shardscope::gui {
+
+namespace {
+
+void project(GuiSession& session, LoadedRun& run) {
+  WhatIfState& w = session.what_if;
+  w.error.clear();
+  w.projected.reset();
+  w.figures = nullptr;
+  try {
+    const auto hw = profiling::load_hardware_profile(w.hardware_names.at(w.hardware));
+    const cli::TraceProjection t = cli::project_recorded_trace(run.trace, hw, w.compute_scale);
+    w.figures = {{"hardware", hw.name},
+                 {"compute_scale", t.compute_scale},
+                 {"scale_source", t.scale_source},
+                 {"measured_step_ms", t.measured_summary.step_s * 1e3},
+                 {"projected_step_ms", t.projected_summary.step_s * 1e3},
+                 {"measured_exposed_ms", t.measured_summary.exposed_s * 1e3},
+                 {"projected_exposed_ms", t.projected_summary.exposed_s * 1e3},
+                 {"measured_overlap", t.measured_summary.overlap},
+                 {"projected_overlap", t.projected_summary.overlap},
+                 {"measured_efficiency", t.measured_efficiency},
+                 {"projected_efficiency", t.projected_efficiency}};
+    if (t.mfu) w.figures["mfu"] = *t.mfu;
+    w.projected = make_loaded_run(t.projected, "projected onto " + hw.name);
+    w.projected->label = run.label + " on " + hw.name;
+    w.timeline.reset();
+  } catch (const std::exception& e) {
+    w.error = e.what();
+  }
+}
+
+}  // namespace
+
+void draw_what_if_window(GuiSession& session) {
+  WhatIfState& w = session.what_if;
+  if (w.hardware_names.empty()) {
+    w.hardware_names = profiling::hardware_profile_names();
+    for (size_t i = 0; i < w.hardware_names.size(); ++i) {
+      if (w.hardware_names[i] == "8xH100") w.hardware = static_cast<int>(i);
+    }
+  }
+  LoadedRun* run = session.current_run();
+  if (ImGui::CollapsingHeader("How to read this")) {
+    ImGui::TextWrapped(
+        "What the measured run would do on real GPUs: each rank's recorded chain (compute, "
+        "collectives, waits) is re-scheduled onto its own device of the chosen hardware, compute "
+        "scaled by the device's speed, each collective priced by NCCL's ring/tree cost model. "
+        "The projected timeline below has the same rows as the measured one.");
+  }
+  if (run == nullptr) {
+    ImGui::TextWrapped("No run yet. Start one in Launch, or open a trace.");
+    return;
+  }
+  if (w.hardware_names.empty()) {
+    ImGui::TextWrapped("No hardware profiles found in %s.",
+                       profiling::hardware_profile_directory().c_str());
+    return;
+  }
+  ImGui::SetNextItemWidth(200);
+  if (ImGui::BeginCombo("hardware", w.hardware_names[w.hardware].c_str())) {
+    for (size_t i = 0; i < w.hardware_names.size(); ++i) {
+      if (ImGui::Selectable(w.hardware_names[i].c_str(), static_cast<int>(i) == w.hardware)) {
+        w.hardware = static_cast<int>(i);
+      }
+    }
+    ImGui::EndCombo();
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(120);
+  ImGui::InputFloat("compute scale (0: calibrated)", &w.compute_scale, 0, 0, "%.4g");
+  ImGui::SameLine();
+  if (ImGui::Button("Project") || w.project_requested) {
+    w.project_requested = false;
+    project(session, *run);
+  }
+  if (!w.error.empty()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.3f, 0.3f, 1));
+    ImGui::TextWrapped("%s", w.error.c_str());
+    ImGui::PopStyleColor();
+  }
+  if (!w.figures.is_object()) return;
+  const auto& f = w.figures;
+  ImGui::Text("compute scale %.4g (%s)", f["compute_scale"].get<double>(),
+              f["scale_source"].get<std::string>().c_str());
+  if (ImGui::BeginTable("figures", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+    ImGui::TableSetupColumn("");
+    ImGui::TableSetupColumn("measured");
+    ImGui::TableSetupColumn(("projected on " + f["hardware"].get<std::string>()).c_str());
+    ImGui::TableHeadersRow();
+    auto line = [&](const char* what, double measured, double projected, const char* format) {
+      char a[48], b[48];
+      std::snprintf(a, sizeof(a), format, measured);
+      std::snprintf(b, sizeof(b), format, projected);
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(what);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(a);
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(b);
+    };
+    line("step time (slowest rank)", f["measured_step_ms"], f["projected_step_ms"], "%.3f ms");
+    line("exposed communication", f["measured_exposed_ms"], f["projected_exposed_ms"], "%.3f ms");
+    line("overlap", 100 * f["measured_overlap"].get<double>(),
+         100 * f["projected_overlap"].get<double>(), "%.0f %%");
+    line("scaling efficiency", 100 * f["measured_efficiency"].get<double>(),
+         100 * f["projected_efficiency"].get<double>(), "%.0f %%");
+    ImGui::EndTable();
+  }
+  if (f.contains("mfu"))
+    ImGui::Text("MFU on %s: %.1f %%", f["hardware"].get<std::string>().c_str(),
+                100 * f["mfu"].get<double>());
+  if (w.projected) {
+    ImGui::Separator();
+    ImGui::Text("projected timeline: %s", w.projected->label.c_str());
+    w.timeline.draw(w.projected->trace, w.projected->index);
+  }
+}
+
+}  // namespace shardscope::gui

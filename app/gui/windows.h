@@ -1,0 +1,24 @@
+#pragma once
+
+#include "app/gui/gui_session.h"
+
+namespace shardscope::gui {
+
+// One function per window (tab); each starts with a short "how to read this".
+void draw_launch_window(GuiSession& session);
+void draw_timeline_window(GuiSession& session);
+void draw_memory_window(GuiSession& session);
+void draw_sync_window(GuiSession& session);
+void draw_compare_window(GuiSession& session);
+void draw_what_if_window(GuiSession& session);
+
+// Teaching text for a strategy: what it does and what to look for in the windows.
+const char* strategy_teaching_note(const std::string& strategy);
+
+}  // namespace shardscope::gui
+
+namespace shardscope::gui {
+// The Launch form's actions, also driven by scripts.
+void set_launch_field(GuiSession& session, const std::string& key, const std::string& text);
+bool start_launch(GuiSession& session);
+}  // namespace shardscope::gui

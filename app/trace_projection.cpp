@@ -1,0 +1,102 @@
+#include "app/trace_projection.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "profiling/memory_projection.h"
+#include "profiling/trace_metrics.h"
+#include "profiling/trace_replay.h"
+
+namespace shardscope::cli {
+namespace {
+
+// A dense transformer reaches about half of a GPU's peak in practice (MFU ~ 0.5).
+constexpr double kAchievableFraction = 0.5;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+StepSummary summarise(const profiling::Trace& trace) {
+  std::map<int, std::vector<profiling::StepMetrics>> by_step;
+  for (const auto& m : profiling::step_metrics(trace)) by_step[m.step].push_back(m);
+  if (by_step.size() > 1) by_step.erase(by_step.begin());
+  std::vector<double> step, exposed, overlap, compute;
+  for (const auto& [s, ranks] : by_step) {
+    double slowest = 0, e = 0, o = 0, c = 0;
+    for (const auto& m : ranks) {
+      slowest = std::max(slowest, m.span_ns * 1e-9);
+      e += m.exposed_comm_ns * 1e-9 / ranks.size();
+      o += m.overlap_fraction() / ranks.size();
+      c += m.compute_ns * 1e-9;
+    }
+    step.push_back(slowest);
+    exposed.push_back(e);
+    overlap.push_back(o);
+    compute.push_back(c);
+  }
+  return {median(step), median(exposed), median(overlap), median(compute)};
+}
+
+TraceProjection project_recorded_trace(const profiling::Trace& measured,
+                                       const profiling::HardwareProfile& hw, double compute_scale) {
+  TraceProjection t;
+  t.compute_scale = compute_scale;
+  t.scale_source = "given";
+  if (t.compute_scale <= 0) {
+    if (hw.name == "this-machine") {
+      t.compute_scale = 1;
+      t.scale_source = "the trace's own machine";
+    } else {
+      profiling::HardwareProfile here;
+      try {
+        here = profiling::load_hardware_profile("this-machine");
+      } catch (const std::exception&) {
+        throw std::runtime_error(
+            "the measuring machine's speed is unknown: run `shardscope calibrate` once, or give "
+            "--compute-scale (projected / measured compute time)");
+      }
+      t.compute_scale = here.peak_bf16_tflops / (hw.peak_bf16_tflops * kAchievableFraction);
+      t.scale_source = "this machine's calibrated matmul rate against half the target's peak";
+    }
+  }
+  profiling::ReplayOptions options;
+  options.compute_scale = t.compute_scale;
+  t.projected = profiling::replay_trace(measured, hw, options);
+  t.measured_summary = summarise(measured);
+  t.projected_summary = summarise(t.projected);
+  const size_t n = measured.ranks.size();
+  // Scaling efficiency: one GPU would do every rank's compute itself.
+  auto efficiency = [n](const StepSummary& s) {
+    return s.step_s > 0 ? s.compute_s / (n * s.step_s) : 0.0;
+  };
+  t.measured_efficiency = efficiency(t.measured_summary);
+  t.projected_efficiency = efficiency(t.projected_summary);
+  auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
+  if (run.is_object() && run.contains("config") && t.projected_summary.step_s > 0) {
+    try {
+      const auto& c = run["config"];
+      const auto& model = c.at("model");
+      profiling::ModelShape shape{
+          model.at("vocab"), model.at("d_model"),   model.at("heads"),         model.at("layers"),
+          model.at("seq"),   model.at("mlp_ratio"), model.at("tie_embeddings")};
+      const double tokens = double(c.at("micro_batch").get<int>()) * c.at("world").get<int>() *
+                            c.at("grad_accum").get<int>() * shape.seq;
+      const double flops = 6.0 * profiling::model_parameters(shape) * tokens;
+      t.mfu = flops / (t.projected_summary.step_s * n * hw.peak_bf16_tflops * 1e12);
+    } catch (const std::exception&) {
+      // A trace without our run description: no model, no MFU.
+    }
+  }
+  return t;
+}
+
+}  // namespace shardscope::cli

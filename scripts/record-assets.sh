@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Re-records the small traces in assets/traces (used by the GUI tests and the README tour) and
+# the README's screenshots in assets/screenshots. Needs a built binary and Xvfb.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+B="${SHARDSCOPE_BUILD_DIR:-build}/shardscope"
+T=assets/traces
+mkdir -p "$T" assets/screenshots
+common=(--preset tiny --steps 3 --quiet)
+"$B" run --strategy ddp_bucketed --world 2 --bucket-mb 0.1 "${common[@]}" --trace "$T/ddp_bucketed-w2.sst"
+"$B" run --strategy ddp_bucketed --world 2 --bucket-mb 0.1 --no-overlap "${common[@]}" --trace "$T/ddp_bucketed-no-overlap-w2.sst"
+"$B" run --strategy torch_ddp --world 4 "${common[@]}" --trace "$T/torch_ddp-w4.sst"
+"$B" run --strategy zero2 --world 4 "${common[@]}" --trace "$T/zero2-w4.sst"
+"$B" run --strategy fsdp --world 4 "${common[@]}" --trace "$T/fsdp-w4.sst"
+"$B" run --strategy pp --world 2 --micro-batches 4 --micro-batch 4 --schedule gpipe "${common[@]}" --trace "$T/pp-gpipe-w2.sst"
+"$B" run --strategy ddp_bucketed --world 2 --inject-fault rank=1,step=1,kind=throw "${common[@]}" --trace "$T/failed-w2.sst" || true
+if [ "${1:-}" = "--screenshots" ]; then
+  for tour in scripts/tour/*.script; do
+    xvfb-run -a -s '-screen 0 1920x1080x24' "$B" gui --script "$tour" --size 1600x900 --frames 3
+  done
+fi
+ls -la "$T"
