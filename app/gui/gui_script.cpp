@@ -1,5 +1,6 @@
 #include "app/gui/gui_script.h"
 
+#include <iomanip>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -26,7 +27,8 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
     ScriptAction action;
     action.line = number;
     if (!(words >> action.verb)) continue;
-    for (std::string w; words >> w;) action.args.push_back(w);
+    // "quoted words" are one argument (event names have spaces).
+    for (std::string w; words >> std::quoted(w);) action.args.push_back(w);
     auto it = arity.find(action.verb);
     if (it == arity.end()) {
       throw std::runtime_error("script line " + std::to_string(number) + ": unknown action '" +

@@ -5,7 +5,8 @@
 
 namespace shardscope::gui {
 
-// A GUI script: one action per line, '#' starts a comment. Actions:
+// A GUI script: one action per line, '#' starts a comment, "double quotes" keep spaces in one
+// argument. Actions:
 //   open PATH | save PATH | tab NAME | run-select INDEX
 //   range T0_MS T1_MS | fit | fit-step N | search TEXT
 //   mouse X Y | click X Y | drag X0 Y0 X1 Y1 [left|right] | wheel X Y DELTA

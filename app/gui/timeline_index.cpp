@@ -111,13 +111,15 @@ void layout_row(const profiling::RankTrace& rank, const TimelineRow& row, const 
       ++it;
       continue;
     }
-    // A fold: everything that starts within a fold width of where it has reached so far, for as
-    // long as the next event is small too.
+    // A fold: the small events that end within a fold width of where it has reached (ends are
+    // sorted too, so one binary search jumps over them; a wide event that starts inside ends
+    // later and is left for a mark of its own), for as long as the next event is small too.
     TimelineMark fold{x0, x1, *it, 0};
     auto first = it;
     for (;;) {
-      const int64_t limit = window.t_of(std::max(fold.x1, fold.x0) + fold_px);
-      auto next = std::partition_point(it, end, [&](uint32_t id) { return ev[id].t0_ns < limit; });
+      const double from = std::max(fold.x1, window.x_of(ev[*it].t0_ns));
+      const int64_t limit = window.t_of(from + fold_px);
+      auto next = std::partition_point(it, end, [&](uint32_t id) { return ev[id].t1_ns < limit; });
       fold.x1 = std::max(fold.x1, window.x_of(ev[*(next - 1)].t1_ns));
       it = next;
       if (it == end) break;

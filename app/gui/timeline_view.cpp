@@ -320,12 +320,18 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     dl->AddLine(ImVec2(x, origin.y + kAxisHeight - 6), ImVec2(x, origin.y + avail.y), 0x30FFFFFF);
     dl->AddText(ImVec2(x + 3, origin.y + 2), 0xFFB0B0B0, format_ms(t * 1e-6).c_str());
   }
+  // Step markers: a line per step, labelled when there is room (dense steps are thinned).
+  double last_line = -1e9, last_label = -1e9;
   for (size_t s = 0; s < index.steps.size(); ++s) {
     const double x = window_.x_of(index.steps[s].first);
-    if (x < -200 || x > canvas_w) continue;
+    if (x < -200 || x > canvas_w || x - last_line < 4) continue;
+    last_line = x;
     const float sx = canvas_x_ + static_cast<float>(x);
     dl->AddLine(ImVec2(sx, origin.y + 12), ImVec2(sx, origin.y + avail.y), 0xA000D7FF, 1.5f);
-    dl->AddText(ImVec2(sx + 3, origin.y + 11), 0xFF00D7FF, ("step " + std::to_string(s)).c_str());
+    if (x - last_label > 60) {
+      dl->AddText(ImVec2(sx + 3, origin.y + 11), 0xFF00D7FF, ("step " + std::to_string(s)).c_str());
+      last_label = x;
+    }
   }
   dl->PopClipRect();
 
@@ -392,10 +398,18 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
         auto it = std::partition_point(exposed.begin(), exposed.end(),
                                        [&](const auto& iv) { return iv.second <= window_.t0_ns; });
         const int64_t t_hi = window_.t_of(canvas_w);
-        for (; it != exposed.end() && it->first < t_hi; ++it) {
-          const float x0 = canvas_x_ + static_cast<float>(std::max(window_.x_of(it->first), -1.0));
-          const float x1 =
-              canvas_x_ + static_cast<float>(std::min(window_.x_of(it->second), canvas_w + 1.0));
+        while (it != exposed.end() && it->first < t_hi) {
+          const double a = std::max(window_.x_of(it->first), -1.0);
+          double b = std::min(window_.x_of(it->second), canvas_w + 1.0);
+          // Intervals that end within the same pixel are one mark: jump past them at once.
+          const int64_t pixel_end = window_.t_of(std::floor(std::max(a, b)) + 1);
+          auto next = std::partition_point(it, exposed.end(),
+                                           [&](const auto& iv) { return iv.second <= pixel_end; });
+          if (next == it) ++next;
+          b = std::max(b, std::min(window_.x_of(std::prev(next)->second), canvas_w + 1.0));
+          it = next;
+          const float x0 = canvas_x_ + static_cast<float>(a);
+          const float x1 = canvas_x_ + static_cast<float>(b);
           dl->AddRectFilled(ImVec2(x0, y + row_height_ - 4),
                             ImVec2(std::max(x1, x0 + 1), y + row_height_), kExposedCommColour);
         }

@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "profiling/trace_io.h"
-#include "support/synthetic_trace.h"
+#include "tests/support/synthetic_trace.h"
 
 namespace shardscope::profiling {
 namespace {

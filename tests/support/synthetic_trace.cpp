@@ -1,4 +1,4 @@
-#include "support/synthetic_trace.h"
+#include "tests/support/synthetic_trace.h"
 
 namespace shardscope::test {
 

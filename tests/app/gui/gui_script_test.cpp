@@ -15,6 +15,8 @@ TEST(GuiScript, ParsesActionsAndSkipsCommentsAndBlankLines) {
   EXPECT_EQ(actions[0].verb, "open");
   EXPECT_EQ(actions[0].line, 2);
   EXPECT_EQ(actions[2].args, (std::vector<std::string>{"1", "all_reduce", "2"}));
+  const auto quoted = parse_script("hover 0 \"optimizer step\" 1\n");
+  EXPECT_EQ(quoted[0].args, (std::vector<std::string>{"0", "optimizer step", "1"}));
 }
 
 TEST(GuiScript, NamesTheLineOfAnUnknownActionOrWrongArguments) {

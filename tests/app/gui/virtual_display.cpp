@@ -1,4 +1,4 @@
-#include "app/gui/virtual_display.h"
+#include "tests/app/gui/virtual_display.h"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,0 +1,217 @@
+// The app as a person sees it: scripted sessions under a virtual X server of their own, checked
+// through the screenshot they write and the GUI state they report.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "app/cli_main.h"
+#include "app/gui/gui_app.h"
+#include "app/gui/gui_style.h"
+#include "profiling/trace.h"
+#include "tests/app/gui/virtual_display.h"
+#include "tests/support/temp_dir.h"
+
+namespace shardscope::gui {
+namespace {
+
+using profiling::Category;
+using profiling::MemoryKind;
+
+std::string asset(const std::string& name) {
+  return std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/" + name;
+}
+
+struct Session {
+  int code = -1;
+  std::string out, err;
+  nlohmann::json state;
+  test::Image image;
+};
+
+class GuiScreenshot : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(display_.ok()) << display_.error();
+    dir_ = test::test_temp_dir().string();
+  }
+
+  // Runs `script` in the app and reads back its state and screenshot.
+  Session play(const std::string& script) {
+    const std::string script_file = dir_ + "/session.script";
+    std::ofstream(script_file) << script;
+    GuiOptions options;
+    options.script = script_file;
+    options.state_out = dir_ + "/state.json";
+    options.screenshot = dir_ + "/shot.png";
+    options.frames = 2;
+    std::ostringstream out, err;
+    Session s;
+    s.code = gui_main(options, out, err);
+    s.out = out.str();
+    s.err = err.str();
+    std::ifstream state(options.state_out);
+    if (state) s.state = nlohmann::json::parse(state, nullptr, false);
+    s.image.load(options.screenshot);
+    return s;
+  }
+
+  std::string dir_;
+
+ private:
+  test::VirtualDisplay display_;
+};
+
+TEST_F(GuiScreenshot, TimelineShowsEveryRankAndLinksASelectedCollective) {
+  const Session s = play("open " + asset("ddp_bucketed-w2.sst") +
+                         "\ntab timeline\nfit-step 1\nselect 1 all_reduce 4\n"
+                         "hover 0 \"optimizer step\" 1\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  ASSERT_EQ(s.image.width, 1600);
+  EXPECT_EQ(s.state["tab"], "Timeline");
+  const auto& t = s.state["timeline"];
+  EXPECT_EQ(t["selected"]["name"], "all_reduce");
+  EXPECT_EQ(t["selected"]["rank"], 1);
+  EXPECT_EQ(t["selected"]["lane"], "comm");
+  EXPECT_GT(t["selected"]["bytes"].get<int64_t>(), 0);
+  EXPECT_GT(t["selected"]["busbw_gbps"].get<double>(), 0);
+  EXPECT_EQ(t["linked_ranks"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(t["hovered"]["name"], "optimizer step");
+  EXPECT_EQ(t["hovered"]["rank"], 0);
+  EXPECT_GT(t["hovered"]["duration_ms"].get<double>(), 0);
+  // Both ranks' rows: forward and backward spans in the top and the bottom half of the canvas.
+  const int mid = 330;  // two rank groups of the 1600x900 window split around here
+  for (Category c : {Category::kForward, Category::kBackward, Category::kCollective}) {
+    EXPECT_GT(s.image.count(category_colour(c), 0, 0, -1, mid), 50u) << category_name(c);
+    EXPECT_GT(s.image.count(category_colour(c), 0, mid, -1, -1), 50u) << category_name(c);
+  }
+  EXPECT_GT(s.image.count(kExposedCommColour), 20u);  // the red exposed-communication line
+  EXPECT_GT(s.image.distinct_colours(), 30u);
+}
+
+TEST_F(GuiScreenshot, WheelZoomsDragPansRightDragMeasures) {
+  const std::string dir = dir_;
+  const Session s =
+      play("open " + asset("ddp_bucketed-w2.sst") + "\ntab timeline\nfit\nframes 1\nstate " + dir +
+           "/before.json\n"
+           "wheel 800 400 3\nframes 1\nstate " +
+           dir +
+           "/zoomed.json\n"
+           "drag 900 400 700 400\nframes 1\nstate " +
+           dir +
+           "/panned.json\n"
+           "drag 600 300 900 300 right\nframes 1\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  auto read = [&](const char* name) {
+    std::ifstream in(dir + "/" + name);
+    return nlohmann::json::parse(in)["timeline"]["visible_ms"];
+  };
+  const auto before = read("before.json"), zoomed = read("zoomed.json"),
+             panned = read("panned.json");
+  const double before_span = before[1].get<double>() - before[0].get<double>();
+  const double zoomed_span = zoomed[1].get<double>() - zoomed[0].get<double>();
+  EXPECT_NEAR(zoomed_span, before_span * 0.8 * 0.8 * 0.8, before_span * 0.01);
+  // Zoom keeps the time under the cursor where it was.
+  EXPECT_GT(zoomed[0].get<double>(), before[0].get<double>());
+  EXPECT_LT(zoomed[1].get<double>(), before[1].get<double>());
+  // Dragging left by 200 px moves the view later by 200 px worth of time.
+  const double ms_per_px = zoomed_span / (1600 - 150 - 16);
+  EXPECT_NEAR(panned[0].get<double>() - zoomed[0].get<double>(), 200 * ms_per_px, 20 * ms_per_px);
+  EXPECT_NEAR(s.state["timeline"]["measured_ms"].get<double>(), 300 * ms_per_px, 20 * ms_per_px);
+}
+
+TEST_F(GuiScreenshot, TracesSaveAndReopenInBothFormats) {
+  const Session s =
+      play("open " + asset("zero2-w4.sst") + "\nsave " + dir_ + "/copy.json\nopen " + dir_ +
+           "/copy.json\nsave " + dir_ + "/copy.sst\nopen " + dir_ + "/copy.sst\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  ASSERT_EQ(s.state["runs"].size(), 3u);
+  for (const auto& r : s.state["runs"]) {
+    EXPECT_EQ(r["events"], s.state["runs"][0]["events"]);
+    EXPECT_EQ(r["ranks"], 4);
+  }
+}
+
+TEST_F(GuiScreenshot, MemoryBarsShowEachCategoryAndStrategiesSideBySide) {
+  const Session s = play("open " + asset("torch_ddp-w4.sst") + "\nopen " + asset("fsdp-w4.sst") +
+                         "\ntab memory\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.state["tab"], "Memory");
+  for (MemoryKind k : {MemoryKind::kParameters, MemoryKind::kGradients, MemoryKind::kOptimizerState,
+                       MemoryKind::kActivations}) {
+    EXPECT_GT(s.image.count(memory_kind_colour(k)), 200u) << profiling::memory_kind_name(k);
+  }
+}
+
+TEST_F(GuiScreenshot, WeightSyncGridIsGreenWhenTheRunMatchesTheReference) {
+  const Session s = play("open " + asset("torch_ddp-w4.sst") + "\ntab sync\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  // Ranks against rank 0: bitwise equal cells; against the reference: within rounding.
+  EXPECT_GT(s.image.count(0xFF3CB44B), 1000u);
+  EXPECT_GT(s.image.count(0xFF2E8A3A), 1000u);
+  EXPECT_EQ(s.image.count(0xFF3030D0), 0u);  // no cell differs
+}
+
+TEST_F(GuiScreenshot, FailedRankIsRedAndTheRankItStoppedIsAmber) {
+  const Session s = play("open " + asset("failed-w2.sst") + "\ntab timeline\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_FALSE(s.state["runs"][0]["ok"].get<bool>());
+  EXPECT_GT(s.image.count(kFailedColour), 100u);
+  EXPECT_GT(s.image.count(kStoppedColour), 100u);
+}
+
+TEST_F(GuiScreenshot, LaunchExplainsABadFieldThenRunsAndShowsTheRun) {
+  const Session s =
+      play("tab launch\nset world 3\nset strategy \"tp\"\nframes 1\nstate " + dir_ +
+           "/invalid.json\nset world 2\nset steps 2\nrun\nwait-runs\ntab timeline\nframes 2\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  std::ifstream in(dir_ + "/invalid.json");
+  const auto invalid = nlohmann::json::parse(in);
+  ASSERT_TRUE(invalid["launch_errors"].contains("model.heads")) << invalid["launch_errors"];
+  EXPECT_THAT(invalid["launch_errors"]["model.heads"].get<std::string>(),
+              testing::HasSubstr("tensor-parallel degree 3"));
+  ASSERT_EQ(s.state["launches"].size(), 1u);
+  EXPECT_EQ(s.state["launches"][0]["status"], "done");
+  EXPECT_EQ(s.state["launches"][0]["step"], 2);
+  ASSERT_EQ(s.state["runs"].size(), 1u);
+  EXPECT_TRUE(s.state["runs"][0]["ok"].get<bool>());
+  EXPECT_EQ(s.state["runs"][0]["ranks"], 2);
+  EXPECT_GT(s.image.count(category_colour(Category::kForward)), 50u);
+}
+
+TEST_F(GuiScreenshot, WhatIfProjectsTheRunOntoHardware) {
+  const Session s = play("open " + asset("ddp_bucketed-w2.sst") + "\nproject 8xH100 0.05\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.state["tab"], "What-if");
+  const auto& w = s.state["what_if"];
+  EXPECT_EQ(w["hardware"], "8xH100");
+  EXPECT_GT(w["projected_step_ms"].get<double>(), 0);
+  EXPECT_LT(w["projected_step_ms"].get<double>(), w["measured_step_ms"].get<double>());
+  EXPECT_GT(s.image.count(category_colour(Category::kForward)), 20u);  // the projected timeline
+}
+
+TEST_F(GuiScreenshot, AScriptErrorNamesItsLineAndFails) {
+  const Session s = play("open " + asset("ddp_bucketed-w2.sst") + "\nselect 0 no-such-event\n");
+  EXPECT_EQ(s.code, 1);
+  EXPECT_THAT(s.err, testing::HasSubstr("line 2"));
+  EXPECT_THAT(s.err, testing::HasSubstr("no-such-event"));
+}
+
+TEST(GuiHeadless, WithoutADisplayTheAppExplainsHowToRunHeadless) {
+  const char* display = std::getenv("DISPLAY");
+  const std::string saved = display ? display : "";
+  ::unsetenv("DISPLAY");
+  ::unsetenv("WAYLAND_DISPLAY");
+  std::ostringstream out, err;
+  const int code = cli::cli_main({}, out, err);
+  if (!saved.empty()) ::setenv("DISPLAY", saved.c_str(), 1);
+  EXPECT_EQ(code, 2);
+  EXPECT_THAT(err.str(), testing::HasSubstr("xvfb-run"));
+  EXPECT_THAT(err.str(), testing::HasSubstr("no display"));
+}
+
+}  // namespace
+}  // namespace shardscope::gui
