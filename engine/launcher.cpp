@@ -167,9 +167,13 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
     report.failures.push_back(std::move(*failure));
   };
 
+  std::vector<const profiling::RankEventLog*> watched;
+  for (const auto& log : report.logs) watched.push_back(log.get());
+  if (spec.watch_logs) spec.watch_logs(&watched);
   std::vector<std::thread> ranks;
   for (int r = 0; r < spec.world; ++r) ranks.emplace_back(rank_main, r);
   for (auto& t : ranks) t.join();
+  if (spec.watch_logs) spec.watch_logs(nullptr);
 
   std::sort(report.failures.begin(), report.failures.end(),
             [](const RankFailure& a, const RankFailure& b) { return a.t_ns < b.t_ns; });

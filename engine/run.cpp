@@ -25,11 +25,12 @@ struct TrainingOutcome {
 };
 
 TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> corpus,
-                      const StepCallback& on_step) {
+                      const StepCallback& on_step, const RunCallbacks* watchers = nullptr) {
   const StrategyInfo* info = StrategyRegistry::instance().find(config.strategy);  // validated
   auto sampler = std::make_shared<const BatchSampler>(corpus, config.model.seq, config.micro_batch,
                                                       config.world, config.grad_accum, config.seed);
-  const LaunchSpec spec = launch_spec(config);
+  LaunchSpec spec = launch_spec(config);
+  if (watchers != nullptr) spec.watch_logs = watchers->watch_logs;
 
   TrainingOutcome outcome;
   if (config.mode == "processes") {
@@ -59,6 +60,14 @@ std::string describe_failures(const LaunchReport& launch) {
 }
 
 }  // namespace
+
+std::string run_description(const Config& config) {
+  nlohmann::json run = {{"config", to_json(config)}, {"strategy", config.strategy},
+                        {"world", config.world},     {"mode", config.mode},
+                        {"device", config.device},   {"backend", config.backend},
+                        {"torch", TORCH_VERSION}};
+  return run.dump();
+}
 
 std::string check_environment(Config& config) {
   const std::string choice = resolve_backend(config, static_cast<int>(torch::cuda::device_count()));
@@ -91,17 +100,13 @@ Config reference_config(const Config& config) {
 namespace {
 
 profiling::Trace trace_of(const Config& config, const LaunchReport& launch) {
-  nlohmann::json run = {{"config", to_json(config)}, {"strategy", config.strategy},
-                        {"world", config.world},     {"mode", config.mode},
-                        {"device", config.device},   {"backend", config.backend},
-                        {"torch", TORCH_VERSION}};
   std::vector<const profiling::RankEventLog*> logs;
   for (const auto& log : launch.logs) logs.push_back(log.get());
   std::vector<std::string> failures(logs.size());
   for (const auto& f : launch.failures) {
     if (f.rank >= 0 && f.rank < static_cast<int>(failures.size())) failures[f.rank] = f.message;
   }
-  return profiling::build_trace(run.dump(), logs, failures);
+  return profiling::build_trace(run_description(config), logs, failures);
 }
 
 // What the run found, kept in the trace so that a viewer (`shardscope view`, the GUI) shows it
@@ -160,7 +165,7 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     summary.device_tracing = device_tracer.enable(&why) ? "on" : why;
   }
   phase("training");
-  TrainingOutcome outcome = train(config, corpus, callbacks.on_step);
+  TrainingOutcome outcome = train(config, corpus, callbacks.on_step, &callbacks);
   for (int r = 0; r < config.world; ++r) {
     RankSummary rank;
     rank.rank = r;

@@ -55,12 +55,18 @@ struct RunSummary {
 struct RunCallbacks {
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const std::string&)> on_phase;  // "training", "reference", ...
+  // The training ranks' logs while they run (thread mode; see LaunchSpec::watch_logs).
+  std::function<void(const std::vector<const profiling::RankEventLog*>*)> watch_logs;
 };
 
 // Trains `config` (already finalized) on rank threads, then the single-device reference on the
 // same global batches when config.reference is set, and compares full weights.
 // ConfigError escapes before any rank starts; a rank failure is reported in the summary.
 RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {});
+
+// What a trace says about the run that recorded it (JSON): config, strategy, world, mode,
+// device, backend, LibTorch version. A finished run adds its result.
+std::string run_description(const Config& config);
 
 // What the configuration asks of this machine (a CUDA device); throws ConfigError.
 std::string check_environment(Config& config);

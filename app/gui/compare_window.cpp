@@ -45,8 +45,14 @@ void draw_compare_window(GuiSession& session) {
         "is what one rank held at once; 'vs torch_ddp' compares it with PyTorch's DDP run when "
         "there is one. Click a header to sort; export the table as CSV or Markdown.");
   }
+  // Finished runs only: a running one has no result yet. `run_of` maps rows back to runs.
   std::vector<cli::ComparisonRow> rows;
-  for (const auto& r : session.runs) rows.push_back(r->row);
+  std::vector<int> run_of;
+  for (size_t i = 0; i < session.runs.size(); ++i) {
+    if (session.runs[i]->live) continue;
+    rows.push_back(session.runs[i]->row);
+    run_of.push_back(static_cast<int>(i));
+  }
   const auto headers = cli::comparison_headers();
   static std::vector<int> order;
   order.resize(rows.size());
@@ -80,9 +86,9 @@ void draw_compare_window(GuiSession& session) {
       for (size_t c = 0; c < cells.size(); ++c) {
         ImGui::TableNextColumn();
         if (c == 0) {
-          if (ImGui::Selectable(cells[c].c_str(), session.current == i,
+          if (ImGui::Selectable(cells[c].c_str(), session.current == run_of[i],
                                 ImGuiSelectableFlags_SpanAllColumns)) {
-            session.select_run(i);
+            session.select_run(run_of[i]);
           }
         } else {
           ImGui::TextUnformatted(cells[c].c_str());

@@ -45,7 +45,9 @@ std::string tab_named(const std::string& name) {
 class ScriptPlayer {
  public:
   ScriptPlayer(std::vector<ScriptAction> actions) : actions_(std::move(actions)) {}
-  bool done() const { return next_ >= actions_.size() && wait_frames_ == 0 && !waiting_runs_; }
+  bool done() const {
+    return next_ >= actions_.size() && wait_frames_ == 0 && !waiting_runs_ && !waiting_live_;
+  }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   std::string take_screenshot_request() { return std::exchange(screenshot_, ""); }
@@ -72,6 +74,17 @@ class ScriptPlayer {
     }
     if (wait_frames_ > 0) {
       --wait_frames_;
+      return;
+    }
+    if (waiting_live_) {
+      if (session.live_index < 0) {
+        if (session.launches.idle()) {
+          error_ = "wait-live: no run is running";
+          waiting_live_ = false;
+        }
+        return;
+      }
+      waiting_live_ = false;
       return;
     }
     if (waiting_runs_) {
@@ -173,6 +186,8 @@ class ScriptPlayer {
       if (!start_launch(session)) throw std::runtime_error(session.message);
     } else if (v == "wait-runs") {
       waiting_runs_ = true;
+    } else if (v == "wait-live") {
+      waiting_live_ = true;
     } else if (v == "stop") {
       session.launches.stop_all();
     } else if (v == "project") {
@@ -209,6 +224,7 @@ class ScriptPlayer {
   size_t next_ = 0;
   int wait_frames_ = 0;
   bool waiting_runs_ = false;
+  bool waiting_live_ = false;
   bool retried_ = false;
   std::vector<Move> pending_moves_;
   float mouse_x_ = -1, mouse_y_ = -1, wheel_ = 0;
@@ -246,7 +262,9 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
     if (current != nullptr) {
       ImGui::TextDisabled("%zu ranks, %zu events", current->trace.ranks.size(),
                           current->trace.event_count());
-      if (!current->row.ok) {
+      if (current->live) {
+        ImGui::TextColored(ImVec4(1, 0.8f, 0.2f, 1), "RUNNING (the timeline grows)");
+      } else if (!current->row.ok) {
         const std::string& f = current->row.failure;
         ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "FAILED: %s",
                            f.substr(0, f.find('\n')).c_str());
@@ -396,8 +414,38 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
       glfwPollEvents();
       for (auto& finished : session.launches.take_finished()) {
         auto run = make_loaded_run(std::move(finished.trace), "launched");
-        run->label = finished.label + " #" + std::to_string(session.runs.size() + 1);
-        session.add_run(std::move(run));
+        run->label = finished.label + " #" + std::to_string(finished.id);
+        if (session.live_index >= 0 && session.live_id == finished.id) {
+          session.replace_run(session.live_index, std::move(run));
+          session.select_run(session.live_index);
+        } else {
+          session.add_run(std::move(run));
+        }
+        session.live_index = session.live_id = -1;
+        session.live_rank_steps.clear();
+      }
+      // The running run's timeline grows: a fresh snapshot twice a second.
+      if (glfwGetTime() - session.live_refreshed > 0.5) {
+        session.live_refreshed = glfwGetTime();
+        profiling::Trace live;
+        int id = 0;
+        if (session.launches.live_trace(&live, &id) && live.event_count() > 0) {
+          session.live_rank_steps.clear();
+          for (const auto& rank : live.ranks) {
+            int step = 0;
+            for (const auto& e : rank.events) step = std::max(step, e.step + 1);
+            session.live_rank_steps.push_back(step);
+          }
+          auto run = make_loaded_run(std::move(live), "launched");
+          run->label = "running #" + std::to_string(id);
+          run->live = true;
+          if (session.live_index >= 0 && session.live_id == id) {
+            session.replace_run(session.live_index, std::move(run));
+          } else {
+            session.live_id = id;
+            session.live_index = session.add_run(std::move(run));
+          }
+        }
       }
       session.launches_progress_snapshot.clear();
       for (const auto& p : session.launches.progress()) {

@@ -41,6 +41,16 @@ void GuiSession::select_run(int index) {
   what_if.error.clear();
 }
 
+void GuiSession::replace_run(int index, std::unique_ptr<LoadedRun> run) {
+  runs[index] = std::move(run);
+  if (index == current) {
+    // Event indices of the old trace mean nothing in the new one.
+    timeline.reset();
+    what_if.projected.reset();
+    what_if.figures = nullptr;
+  }
+}
+
 bool GuiSession::open_trace(const std::string& path) {
   try {
     add_run(make_loaded_run(profiling::read_trace_file(path), path));
@@ -87,6 +97,8 @@ nlohmann::json GuiSession::state() const {
   s["launches"] = launches;
   s["what_if"] = what_if.figures;
   s["launch_errors"] = launch_errors;
+  s["live_run"] = live_index;
+  s["live_rank_steps"] = live_rank_steps;
   return s;
 }
 

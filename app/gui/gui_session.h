@@ -25,6 +25,7 @@ struct LoadedRun {
   TimelineIndex index;
   cli::ComparisonRow row;
   std::vector<profiling::StepMetrics> metrics;
+  bool live = false;  // a snapshot of a run still going: no result yet
 };
 std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source);
 
@@ -62,6 +63,12 @@ struct GuiSession {
   // Adds a run and shows it; returns its index.
   int add_run(std::unique_ptr<LoadedRun> run);
   void select_run(int index);
+  // Puts `run` in place of run `index` (a live run's newer snapshot, or its final trace).
+  void replace_run(int index, std::unique_ptr<LoadedRun> run);
+  // The running launch's entry in `runs` and which launch it is (-1: none).
+  int live_index = -1, live_id = -1;
+  double live_refreshed = 0;
+  std::vector<int> live_rank_steps;  // per rank of the running launch: the step it is in
   // Reads a trace file (native or Chrome JSON); false with `message` set when it cannot.
   bool open_trace(const std::string& path);
   bool save_trace(const std::string& path);

@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #include "engine/run.h"
+#include "profiling/trace_builder.h"
 
 namespace shardscope::gui {
 
@@ -63,6 +64,14 @@ bool LaunchQueue::idle() const {
   return queue_.empty() && !running_;
 }
 
+bool LaunchQueue::live_trace(profiling::Trace* trace, int* id) {
+  std::lock_guard<std::mutex> lock(live_mutex_);
+  if (live_logs_.empty()) return false;
+  *trace = profiling::build_trace(live_description_, live_logs_);
+  *id = live_id_;
+  return true;
+}
+
 std::vector<LaunchQueue::Finished> LaunchQueue::take_finished() {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Finished> out;
@@ -98,7 +107,21 @@ void LaunchQueue::work() {
       });
       if (threads && stop_running_) throw StoppedByUser();
     };
+    {
+      std::lock_guard<std::mutex> lock(live_mutex_);
+      live_description_ = run_description(job.config);
+      live_id_ = job.id;
+    }
+    callbacks.watch_logs = [this](const std::vector<const profiling::RankEventLog*>* logs) {
+      std::lock_guard<std::mutex> lock(live_mutex_);
+      if (logs != nullptr) {
+        live_logs_ = *logs;
+      } else {
+        live_logs_.clear();
+      }
+    };
     Finished finished;
+    finished.id = job.id;
     std::string status = "done", failure;
     try {
       RunSummary summary = run_training(job.config, callbacks);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "profiling/rank_event_log.h"
 #include "profiling/trace.h"
 
 namespace shardscope::gui {
@@ -41,10 +42,14 @@ class LaunchQueue {
   std::vector<Progress> progress() const;
   bool idle() const;
   struct Finished {
+    int id = 0;
     std::string label;
     profiling::Trace trace;
   };
   std::vector<Finished> take_finished();
+  // What the running run has recorded so far (thread mode): false when nothing is running or
+  // its ranks have not started. `id` says which run it is.
+  bool live_trace(profiling::Trace* trace, int* id);
 
  private:
   struct Job {
@@ -63,6 +68,12 @@ class LaunchQueue {
   bool shutting_down_ = false;
   int next_id_ = 1;
   std::thread worker_;
+  // The running run's logs while its ranks train; the mutex keeps them alive while a live trace
+  // is built from them.
+  std::mutex live_mutex_;
+  std::vector<const profiling::RankEventLog*> live_logs_;
+  std::string live_description_;
+  int live_id_ = 0;
 };
 
 }  // namespace shardscope::gui

@@ -224,6 +224,16 @@ void draw_launch_window(GuiSession& session) {
     ImGui::Text("#%d %s", p.id, p.label.c_str());
     ImGui::ProgressBar(p.steps > 0 ? float(p.step) / p.steps : 0.0f, ImVec2(-1, 0), overlay);
     if (!p.failure.empty()) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", p.failure.c_str());
+    if (p.status == "running" && p.id == session.live_id) {
+      // Per rank: the step it has reached (from the live trace).
+      for (size_t r = 0; r < session.live_rank_steps.size(); ++r) {
+        char rank_overlay[48];
+        std::snprintf(rank_overlay, sizeof(rank_overlay), "rank %zu: in step %d", r,
+                      session.live_rank_steps[r]);
+        ImGui::ProgressBar(p.steps > 0 ? float(session.live_rank_steps[r]) / p.steps : 0.0f,
+                           ImVec2(-1, 0), rank_overlay);
+      }
+    }
   }
   ImGui::EndChild();
 }

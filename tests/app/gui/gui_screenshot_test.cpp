@@ -182,6 +182,27 @@ TEST_F(GuiScreenshot, LaunchExplainsABadFieldThenRunsAndShowsTheRun) {
   EXPECT_GT(s.image.count(category_colour(Category::kForward)), 50u);
 }
 
+TEST_F(GuiScreenshot, TheRunningRunsTimelineGrowsAndStopEndsIt) {
+  const Session s = play("tab launch\nset steps 200\nrun\nwait-live\nframes 30\nstate " + dir_ +
+                         "/live.json\nstop\nwait-runs\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  std::ifstream in(dir_ + "/live.json");
+  const auto live = nlohmann::json::parse(in);
+  ASSERT_GE(live["live_run"].get<int>(), 0);
+  const auto& running = live["runs"][live["live_run"].get<int>()];
+  EXPECT_THAT(running["label"].get<std::string>(), testing::HasSubstr("running"));
+  EXPECT_GT(running["events"].get<int>(), 0);
+  EXPECT_EQ(live["live_rank_steps"].size(), 2u);
+  EXPECT_EQ(live["launches"][0]["status"], "running");
+  // Stopped: the run ends at a step boundary, reported as stopped, its trace kept.
+  EXPECT_EQ(s.state["launches"][0]["status"], "stopped");
+  EXPECT_LT(s.state["launches"][0]["step"].get<int>(), 200);
+  ASSERT_EQ(s.state["runs"].size(), 1u);
+  EXPECT_FALSE(s.state["runs"][0]["ok"].get<bool>());
+  EXPECT_GE(s.state["runs"][0]["events"].get<int>(), running["events"].get<int>());
+  EXPECT_EQ(s.state["live_run"], -1);
+}
+
 TEST_F(GuiScreenshot, WhatIfProjectsTheRunOntoHardware) {
   const Session s = play("open " + asset("ddp_bucketed-w2.sst") + "\nproject 8xH100 0.05\n");
   ASSERT_EQ(s.code, 0) << s.err;
