@@ -14,6 +14,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache python3 python3-venv
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
   libspdlog-dev libfmt-dev libimgui-dev libglfw3-dev libstb-dev xvfb libgloo-dev
+  pkg-config libgl-dev libgl1-mesa-dri xauth
 )
 
 missing=()
