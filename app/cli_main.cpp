@@ -12,6 +12,7 @@
 #include "app/cli_flags.h"
 #include "app/cli_main.h"
 #include "app/gui/gui_app.h"
+#include "app/perf/perf_suite.h"
 #include "app/project_command.h"
 #include "app/report_command.h"
 #include "engine/atomic_file.h"
@@ -347,6 +348,19 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   view->add_option("--screenshot", gui_options.screenshot, "write a PNG and exit");
   view->add_option("--tab", gui_options.tab, "tab to show first");
 
+  perf::PerfOptions perf_options;
+  std::string perf_only, perf_format = "table";
+  CLI::App* perf_app = app.add_subcommand(
+      "perf",
+      "the performance suite: ours against the plain libraries, side by side (engine and "
+      "tracing overhead, collectives vs the raw process group, our DDP vs PyTorch's, start-up, "
+      "GUI frame and load times, scaling with world and model size), as one table");
+  perf_app->add_flag("--quick", perf_options.quick, "fewer rounds, smaller cases (about a minute)");
+  perf_app->add_option("--only", perf_only,
+                       "comma-separated sections: engine, tracing, collectives, ddp, startup, gui, "
+                       "scaling (default: all)");
+  perf_app->add_option("--format", perf_format, "table, markdown or json");
+
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);
@@ -362,7 +376,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   } catch (const CLI::ParseError& e) {
     // CLI11 reports `run --help` through the subcommand; show that subcommand's help.
     if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      for (CLI::App* sub : {run, bench, report, worker, project, calibrate, gui_app, view}) {
+      for (CLI::App* sub :
+           {run, bench, report, worker, project, calibrate, gui_app, view, perf_app}) {
         if (sub->parsed()) {
           out << sub->help();
           return kExitOk;
@@ -395,6 +410,28 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return kExitBadInput;
     }
     return gui::gui_main(gui_options, out, err);
+  }
+  if (app.got_subcommand("perf")) {
+    if (perf_format != "table" && perf_format != "markdown" && perf_format != "json") {
+      err << "error: --format: unknown format '" << perf_format << "' (table, markdown, json)\n";
+      return kExitBadInput;
+    }
+    std::stringstream list(perf_only);
+    for (std::string name; std::getline(list, name, ',');) {
+      if (!name.empty()) perf_options.sections.push_back(name);
+    }
+    perf_options.progress = [&err](const std::string& line) { err << line << "\n"; };
+    try {
+      const auto rows = perf::run_suite(perf_options);
+      perf::print_rows(rows, perf_format, out);
+      return kExitOk;
+    } catch (const std::invalid_argument& e) {
+      err << "error: --only: " << e.what() << "\n";
+      return kExitBadInput;
+    } catch (const std::exception& e) {
+      err << "error: perf: " << e.what() << "\n";
+      return kExitRunFailed;
+    }
   }
   if (app.got_subcommand("report")) return report_command(report_file, out, err);
   if (app.got_subcommand("worker")) return worker_command(worker_config, worker_out, err);

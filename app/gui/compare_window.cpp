@@ -39,12 +39,10 @@ double numeric(const cli::ComparisonRow& r, int column) {
 }  // namespace
 
 void draw_compare_window(GuiSession& session) {
-  if (ImGui::CollapsingHeader("How to read this")) {
-    ImGui::TextWrapped(
-        "Every run loaded or finished in this session, in the columns of `shardscope bench`. Peak "
-        "is what one rank held at once; 'vs torch_ddp' compares it with PyTorch's DDP run when "
-        "there is one. Click a header to sort; export the table as CSV or Markdown.");
-  }
+  how_to_read(
+      "Every run loaded or finished in this session, in the columns of `shardscope bench`. Peak "
+      "is what one rank held at once; 'vs torch_ddp' compares it with PyTorch's DDP run when "
+      "there is one. Click a header to sort; export the table as CSV or Markdown.");
   // Finished runs only: a running one has no result yet. `run_of` maps rows back to runs.
   std::vector<cli::ComparisonRow> rows;
   std::vector<int> run_of;

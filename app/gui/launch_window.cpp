@@ -50,9 +50,7 @@ void error_for(const GuiSession& session, const std::string& key) {
   shown_keys().insert(key);
   if (!session.launch_errors.contains(key)) return;
   ImGui::SameLine();
-  ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
-  ImGui::TextWrapped("%s", session.launch_errors[key].get<std::string>().c_str());
-  ImGui::PopStyleColor();
+  error_text(session.launch_errors[key].get<std::string>());
 }
 
 void combo(GuiSession& s, const char* label, const std::string& key,
@@ -134,14 +132,12 @@ bool start_launch(GuiSession& session) {
 
 void draw_launch_window(GuiSession& session) {
   if (!session.launch_form.is_object()) session.launch_form = default_form();
-  if (ImGui::CollapsingHeader("How to read this")) {
-    ImGui::TextWrapped(
-        "Pick a model, a world size and a strategy, then Run: ranks train as threads (or "
-        "processes) on this machine, and the run is checked against one device trained on the "
-        "same batches. Runs queue and go one at a time so their timings compare; each finished "
-        "run appears in Timeline, Memory, Weight sync and Compare. A field that cannot work "
-        "explains why beside it, and Run stays disabled until it is fixed.");
-  }
+  how_to_read(
+      "Pick a model, a world size and a strategy, then Run: ranks train as threads (or "
+      "processes) on this machine, and the run is checked against one device trained on the "
+      "same batches. Runs queue and go one at a time so their timings compare; each finished "
+      "run appears in Timeline, Memory, Weight sync and Compare. A field that cannot work "
+      "explains why beside it, and Run stays disabled until it is fixed.");
   Config config;
   nlohmann::json errors;
   const bool valid = validated(session.launch_form, &config, &errors);
@@ -201,9 +197,7 @@ void draw_launch_window(GuiSession& session) {
   for (const auto& [key, why] : session.launch_errors.items()) {
     // Problems of fields the form does not show (or of the whole form).
     if (shown_keys().count(key) == 0) {
-      ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.35f, 0.35f, 1));
-      ImGui::TextWrapped("%s: %s", key.c_str(), why.get<std::string>().c_str());
-      ImGui::PopStyleColor();
+      error_text(key + ": " + why.get<std::string>());
     }
   }
   ImGui::EndChild();

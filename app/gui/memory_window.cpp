@@ -170,20 +170,15 @@ std::vector<Bar> measured_bars(const LoadedRun& run, bool with_prediction) {
 }  // namespace
 
 void draw_memory_window(GuiSession& session) {
-  LoadedRun* run = session.current_run();
-  if (run == nullptr) {
-    ImGui::TextWrapped("No run yet. Start one in Launch, or open a trace.");
-    return;
-  }
-  if (ImGui::CollapsingHeader("How to read this")) {
-    ImGui::TextWrapped(
-        "Each rank's own memory (never the shared device's total) at the moment it held the most, "
-        "stacked by what it is: parameters, gradients, optimizer state, activations, communication "
-        "buffers and other allocations. The outlined bar beside it is the ZeRO / Korthikanti "
-        "formula for the same configuration. DDP keeps 16 bytes per parameter on every rank "
-        "(fp32 Adam); ZeRO-1 divides the purple optimizer state by N, ZeRO-2 the green gradients "
-        "too, FSDP the blue parameters as well.");
-  }
+  LoadedRun* run = run_or_hint(session);
+  if (run == nullptr) return;
+  how_to_read(
+      "Each rank's own memory (never the shared device's total) at the moment it held the most, "
+      "stacked by what it is: parameters, gradients, optimizer state, activations, communication "
+      "buffers and other allocations. The outlined bar beside it is the ZeRO / Korthikanti "
+      "formula for the same configuration. DDP keeps 16 bytes per parameter on every rank "
+      "(fp32 Adam); ZeRO-1 divides the purple optimizer state by N, ZeRO-2 the green gradients "
+      "too, FSDP the blue parameters as well.");
   legend();
   ImGui::Text("%s: per rank at its peak", run->label.c_str());
   draw_bars("peak", measured_bars(*run, true), 260);

@@ -54,18 +54,13 @@ void grid(const char* id, const nlohmann::json& groups, const nlohmann::json& ra
 }  // namespace
 
 void draw_sync_window(GuiSession& session) {
-  LoadedRun* run = session.current_run();
-  if (run == nullptr) {
-    ImGui::TextWrapped("No run yet. Start one in Launch, or open a trace.");
-    return;
-  }
-  if (ImGui::CollapsingHeader("How to read this")) {
-    ImGui::TextWrapped(
-        "Ranks that agree can all be wrong, so agreement is not the test: every strategy's full "
-        "weights (gathered, for sharded strategies) are compared with one device trained on the "
-        "same global batches. Each cell is the largest |difference| within a group of parameters: "
-        "green when equal or within rounding, red when it differs.");
-  }
+  LoadedRun* run = run_or_hint(session);
+  if (run == nullptr) return;
+  how_to_read(
+      "Ranks that agree can all be wrong, so agreement is not the test: every strategy's full "
+      "weights (gathered, for sharded strategies) are compared with one device trained on the "
+      "same global batches. Each cell is the largest |difference| within a group of parameters: "
+      "green when equal or within rounding, red when it differs.");
   const nlohmann::json result = run->run.value("result", nlohmann::json::object());
   if (result.empty()) {
     ImGui::TextWrapped(
@@ -73,9 +68,7 @@ void draw_sync_window(GuiSession& session) {
     return;
   }
   if (!result.value("ok", false)) {
-    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::ColorConvertU32ToFloat4(kFailedColour));
-    ImGui::TextWrapped("The run failed: %s", result.value("failure", std::string("?")).c_str());
-    ImGui::PopStyleColor();
+    error_text("The run failed: " + result.value("failure", std::string("?")));
   }
   const bool replicated = result.value("replicated", true);
   const nlohmann::json reference = result.value("reference", nlohmann::json());

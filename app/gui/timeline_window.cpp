@@ -5,15 +5,11 @@
 namespace shardscope::gui {
 
 void draw_timeline_window(GuiSession& session) {
-  LoadedRun* run = session.current_run();
-  if (run == nullptr) {
-    ImGui::TextWrapped(
-        "No run yet. Start one in Launch, or open a trace (File > Open; "
-        "`shardscope view FILE`).");
-    return;
-  }
+  LoadedRun* run = run_or_hint(session);
+  if (run == nullptr) return;
   if (ImGui::CollapsingHeader("How to read this")) {
     ImGui::TextWrapped(
+        "%s",
         "One group of rows per rank. host: what the rank's thread did (steps, micro-batches, "
         "forward in green, backward in blue, optimizer in purple); comm: collectives from issue to "
         "completion in orange, with a red underline where no compute hides them (exposed "

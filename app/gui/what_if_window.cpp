@@ -48,18 +48,13 @@ void draw_what_if_window(GuiSession& session) {
       if (w.hardware_names[i] == "8xH100") w.hardware = static_cast<int>(i);
     }
   }
-  LoadedRun* run = session.current_run();
-  if (ImGui::CollapsingHeader("How to read this")) {
-    ImGui::TextWrapped(
-        "What the measured run would do on real GPUs: each rank's recorded chain (compute, "
-        "collectives, waits) is re-scheduled onto its own device of the chosen hardware, compute "
-        "scaled by the device's speed, each collective priced by NCCL's ring/tree cost model. "
-        "The projected timeline below has the same rows as the measured one.");
-  }
-  if (run == nullptr) {
-    ImGui::TextWrapped("No run yet. Start one in Launch, or open a trace.");
-    return;
-  }
+  how_to_read(
+      "What the measured run would do on real GPUs: each rank's recorded chain (compute, "
+      "collectives, waits) is re-scheduled onto its own device of the chosen hardware, compute "
+      "scaled by the device's speed, each collective priced by NCCL's ring/tree cost model. "
+      "The projected timeline below has the same rows as the measured one.");
+  LoadedRun* run = run_or_hint(session);
+  if (run == nullptr) return;
   if (w.hardware_names.empty()) {
     ImGui::TextWrapped("No hardware profiles found in %s.",
                        profiling::hardware_profile_directory().c_str());
@@ -83,9 +78,7 @@ void draw_what_if_window(GuiSession& session) {
     project(session, *run);
   }
   if (!w.error.empty()) {
-    ImGui::PushStyleColor(ImGuiCol_Text, ImVec4(1, 0.3f, 0.3f, 1));
-    ImGui::TextWrapped("%s", w.error.c_str());
-    ImGui::PopStyleColor();
+    error_text(w.error);
   }
   if (!w.figures.is_object()) return;
   const auto& f = w.figures;

@@ -12,6 +12,13 @@ void draw_sync_window(GuiSession& session);
 void draw_compare_window(GuiSession& session);
 void draw_what_if_window(GuiSession& session);
 
+// The collapsed "How to read this" that opens every window.
+void how_to_read(const char* text);
+// A problem, wrapped, in red.
+void error_text(const std::string& text);
+// The run a window shows, or null after saying how to get one.
+LoadedRun* run_or_hint(GuiSession& session);
+
 // Teaching text for a strategy: what it does and what to look for in the windows.
 const char* strategy_teaching_note(const std::string& strategy);
 

@@ -2,14 +2,14 @@
 // in both formats. Reports bytes per file as a counter. Run: build/tests/trace_io_benchmark
 #include <benchmark/benchmark.h>
 
+#include "app/perf/synthetic_trace.h"
 #include "profiling/trace_io.h"
-#include "tests/support/synthetic_trace.h"
 
 namespace shardscope::profiling {
 namespace {
 
 const Trace& million() {
-  static const Trace t = test::synthetic_trace(1'000'000);
+  static const Trace t = perf::synthetic_trace(1'000'000);
   return t;
 }
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/support/synthetic_trace.h"
+#include "app/perf/synthetic_trace.h"
 
 namespace shardscope::gui {
 namespace {
@@ -119,7 +119,7 @@ TEST(TimelineIndex, LayoutCoversEveryVisibleEventOnceAtEveryZoom) {
 }
 
 TEST(TimelineIndex, FoldingBoundsTheMarksByPixelsNotEvents) {
-  const profiling::Trace trace = test::synthetic_trace(200'000);
+  const profiling::Trace trace = perf::synthetic_trace(200'000);
   const TimelineIndex index = build_timeline_index(trace);
   const double width = 1500;
   TimeWindow all{index.t_min, double(index.t_max - index.t_min) / width};

@@ -1,6 +1,6 @@
-#include "tests/support/synthetic_trace.h"
+#include "app/perf/synthetic_trace.h"
 
-namespace shardscope::test {
+namespace shardscope::perf {
 
 using profiling::Category;
 using profiling::Event;
@@ -58,4 +58,4 @@ profiling::Trace synthetic_trace(size_t events) {
   return t;
 }
 
-}  // namespace shardscope::test
+}  // namespace shardscope::perf

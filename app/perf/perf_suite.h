@@ -1,0 +1,68 @@
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace shardscope::perf {
+
+// One line of the performance table: ours against a baseline measured side by side in the same
+// run (interleaved, medians), as a ratio with the target it is held to.
+struct PerfRow {
+  std::string section;  // engine, tracing, collectives, ddp, startup, gui, scaling
+  std::string what;     // the case: "all_reduce 1 MiB, world 2", ...
+  double ours = 0;
+  double baseline = 0;  // 0: no baseline (an absolute figure)
+  std::string unit;     // of ours and baseline
+  double ratio = 0;     // the figure the target is about (see `target`)
+  std::string target;   // e.g. "<= 1.05"; empty: informative
+  bool met = true;
+  std::string note;
+};
+
+struct PerfOptions {
+  bool quick = false;                 // fewer repetitions and smaller cases (CI, smoke tests)
+  std::vector<std::string> sections;  // empty: all
+  std::function<void(const std::string&)> progress;  // one line per case as it starts
+};
+
+// Sections; each appends its rows.
+void measure_engine_overhead(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_tracing_overhead(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_collectives(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_ddp_against_pytorch(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_startup(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_gui(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_scaling(const PerfOptions& options, std::vector<PerfRow>& rows);
+
+const std::vector<std::string>& section_names();
+// Runs the chosen sections in order. Throws std::invalid_argument for an unknown section.
+std::vector<PerfRow> run_suite(const PerfOptions& options);
+// format: table | markdown | json.
+void print_rows(const std::vector<PerfRow>& rows, const std::string& format, std::ostream& out);
+
+// Shared by the sections.
+double median(std::vector<double> values);
+// A/B sections run an uncounted warm-up round first: in one process the first training run is
+// faster than every later one (about 0.20 against 0.29 s per step of `small` here, with more
+// page faults afterwards), so only rounds that start in the same state are compared.
+std::string round_name(int round);  // "warm-up", "round 1", ...
+// Median step time (seconds) of a run, its first step (warm-up) left out.
+double median_step_seconds(const std::vector<double>& step_seconds);
+
+}  // namespace shardscope::perf
+
+namespace shardscope::perf {
+
+// One training run for a measurement (no reference check): each step's time (slowest rank),
+// the largest peak of any rank, its trace. Throws on bad config or a failed run.
+struct MeasuredRun {
+  std::vector<double> step_seconds;
+  long long peak_bytes = 0;
+  double wall_seconds = 0;
+};
+// `overrides`: config keys as JSON text, e.g. {"strategy":"ddp_bucketed","world":4}.
+MeasuredRun measure_run(const std::string& overrides_json);
+
+}  // namespace shardscope::perf
