@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <vector>
@@ -166,6 +168,40 @@ TEST(TraceFiles, ChosenByNameReadByContent) {
   EXPECT_EQ(serialise_trace(t, "x.json").front(), '{');
   EXPECT_EQ(serialise_trace(t, "x.sst").substr(0, 7), "SSTRACE");
   EXPECT_THROW(read_trace_file((dir / "missing.sst").string()), TraceFormatError);
+}
+
+}  // namespace
+}  // namespace shardscope::profiling
+
+namespace shardscope::profiling {
+namespace {
+
+// Inputs the fuzzer (scripts/fuzz.sh) found crashing or misbehaving, kept as regressions: each
+// is now either read or rejected with a TraceFormatError, never anything else.
+TEST(TraceFuzzRegressions, EveryFoundInputIsReadOrRejectedCleanly) {
+  const std::string dir = std::string(SHARDSCOPE_SOURCE_DIR) + "/tests/fuzz/regressions";
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ++files;
+    try {
+      const Trace t = parse_trace(bytes);
+      EXPECT_EQ(from_native(to_native(t)).event_count(), t.event_count()) << entry.path();
+    } catch (const TraceFormatError&) {
+      // the answer to bad input
+    }
+  }
+  EXPECT_GE(files, 1u);
+}
+
+TEST(ChromeTrace, AFloatTooLargeForAnIntegerFieldIsAnError) {
+  const std::string text =
+      R"({"traceEvents":[{"ph":"X","name":"a","pid":5.66667e+87,"tid":0,"ts":1,"dur":1}]})";
+  EXPECT_THROW(from_chrome_json(text), TraceFormatError);
+  const std::string narrow =
+      R"({"traceEvents":[{"ph":"X","name":"a","pid":0,"tid":0,"ts":1,"dur":1,"args":{"micro":70000}}]})";
+  EXPECT_THROW(from_chrome_json(narrow), TraceFormatError);
 }
 
 }  // namespace
