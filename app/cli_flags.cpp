@@ -80,6 +80,9 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "intra-op threads per rank (0: cores / world)"},
       {"--timeout", "collective_timeout_s", Kind::Int,
        "seconds before a stuck collective fails the run"},
+      {"--memory-limit-mb", "memory_limit_mb", Kind::Double,
+       "simulated device capacity per rank in MB (CPU): past it the run fails out of memory, "
+       "with the rank's memory breakdown"},
       {"--vocab", "model.vocab", Kind::Int, "vocabulary size"},
       {"--d-model", "model.d_model", Kind::Int, "model width"},
       {"--heads", "model.heads", Kind::Int, "attention heads (must divide d-model)"},

@@ -1,6 +1,7 @@
 #include "engine/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -95,6 +96,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"data", SHARDSCOPE_FIELD(std::string, data)},
       {"threads_per_rank", SHARDSCOPE_FIELD(int, threads_per_rank)},
       {"collective_timeout_s", SHARDSCOPE_FIELD(int, collective_timeout_s)},
+      {"memory_limit_mb", SHARDSCOPE_FIELD(double, memory_limit_mb)},
       {"tracing", SHARDSCOPE_FIELD(bool, tracing)},
       {"serialize_compute", SHARDSCOPE_FIELD(bool, serialize_compute)},
       {"reference", SHARDSCOPE_FIELD(bool, reference)},
@@ -331,6 +333,10 @@ void validate(const Config& c) {
               std::to_string(c.world) + " x grad_accum " + std::to_string(c.grad_accum));
   require(c.threads_per_rank >= 0, "threads_per_rank", "must not be negative");
   require(c.collective_timeout_s >= 1, "collective_timeout_s", "must be at least 1 second");
+  require(std::isfinite(c.memory_limit_mb) && c.memory_limit_mb >= 0, "memory_limit_mb",
+          "must be 0 (no limit) or a positive number of MB");
+  require(c.memory_limit_mb == 0 || c.device == "cpu", "memory_limit_mb",
+          "simulates a device's capacity on the CPU; on a GPU the device's own limit applies");
   require(!c.serialize_compute || c.mode == "threads", "serialize_compute",
           "rank processes cannot take turns on a device; use --mode threads");
 

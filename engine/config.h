@@ -95,6 +95,9 @@ struct Config {
   std::string data = "auto";  // auto (licence texts, else synthetic) | synthetic | path to a text
   int threads_per_rank = 0;   // intra-op threads per rank; 0 = cores / world
   int collective_timeout_s = 60;
+  // A simulated device capacity per rank, in MB (CPU runs): an allocation past it fails as an
+  // out-of-memory error with the rank's memory breakdown. 0: no limit.
+  double memory_limit_mb = 0;
   bool reference = true;  // train the single-device reference and compare
   bool tracing = true;    // record host spans and communication calls (the trace)
   // Rank threads take turns on the device for their compute (clean per-rank compute times for

@@ -1,6 +1,7 @@
 #include "engine/launcher.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <mutex>
@@ -39,6 +40,7 @@ LaunchSpec launch_spec(const Config& config) {
                               : default_threads_per_rank(1);
   spec.tracing = config.tracing;
   spec.serialize_compute = config.serialize_compute;
+  spec.memory_capacity_bytes = static_cast<int64_t>(config.memory_limit_mb * 1e6);
   return spec;
 }
 
@@ -57,6 +59,37 @@ c10::Device rank_device(const LaunchSpec& spec, int rank) {
 }
 
 }  // namespace
+
+// What a rank held when an allocation failed: the strategy's categories as last recorded, and
+// the rest of what its threads had allocated (activations, temporaries).
+static std::string out_of_memory_report(const std::string& what, const LaunchSpec& spec, int rank,
+                                        const profiling::RankMemoryTracker& memory,
+                                        const profiling::RankEventLog* log) {
+  auto mb = [](int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
+    return std::string(buf);
+  };
+  const int64_t refused = memory.held_when_refused();
+  const int64_t held = refused > 0 ? refused : memory.live_bytes();
+  std::string text = "out of memory on " + spec.device + " (rank " + std::to_string(rank) +
+                     "): " + what.substr(0, what.find('\n')) + ". Rank " + std::to_string(rank) +
+                     " held " + mb(held);
+  if (log == nullptr) return text + " (no breakdown: tracing is off)";
+  int64_t latest[profiling::kMemoryKindCount] = {};
+  for (const auto& m : log->memory()) latest[static_cast<int>(m.kind)] = m.bytes;
+  using profiling::MemoryKind;
+  const MemoryKind named[] = {MemoryKind::kParameters, MemoryKind::kGradients,
+                              MemoryKind::kOptimizerState, MemoryKind::kCommBuffers};
+  int64_t accounted = 0;
+  text += ": ";
+  for (MemoryKind k : named) {
+    text +=
+        std::string(profiling::memory_kind_name(k)) + " " + mb(latest[static_cast<int>(k)]) + ", ";
+    accounted += latest[static_cast<int>(k)];
+  }
+  return text + "activations and the rest " + mb(std::max<int64_t>(0, held - accounted));
+}
 
 std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
                                     const c10::intrusive_ptr<c10d::Store>& store,
@@ -80,7 +113,9 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
     int64_t& peak;
     ~KeepPeak() { peak = memory.peak_bytes(); }
   } keep_peak{memory, peak_allocated_bytes};
-  profiling::RankMemoryTracker::ThreadScope attribute_allocations(spec.tracing ? &memory : nullptr);
+  memory.set_capacity(spec.memory_capacity_bytes);
+  const bool track_memory = spec.tracing || spec.memory_capacity_bytes > 0;
+  profiling::RankMemoryTracker::ThreadScope attribute_allocations(track_memory ? &memory : nullptr);
   // Kernels this thread launches are attributed to this rank (a no-op without device tracing).
   profiling::DeviceTracer::instance().push_rank(rank);
   struct PopRank {
@@ -138,6 +173,9 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
       t_failed = profiling::now_ns();
       throw;
     }
+  } catch (const c10::OutOfMemoryError& e) {
+    return RankFailure{rank, out_of_memory_report(e.what(), spec, rank, memory, log),
+                       t_failed ? t_failed : profiling::now_ns()};
   } catch (const std::exception& e) {
     // By now the group is destroyed (it lived in the try scope), which closes this rank's
     // connections and wakes peers blocked on it.

@@ -21,6 +21,7 @@ struct LaunchSpec {
   bool emulate_flat_collectives = false;
   bool tracing = true;             // false: ranks record nothing (their logs stay empty)
   bool serialize_compute = false;  // ranks take turns on the device (DeviceTurns)
+  int64_t memory_capacity_bytes = 0;  // a simulated device capacity per rank (host memory); 0: none
   // Watches the ranks' logs while they train (the GUI's live timeline): called with the logs
   // before the ranks start, and with null once they have all stopped, after which the logs
   // must not be touched. Called on the launching thread.

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <c10/core/Allocator.h>
+#include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 
 namespace shardscope::profiling {
@@ -23,10 +24,13 @@ class Reporter final : public c10::MemoryReportingInfoBase {
  public:
   explicit Reporter(RankMemoryTracker* tracker) : tracker_(tracker) {}
 
-  void reportMemoryUsage(void* ptr, int64_t bytes, size_t, size_t, c10::Device) override {
+  void reportMemoryUsage(void* ptr, int64_t bytes, size_t, size_t, c10::Device device) override {
     // Without a tracker (paused) allocations go unrecorded, but frees still reach their owner.
     if (tracker_ == nullptr && bytes >= 0) return;
-    if ((tracker_ != nullptr && tracker_->record(ptr, bytes)) || bytes >= 0) return;
+    // A simulated capacity refuses host allocations only: throwing out of a device allocator's
+    // bookkeeping is not safe, and a real device enforces its own.
+    if ((tracker_ != nullptr && tracker_->record(ptr, bytes, device.is_cpu())) || bytes >= 0)
+      return;
     // Freed here, allocated by another rank.
     std::lock_guard<std::mutex> lock(registry_mutex());
     for (RankMemoryTracker* other : registry()) {
@@ -52,8 +56,19 @@ RankMemoryTracker::~RankMemoryTracker() {
   r.erase(std::remove(r.begin(), r.end(), this), r.end());
 }
 
-bool RankMemoryTracker::record(void* ptr, int64_t bytes) {
+void RankMemoryTracker::set_capacity(int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
+  capacity_ = bytes;
+}
+
+bool RankMemoryTracker::record(void* ptr, int64_t bytes, bool may_refuse) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (may_refuse && bytes > 0 && capacity_ > 0 && live_ + bytes > capacity_) {
+    held_when_refused_ = live_;
+    // The block was allocated already; refusing it leaks it, which ends the run anyway.
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "tried to allocate ", bytes, " bytes with ", live_,
+                     " of ", capacity_, " in use (the simulated capacity, --memory-limit-mb)");
+  }
   if (bytes >= 0) {
     blocks_[ptr] = bytes;
     live_ += bytes;
@@ -74,6 +89,11 @@ bool RankMemoryTracker::record(void* ptr, int64_t bytes) {
 void RankMemoryTracker::sample_locked() {
   last_sample_ = live_;
   log_->add_memory(MemoryKind::kAllocated, live_);
+}
+
+int64_t RankMemoryTracker::held_when_refused() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_when_refused_;
 }
 
 int64_t RankMemoryTracker::live_bytes() const {

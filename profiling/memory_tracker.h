@@ -25,8 +25,16 @@ class RankMemoryTracker {
   int rank() const { return rank_; }
 
   // Called by the hook: `bytes` > 0 allocates `ptr`, < 0 frees it. Returns false when `ptr` is
-  // not one of this rank's blocks (on a free).
-  bool record(void* ptr, int64_t bytes);
+  // not one of this rank's blocks (on a free). With a capacity set and `may_refuse`, an
+  // allocation that would take the rank past it throws c10::OutOfMemoryError, as a device that
+  // size would.
+  bool record(void* ptr, int64_t bytes, bool may_refuse = false);
+
+  // A simulated device capacity for this rank's (host) allocations; 0: none.
+  void set_capacity(int64_t bytes);
+  // What the rank held when an allocation was last refused (0: none was): by the time the
+  // failure is reported, unwinding has freed some of it.
+  int64_t held_when_refused() const;
 
   // Every allocation of this thread goes to `tracker` while the scope lives (null: none).
   class ThreadScope {
@@ -67,6 +75,8 @@ class RankMemoryTracker {
   int64_t live_ = 0;
   int64_t peak_ = 0;
   int64_t last_sample_ = 0;
+  int64_t capacity_ = 0;
+  int64_t held_when_refused_ = 0;
 };
 
 }  // namespace shardscope::profiling

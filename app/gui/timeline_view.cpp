@@ -436,9 +436,13 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
       dl->AddText(ImVec2(origin.x + 4, rank_top + ImGui::GetFontSize()), failure_colour,
                   root ? "failed" : "stopped");
       const std::string reason = rank.failure.substr(0, rank.failure.find('\n'));
+      // On a dark band, so it reads over the memory strip it sits on.
+      const ImVec2 at(canvas_x_ + 4, y - ImGui::GetFontSize() - 2);
+      const ImVec2 size = ImGui::CalcTextSize(reason.c_str());
       dl->PushClipRect(clip_min, clip_max, true);
-      dl->AddText(ImVec2(canvas_x_ + 4, y - ImGui::GetFontSize() - 2), failure_colour,
-                  reason.c_str());
+      dl->AddRectFilled(ImVec2(at.x - 2, at.y - 1), ImVec2(at.x + size.x + 2, at.y + size.y + 1),
+                        0xE0181818);
+      dl->AddText(at, failure_colour, reason.c_str());
       dl->PopClipRect();
       if (ImGui::IsMouseHoveringRect(ImVec2(origin.x, rank_top), ImVec2(canvas_x_, y))) {
         ImGui::SetTooltip("rank %d failed: %s", rank.rank, rank.failure.c_str());

@@ -43,6 +43,8 @@ std::vector<BadConfigCase> bad_config_cases() {
       {R"({"global_batch":-1})", "global_batch", "must not be negative"},
       {R"({"threads_per_rank":-1})", "threads_per_rank", "must not be negative"},
       {R"({"collective_timeout_s":0})", "collective_timeout_s", "at least 1 second"},
+      {R"({"memory_limit_mb":-1})", "memory_limit_mb", "positive number of MB"},
+      {R"({"memory_limit_mb":100,"device":"cuda"})", "memory_limit_mb", "on the CPU"},
       {R"({"seed":-5})", "seed", "non-negative integer"},
       {R"({"optimizer":{"name":"lamb"}})", "optimizer.name", "unknown optimizer"},
       {R"({"optimizer":{"lr":0}})", "optimizer.lr", "must be positive"},
