@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/text_table.h"
 #include "profiling/trace_metrics.h"
 
 namespace shardscope::cli {
@@ -172,23 +173,7 @@ void print_comparison(const std::vector<ComparisonRow>& rows, const std::string&
     }
     return;
   }
-  std::vector<size_t> width(table[0].size(), 0);
-  for (const auto& line : table)
-    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
-  for (size_t k = 0; k < table.size(); ++k) {
-    const auto& line = table[k];
-    if (format == "markdown") out << "| ";
-    for (size_t i = 0; i < line.size(); ++i) {
-      out << line[i] << std::string(width[i] - line[i].size(), ' ')
-          << (format == "markdown" ? " | " : "  ");
-    }
-    out << "\n";
-    if (k == 0 && format == "markdown") {
-      out << "|";
-      for (size_t w : width) out << std::string(w + 2, '-') << "|";
-      out << "\n";
-    }
-  }
+  print_text_table(table, format == "markdown", out);
 }
 
 }  // namespace shardscope::cli

@@ -47,34 +47,18 @@ void measure_engine_overhead(const PerfOptions& options, std::vector<PerfRow>& r
       {"strategy", "single"}, {"world", 1}, {"preset", preset}, {"steps", steps}};
   Config config = config_from_json(overrides);
   finalize(config);
-  std::vector<double> ours, plain, ratios;
-  // Interleaved rounds: this machine is noisy, so each ratio compares neighbours in time.
-  for (int r = 0; r <= rounds; ++r) {
-    if (options.progress)
-      options.progress("  single through the trainer vs a plain loop, " + round_name(r));
-    const auto av = measure_run(overrides.dump()).step_seconds;
-    // On a fresh thread of its own, as a rank runs: a thread that has run OpenMP work keeps
-    // its team of workers, and a second live team spinning on two cores slowed the next run's
-    // ranks by 40 % when the loop ran here on the main thread.
-    std::vector<double> bv;
-    std::thread([&] { bv = plain_loop(config); }).join();
-    const double a = median_step_seconds(av);
-    const double b = median_step_seconds(bv);
-    if (r == 0) continue;  // warm-up (see round_name)
-    ours.push_back(a);
-    plain.push_back(b);
-    ratios.push_back(a / b);
-  }
-  PerfRow row;
-  row.section = "engine";
-  row.what = "step of `single` (" + preset + ") vs plain LibTorch loop";
-  row.ours = median(ours) * 1e3;
-  row.baseline = median(plain) * 1e3;
-  row.unit = "ms/step";
-  row.ratio = median(ratios);
-  row.target = "<= 1.05";
-  row.met = row.ratio <= 1.05;
-  rows.push_back(row);
+  const Comparison c = interleaved(
+      options, "single through the trainer vs a plain loop", rounds,
+      [&] { return run_step_seconds(overrides.dump()); },
+      [&] {
+        // On a fresh thread of its own, as a rank runs: timed on the main thread, the loop kept
+        // the speed of a process's first run (see round_name) while the ranks did not.
+        std::vector<double> seconds;
+        std::thread([&] { seconds = plain_loop(config); }).join();
+        return median_step_seconds(seconds);
+      });
+  rows.push_back(
+      step_time_row("engine", "step of `single` (" + preset + ") vs plain LibTorch loop", c, 1.05));
 }
 
 }  // namespace shardscope::perf

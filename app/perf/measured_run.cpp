@@ -25,4 +25,8 @@ MeasuredRun measure_run(const std::string& overrides_json) {
   return m;
 }
 
+double run_step_seconds(const std::string& overrides_json) {
+  return median_step_seconds(measure_run(overrides_json).step_seconds);
+}
+
 }  // namespace shardscope::perf

@@ -1,5 +1,7 @@
 #include "app/perf/perf_suite.h"
 
+#include "app/text_table.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -35,6 +37,37 @@ double median(std::vector<double> v) {
 
 std::string round_name(int round) {
   return round == 0 ? "warm-up" : "round " + std::to_string(round);
+}
+
+Comparison interleaved(const PerfOptions& options, const std::string& label, int rounds,
+                       const std::function<double()>& a, const std::function<double()>& b) {
+  std::vector<double> as, bs, ratios;
+  for (int r = 0; r <= rounds; ++r) {
+    if (options.progress) options.progress("  " + label + ", " + round_name(r));
+    const double x = a();
+    const double y = b();
+    if (r == 0) continue;
+    as.push_back(x);
+    bs.push_back(y);
+    ratios.push_back(x / y);
+  }
+  return {median(as), median(bs), median(ratios)};
+}
+
+PerfRow step_time_row(const std::string& section, const std::string& what, const Comparison& c,
+                      double limit) {
+  PerfRow row;
+  row.section = section;
+  row.what = what;
+  row.ours = c.a * 1e3;
+  row.baseline = c.b * 1e3;
+  row.unit = "ms/step";
+  row.ratio = c.ratio;
+  char target[32];
+  std::snprintf(target, sizeof(target), "<= %g", limit);
+  row.target = target;
+  row.met = c.ratio <= limit;
+  return row;
 }
 
 double median_step_seconds(const std::vector<double>& steps) {
@@ -99,22 +132,7 @@ void print_rows(const std::vector<PerfRow>& rows, const std::string& format, std
     table.push_back(
         {r.section, r.what, number(r.ours), number(r.baseline), r.unit, ratio, target, r.note});
   }
-  std::vector<size_t> width(headers.size(), 0);
-  for (const auto& line : table)
-    for (size_t i = 0; i < line.size(); ++i) width[i] = std::max(width[i], line[i].size());
-  const bool md = format == "markdown";
-  for (size_t k = 0; k < table.size(); ++k) {
-    if (md) out << "| ";
-    for (size_t i = 0; i < table[k].size(); ++i) {
-      out << table[k][i] << std::string(width[i] - table[k][i].size(), ' ') << (md ? " | " : "  ");
-    }
-    out << "\n";
-    if (k == 0 && md) {
-      out << "|";
-      for (size_t w : width) out << std::string(w + 2, '-') << "|";
-      out << "\n";
-    }
-  }
+  cli::print_text_table(table, format == "markdown", out);
 }
 
 }  // namespace shardscope::perf

@@ -48,6 +48,17 @@ double median(std::vector<double> values);
 // faster than every later one (about 0.20 against 0.29 s per step of `small` here, with more
 // page faults afterwards), so only rounds that start in the same state are compared.
 std::string round_name(int round);  // "warm-up", "round 1", ...
+// Interleaved A/B: the warm-up round, then `rounds` rounds each measuring `a` then `b`
+// (seconds). Medians of each, and the median of the per-round ratios a / b.
+struct Comparison {
+  double a = 0, b = 0, ratio = 0;
+};
+Comparison interleaved(const PerfOptions& options, const std::string& label, int rounds,
+                       const std::function<double()>& a, const std::function<double()>& b);
+// The row of a step-time comparison (ms/step) held to ratio <= `limit`.
+PerfRow step_time_row(const std::string& section, const std::string& what, const Comparison& c,
+                      double limit);
+
 // Median step time (seconds) of a run, its first step (warm-up) left out.
 double median_step_seconds(const std::vector<double>& step_seconds);
 
@@ -64,5 +75,7 @@ struct MeasuredRun {
 };
 // `overrides`: config keys as JSON text, e.g. {"strategy":"ddp_bucketed","world":4}.
 MeasuredRun measure_run(const std::string& overrides_json);
+// The median step time of such a run, its first step left out.
+double run_step_seconds(const std::string& overrides_json);
 
 }  // namespace shardscope::perf

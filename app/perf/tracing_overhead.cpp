@@ -12,29 +12,16 @@ void measure_tracing_overhead(const PerfOptions& options, std::vector<PerfRow>& 
                          {"world", world},
                          {"preset", preset},
                          {"steps", options.quick ? 4 : 8}};
-  std::vector<double> on, off, ratios;
-  for (int r = 0; r <= rounds; ++r) {
-    if (options.progress) options.progress("  ddp_bucketed tracing on vs off, " + round_name(r));
-    nlohmann::json traced = base, untraced = base;
-    traced["tracing"] = true;
-    untraced["tracing"] = false;
-    const double a = median_step_seconds(measure_run(traced.dump()).step_seconds);
-    const double b = median_step_seconds(measure_run(untraced.dump()).step_seconds);
-    if (r == 0) continue;
-    on.push_back(a);
-    off.push_back(b);
-    ratios.push_back(a / b);
-  }
-  PerfRow row;
-  row.section = "tracing";
-  row.what = "ddp_bucketed world " + std::to_string(world) + " (" + preset + "), traced vs not";
-  row.ours = median(on) * 1e3;
-  row.baseline = median(off) * 1e3;
-  row.unit = "ms/step";
-  row.ratio = median(ratios);
-  row.target = "<= 1.03";
-  row.met = row.ratio <= 1.03;
-  rows.push_back(row);
+  nlohmann::json traced = base, untraced = base;
+  traced["tracing"] = true;
+  untraced["tracing"] = false;
+  const Comparison c = interleaved(
+      options, "ddp_bucketed tracing on vs off", rounds,
+      [&] { return run_step_seconds(traced.dump()); },
+      [&] { return run_step_seconds(untraced.dump()); });
+  rows.push_back(step_time_row(
+      "tracing", "ddp_bucketed world " + std::to_string(world) + " (" + preset + "), traced vs not",
+      c, 1.03));
 }
 
 }  // namespace shardscope::perf
