@@ -19,8 +19,6 @@ double numeric(const cli::ComparisonRow& r, int column) {
       return double(r.peak_max);
     case 5:
       return double(r.peak_max - r.peak_min);
-    case 7:
-      return r.deviation;
     case 8:
       return r.final_loss;
     case 9:

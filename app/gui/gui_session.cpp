@@ -15,7 +15,7 @@ std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::st
   if (!run->run.is_object()) run->run = nlohmann::json::object();
   run->index = build_timeline_index(run->trace);
   run->row = cli::comparison_row(run->trace);
-  run->metrics = profiling::step_metrics(run->trace);
+  for (const auto& rank : run->trace.ranks) run->memory_peaks.push_back(peak_breakdown(rank));
   std::string label = run->row.strategy.empty() || run->row.strategy == "?"
                           ? std::string("trace")
                           : run->row.strategy + " w" + std::to_string(run->row.world);

@@ -8,10 +8,10 @@
 
 #include "app/comparison_table.h"
 #include "app/gui/launch_queue.h"
+#include "app/gui/memory_breakdown.h"
 #include "app/gui/timeline_index.h"
 #include "app/gui/timeline_view.h"
 #include "profiling/trace.h"
-#include "profiling/trace_metrics.h"
 
 namespace shardscope::gui {
 
@@ -24,8 +24,8 @@ struct LoadedRun {
   nlohmann::json run;  // the run description: config, and the result when the run attached one
   TimelineIndex index;
   cli::ComparisonRow row;
-  std::vector<profiling::StepMetrics> metrics;
-  bool live = false;  // a snapshot of a run still going: no result yet
+  std::vector<MemoryBreakdown> memory_peaks;  // per rank: what it held at its peak
+  bool live = false;                          // a snapshot of a run still going: no result yet
 };
 std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source);
 

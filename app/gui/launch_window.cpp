@@ -53,6 +53,10 @@ void error_for(const GuiSession& session, const std::string& key) {
   error_text(session.launch_errors[key].get<std::string>());
 }
 
+std::string json_text(const std::string& text) {
+  return nlohmann::json(text).dump();
+}
+
 void combo(GuiSession& s, const char* label, const std::string& key,
            const std::vector<std::string>& choices) {
   nlohmann::json& v = field(s.launch_form, key);
@@ -60,7 +64,8 @@ void combo(GuiSession& s, const char* label, const std::string& key,
   ImGui::SetNextItemWidth(200);
   if (ImGui::BeginCombo(label, current.c_str())) {
     for (const auto& c : choices) {
-      if (ImGui::Selectable(c.c_str(), c == current)) v = c;
+      // Through set_launch_field, which also re-derives the model when the preset changes.
+      if (ImGui::Selectable(c.c_str(), c == current)) set_launch_field(s, key, json_text(c));
     }
     ImGui::EndCombo();
   }
@@ -145,20 +150,7 @@ void draw_launch_window(GuiSession& session) {
 
   ImGui::BeginChild("form", ImVec2(ImGui::GetContentRegionAvail().x * 0.62f, 0), true);
   ImGui::TextDisabled("model and run");
-  {
-    nlohmann::json& preset = field(session.launch_form, "preset");
-    const std::string current = preset.is_string() ? preset.get<std::string>() : "";
-    ImGui::SetNextItemWidth(200);
-    if (ImGui::BeginCombo("preset", current.c_str())) {
-      for (const auto& name : preset_names()) {
-        if (ImGui::Selectable(name.c_str(), name == current)) {
-          set_launch_field(session, "preset", "\"" + name + "\"");
-        }
-      }
-      ImGui::EndCombo();
-    }
-    error_for(session, "preset");
-  }
+  combo(session, "preset", "preset", preset_names());
   integer(session, "layers", "model.layers");
   integer(session, "d_model", "model.d_model");
   integer(session, "heads", "model.heads");

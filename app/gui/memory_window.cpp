@@ -147,7 +147,7 @@ std::vector<Bar> measured_bars(const LoadedRun& run, bool with_prediction) {
       run.run.value("result", nlohmann::json::object()).value("ranks", nlohmann::json::array());
   for (size_t r = 0; r < run.trace.ranks.size(); ++r) {
     const auto& rank = run.trace.ranks[r];
-    const MemoryBreakdown peak = peak_breakdown(rank);
+    const MemoryBreakdown& peak = run.memory_peaks[r];
     Bar b;
     b.label = "rank " + std::to_string(rank.rank);
     if (r < ranks.size()) b.exact_peak = ranks[r].value("peak_allocated_bytes", int64_t{0});
@@ -209,8 +209,7 @@ void draw_memory_window(GuiSession& session) {
     for (const auto& other : session.runs) {
       Bar best;
       int64_t most = -1;
-      for (const auto& rank : other->trace.ranks) {
-        const MemoryBreakdown peak = peak_breakdown(rank);
+      for (const MemoryBreakdown& peak : other->memory_peaks) {
         if (peak.total() > most) {
           most = peak.total();
           for (int k = 0; k < 6; ++k) best.bytes[k] = peak.of(kStacked[k]);

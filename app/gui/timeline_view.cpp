@@ -137,7 +137,6 @@ int TimelineView::row_of(const Trace& trace, const TimelineIndex& index, EventRe
 
 bool TimelineView::screen_position(const TimelineIndex& index, EventRef ref, float* x,
                                    float* y) const {
-  (void)index;
   if (!ref.valid() || row_top_.empty() || last_trace_ == nullptr) return false;
   const int row = row_of(*last_trace_, index, ref);
   if (row < 0) return false;
