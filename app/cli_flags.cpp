@@ -143,7 +143,14 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--no-tracing", "tracing", Kind::BoolOff,
        "record no trace (to measure what tracing costs); bytes per step are then unknown"},
       {"--inject-fault", "inject_fault", Kind::String,
-       "make a rank fail: rank=R,step=S,kind=throw"},
+       "make a rank fail: rank=R,step=S,kind=throw|exit|hang (exit and hang: --mode processes)"},
+      {"--checkpoint-every", "checkpoint_every", Kind::Int,
+       "write a checkpoint every K steps (0: only when Ctrl-C or SIGTERM stops the run)"},
+      {"--checkpoint-dir", "checkpoint_dir", Kind::String,
+       "where checkpoints go: D/step-NNNNNN/ with one shard per rank and a manifest"},
+      {"--resume", "resume", Kind::String,
+       "continue from the newest valid checkpoint in this directory (any world size for the "
+       "data-parallel and ZeRO strategies)"},
   };
   return specs;
 }

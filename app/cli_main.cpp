@@ -1,3 +1,4 @@
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -16,9 +17,11 @@
 #include "app/project_command.h"
 #include "app/report_command.h"
 #include "engine/atomic_file.h"
+#include "engine/checkpoint.h"
 #include "engine/config.h"
 #include "engine/rank_process.h"
 #include "engine/run.h"
+#include "engine/stop_request.h"
 #include "engine/strategy_registry.h"
 #include "engine/weights.h"
 #include "profiling/trace_io.h"
@@ -34,7 +37,35 @@ struct RunOutputs {
   double tolerance = -1;  // unset: kDefaultTolerance, or kBf16Tolerance with bf16 anywhere
   bool quiet = false;
   bool tolerance_given = false;
+  std::vector<std::string> command;  // as typed, for the resume hint
 };
+
+// The command that continues this run: as typed, with --resume DIR in place of any earlier one.
+std::string resume_command(const std::vector<std::string>& command, const std::string& dir) {
+  std::string text;
+  auto append = [&](const std::string& word) {
+    const bool plain =
+        !word.empty() && word.find_first_of(" \t'\"$\\`*?;&|<>()") == std::string::npos;
+    text += (text.empty() ? "" : " ") + (plain ? word : "'" + word + "'");
+  };
+  for (size_t i = 0; i < command.size(); ++i) {
+    if (command[i] == "--resume") {
+      ++i;
+      continue;
+    }
+    if (command[i].rfind("--resume=", 0) == 0) continue;
+    append(command[i]);
+  }
+  append("--resume");
+  append(dir);
+  return text;
+}
+
+std::string signal_name(int signal_number) {
+  if (signal_number == SIGINT) return "SIGINT (Ctrl-C)";
+  if (signal_number == SIGTERM) return "SIGTERM";
+  return "signal " + std::to_string(signal_number);
+}
 
 // fp32 strategies agree with the fp32 reference to rounding (seen: below 1e-6). bf16 keeps 8
 // mantissa bits (relative step 2^-8 = 3.9e-3); after 20 AdamW steps the weights were seen
@@ -124,7 +155,15 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
       };
       print_header(config, out);
       if (backend_choice != config.backend) out << "  backend: " << backend_choice << "\n";
+      if (!config.resume.empty()) {
+        std::vector<std::string> skipped;
+        const CheckpointInfo from = find_checkpoint(config.resume, &skipped);
+        for (const auto& why : skipped) out << "  " << why << "\n";
+        out << "  resuming from " << from.directory << " (step " << from.step << ", world "
+            << from.world << ", " << from.strategy << ")\n";
+      }
     }
+    install_stop_signal_handlers(/*escalate=*/true);
     summary = run_training(config, callbacks);
     if (!summary.device_tracing.empty() && !outputs.quiet)
       out << "device tracing: " << summary.device_tracing << "\n";
@@ -149,7 +188,7 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
             << " events)\n";
       }
     }
-    if (!outputs.weights_file.empty() && summary.ok)
+    if (!outputs.weights_file.empty() && summary.ok && summary.stopped_by_signal == 0)
       export_weights(outputs.weights_file, summary.weights);
   } catch (const std::exception& e) {
     err << "error: " << e.what() << "\n";
@@ -158,7 +197,23 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
 
   if (!summary.ok) {
     err << "run failed: " << summary.failure << "\n";
+    if (!summary.checkpoint.empty()) {
+      err << "the newest valid checkpoint is " << summary.checkpoint << "; continue with:\n  "
+          << resume_command(outputs.command, config.checkpoint_dir) << "\n";
+    }
     return kExitRunFailed;
+  }
+  if (summary.stopped_by_signal != 0) {
+    const int done = summary.steps.empty() ? summary.resumed_step : summary.steps.back().step + 1;
+    out << "\nstopped by " << signal_name(summary.stopped_by_signal) << " after " << done << " of "
+        << config.steps << " steps (every rank finished the same step)\n";
+    if (!summary.checkpoint.empty()) {
+      out << "checkpoint written to " << summary.checkpoint << "; continue with:\n  "
+          << resume_command(outputs.command, config.checkpoint_dir) << "\n";
+    } else {
+      out << "no checkpoint was written (no --checkpoint-dir): a new run starts from step 0\n";
+    }
+    return kExitStoppedBySignal + summary.stopped_by_signal;
   }
   print_results(summary, out);
   if (!outputs.weights_file.empty()) out << "weights written to " << outputs.weights_file << "\n";
@@ -187,6 +242,7 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
     if (json.is_discarded()) throw ConfigError("config", "'" + config_file + "' is not JSON");
     Config config = config_from_json(json);
     finalize(config);
+    install_stop_signal_handlers(/*escalate=*/false);  // the launcher escalates
     return run_rank_process(config, env, out_dir);
   } catch (const ConfigError& e) {
     err << who << ": error: " << e.what() << "\n";
@@ -471,6 +527,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return kExitOk;
   }
   outputs.tolerance_given = tolerance->count() > 0;
+  outputs.command = {"shardscope"};
+  outputs.command.insert(outputs.command.end(), args.begin(), args.end());
   return execute_run(flags, outputs, no_reference, out, err);
 }
 

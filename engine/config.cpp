@@ -100,6 +100,9 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"tracing", SHARDSCOPE_FIELD(bool, tracing)},
       {"serialize_compute", SHARDSCOPE_FIELD(bool, serialize_compute)},
       {"reference", SHARDSCOPE_FIELD(bool, reference)},
+      {"checkpoint_every", SHARDSCOPE_FIELD(int, checkpoint_every)},
+      {"checkpoint_dir", SHARDSCOPE_FIELD(std::string, checkpoint_dir)},
+      {"resume", SHARDSCOPE_FIELD(std::string, resume)},
       {"model.vocab", SHARDSCOPE_FIELD(int, model.vocab)},
       {"model.d_model", SHARDSCOPE_FIELD(int, model.d_model)},
       {"model.heads", SHARDSCOPE_FIELD(int, model.heads)},
@@ -337,6 +340,10 @@ void validate(const Config& c) {
           "must be 0 (no limit) or a positive number of MB");
   require(c.memory_limit_mb == 0 || c.device == "cpu", "memory_limit_mb",
           "simulates a device's capacity on the CPU; on a GPU the device's own limit applies");
+  require(c.checkpoint_every >= 0, "checkpoint_every",
+          "must not be negative (0: only when a signal stops the run)");
+  require(c.checkpoint_every == 0 || !c.checkpoint_dir.empty(), "checkpoint_every",
+          "needs a directory to write to (--checkpoint-dir)");
   require(!c.serialize_compute || c.mode == "threads", "serialize_compute",
           "rank processes cannot take turns on a device; use --mode threads");
 

@@ -104,6 +104,12 @@ struct Config {
   // projection; the step itself gets slower).
   bool serialize_compute = false;
   FaultInjection fault;
+  // Checkpoints: every `checkpoint_every` steps (0: only when a signal stops the run) into
+  // `checkpoint_dir`. `resume` is a checkpoint directory to continue from (its newest valid
+  // checkpoint); the run then trains the steps after it.
+  int checkpoint_every = 0;
+  std::string checkpoint_dir;
+  std::string resume;
 
   // Sequences in one optimizer step across all ranks.
   int global_batch_size() const { return micro_batch * world * grad_accum; }

@@ -19,6 +19,7 @@
 #include "engine/atomic_file.h"
 #include "engine/rank_process.h"
 #include "engine/rank_result_file.h"
+#include "engine/stop_request.h"
 #include "profiling/clock.h"
 
 namespace shardscope {
@@ -152,6 +153,7 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
   using Clock = std::chrono::steady_clock;
   std::optional<Clock::time_point> first_failure, terminated;
   int next_step = 0;
+  bool stop_forwarded = false;
   auto forward_progress = [&] {
     while (next_step < config.steps && store->check({progress_key(next_step)})) {
       auto bytes = store->get(progress_key(next_step));
@@ -173,6 +175,14 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
         first_failure = Clock::now();
     }
     forward_progress();
+    if (stop_requested() != 0 && !stop_forwarded) {
+      // Ctrl-C reaches the children too (one process group) and a scheduler's SIGTERM reaches
+      // only the launcher: either way every rank is asked once, and they stop together.
+      for (int r = 0; r < config.world; ++r) {
+        if (running[r]) kill(pids[r], SIGTERM);
+      }
+      stop_forwarded = true;
+    }
     const auto now = Clock::now();
     if (first_failure && !terminated && now - *first_failure > kGracePeriod) {
       for (int r = 0; r < config.world; ++r) {

@@ -31,8 +31,8 @@ int int_from_env(const char* name, bool required, int fallback) {
 
 }  // namespace
 
-std::string progress_key(int step) {
-  return "shardscope/progress/" + std::to_string(step);
+std::string progress_key(int record) {
+  return "shardscope/progress/" + std::to_string(record);
 }
 
 RankEnvironment rank_environment_from_env() {
@@ -81,9 +81,10 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
         ctx.config = &config;
         ctx.sampler = sampler;
         auto strategy = info->make();
+        int reported = 0;  // a resumed run's first record is not step 0
         outcome.result = train_rank(ctx, *strategy, [&](const StepRecord& s) {
           const std::string text = step_record_json(s).dump();
-          store->set(progress_key(s.step), std::vector<uint8_t>(text.begin(), text.end()));
+          store->set(progress_key(reported++), std::vector<uint8_t>(text.begin(), text.end()));
         });
       });
   if (outcome.failure) outcome.result.reset();

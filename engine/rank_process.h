@@ -27,7 +27,8 @@ RankEnvironment rank_environment_from_env();
 // the rank finished, 1 when it failed.
 int run_rank_process(const Config& config, const RankEnvironment& env, const std::string& out_dir);
 
-// Store key under which rank 0 publishes step `step`'s record (JSON) as it finishes.
-std::string progress_key(int step);
+// Store key under which rank 0 publishes its n-th step record (JSON) as the step finishes; a
+// resumed run's first record is not step 0.
+std::string progress_key(int record);
 
 }  // namespace shardscope

@@ -63,7 +63,10 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
     out["result"] = {{"steps", steps},
                      {"weight_names", names},
                      {"replicated", r.replicated},
-                     {"memory", r.memory}};
+                     {"memory", r.memory},
+                     {"first_step", r.first_step},
+                     {"checkpoint_step", r.checkpoint_step},
+                     {"stopped_by_signal", r.stopped_by_signal}};
   }
   json events = json::array(), spans = json::array(), memory = json::array();
   for (const auto& e : log.snapshot()) events.push_back(e);
@@ -101,6 +104,9 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     for (size_t i = 0; i < tensors.size(); ++i) result.weights.emplace_back(names[i], tensors[i]);
     result.replicated = r.at("replicated");
     result.memory = r.at("memory").get<MemoryBytes>();
+    result.first_step = r.at("first_step");
+    result.checkpoint_step = r.at("checkpoint_step");
+    result.stopped_by_signal = r.at("stopped_by_signal");
     outcome.result = std::move(result);
   }
   std::vector<profiling::CommEvent> events;

@@ -6,6 +6,7 @@
 #include <torch/version.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/checkpoint.h"
 #include "engine/launcher.h"
 #include "engine/process_launcher.h"
 #include "engine/step_traffic.h"
@@ -94,6 +95,9 @@ Config reference_config(const Config& config) {
   ref.strategy_options = StrategyOptions{};
   ref.tracing = false;  // only its weights and losses are used
   ref.serialize_compute = false;
+  ref.checkpoint_every = 0;  // it trains from scratch, and writes nothing
+  ref.checkpoint_dir.clear();
+  ref.resume.clear();
   return ref;
 }
 
@@ -154,6 +158,15 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     if (callbacks.on_phase) callbacks.on_phase(what);
   };
   RunSummary summary;
+  if (!config.resume.empty()) {
+    // Resolved once, before any rank starts: every rank then reads the same step's folder.
+    const CheckpointInfo checkpoint = find_checkpoint(config.resume, &summary.resume_skipped);
+    check_resumable(config, checkpoint);
+    config.resume = checkpoint.directory;
+    summary.resumed_from = checkpoint.directory;
+    summary.resumed_step = checkpoint.step;
+  }
+  if (!config.checkpoint_dir.empty()) check_checkpoint_directory(config.checkpoint_dir);
   summary.config = config;
   auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
   summary.data = corpus->description();
@@ -180,11 +193,22 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     summary.ok = false;
     summary.failed_rank = outcome.launch.root_failure()->rank;
     summary.failure = describe_failures(outcome.launch);
+    if (!config.checkpoint_dir.empty()) {
+      try {  // what a resume would continue from
+        summary.checkpoint = find_checkpoint(config.checkpoint_dir).directory;
+      } catch (const ConfigError&) {
+      }
+    }
     summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
     attach_result(summary, outcome.results, nullptr);
     return summary;
   }
 
+  if (outcome.results[0].checkpoint_step >= 0) {
+    summary.checkpoint =
+        checkpoint_step_directory(config.checkpoint_dir, outcome.results[0].checkpoint_step);
+  }
+  summary.stopped_by_signal = outcome.results[0].stopped_by_signal;
   summary.steps = outcome.results[0].steps;
   summary.replicated = outcome.results[0].replicated;
   summary.weights = outcome.results[0].weights;
@@ -202,7 +226,7 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     }
   }
 
-  if (config.reference) {
+  if (config.reference && summary.stopped_by_signal == 0) {
     phase("reference");
     Config ref_config = reference_config(config);
     TrainingOutcome ref = train(ref_config, corpus, {});
@@ -210,7 +234,10 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
       throw std::runtime_error("reference run failed: " + describe_failures(ref.launch));
     ReferenceComparison comparison;
     comparison.deviation = compare_weights(summary.weights, ref.results[0].weights);
-    for (const auto& step : ref.results[0].steps) comparison.losses.push_back(step.loss);
+    // Loss by loss over the steps this run trained (a resumed run starts late).
+    for (const auto& step : ref.results[0].steps) {
+      if (step.step >= summary.resumed_step) comparison.losses.push_back(step.loss);
+    }
     summary.reference = comparison;
     summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
     attach_result(summary, outcome.results, &ref.results[0].weights);
@@ -266,6 +293,12 @@ nlohmann::json summary_to_json(const RunSummary& s) {
   } else {
     out["reference"] = nullptr;
   }
+  if (!s.resumed_from.empty()) {
+    out["resumed_from"] = {
+        {"folder", s.resumed_from}, {"step", s.resumed_step}, {"skipped", s.resume_skipped}};
+  }
+  if (!s.checkpoint.empty()) out["checkpoint"] = s.checkpoint;
+  if (s.stopped_by_signal != 0) out["stopped_by_signal"] = s.stopped_by_signal;
   out["wall_s"] = s.wall_s;
   return out;
 }

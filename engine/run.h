@@ -29,7 +29,7 @@ struct RankSummary {
 
 struct ReferenceComparison {
   WeightDeviation deviation;
-  std::vector<double> losses;  // the single-device reference's loss per step
+  std::vector<double> losses;  // the reference's loss per step this run trained
   bool within(double tolerance) const { return deviation.rel <= tolerance; }
 };
 
@@ -48,6 +48,13 @@ struct RunSummary {
   std::string failure;   // root cause, then what the other ranks saw
   NamedTensors weights;  // rank 0's full weights
   double wall_s = 0.0;
+  // Checkpoints: the folder this run resumed from and its step, the newer folders skipped as
+  // not valid (and why), and the folder of the last checkpoint it wrote.
+  std::string resumed_from;
+  int resumed_step = 0;
+  std::vector<std::string> resume_skipped;
+  std::string checkpoint;
+  int stopped_by_signal = 0;   // a signal stopped training before the last step (no comparison)
   profiling::Trace trace;      // what every rank did, also when the run failed
   std::string device_tracing;  // on a GPU: "on", or why kernels are not in the trace
 };

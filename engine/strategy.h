@@ -13,6 +13,8 @@
 
 namespace shardscope {
 
+class StateBinding;
+
 // Bytes a rank holds, by category (the profiling issue turns this into counters over time).
 struct MemoryBytes {
   int64_t parameters = 0;
@@ -50,6 +52,9 @@ class Strategy {
   // Whether every rank holds every weight (then ranks must agree bitwise).
   virtual bool replicated() const = 0;
   virtual MemoryBytes memory() const = 0;
+  // Checkpointing: tells `binding` where each part of the model's training state (weights and
+  // optimizer state) lives on this rank and which parts this rank writes. Called after setup.
+  virtual void bind_state(StateBinding& binding) = 0;
 };
 
 }  // namespace shardscope

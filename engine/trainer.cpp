@@ -8,9 +8,12 @@
 
 #include <torch/torch.h>
 
+#include "engine/checkpoint.h"
 #include "engine/comm.h"
 #include "engine/optimizer_factory.h"
+#include "engine/stop_request.h"
 #include "engine/token_data.h"
+#include "engine/training_state.h"
 #include "profiling/clock.h"
 #include "profiling/host_tracing.h"
 #include "profiling/memory_tracker.h"
@@ -32,6 +35,34 @@ void record_memory(profiling::RankEventLog& log, const MemoryBytes& m) {
   log.add_memory(MemoryKind::kCommBuffers, m.comm_buffers);
 }
 
+// Loads the checkpoint `config.resume` names into the strategy; returns the steps it had done.
+int resume(RankContext& ctx, Strategy& strategy) {
+  const Config& config = *ctx.config;
+  // Reading every shard and assembling the full state is not training: it stays out of the
+  // rank's memory peak.
+  profiling::RankMemoryTracker::Paused not_training;
+  profiling::ScopedSpan span(profiling::Category::kOther, "resume from checkpoint");
+  const CheckpointInfo checkpoint = find_checkpoint(config.resume);
+  const TrainingState state = read_checkpoint(checkpoint, config.model, config.seed);
+  StateBinding binding;
+  strategy.bind_state(binding);
+  binding.load(state);
+  return checkpoint.step;
+}
+
+// Every rank writes its shard; once all have (a barrier), rank 0 writes the manifest that makes
+// the checkpoint valid.
+void save_checkpoint(RankContext& ctx, Strategy& strategy, int steps_done) {
+  const Config& config = *ctx.config;
+  profiling::RankMemoryTracker::Paused not_training;
+  profiling::ScopedSpan span(profiling::Category::kOther, "checkpoint");
+  StateBinding binding;
+  strategy.bind_state(binding);
+  write_checkpoint_shard(config.checkpoint_dir, steps_done, ctx.rank, binding.save());
+  ctx.comm->barrier();
+  if (ctx.rank == 0) write_checkpoint_manifest(config.checkpoint_dir, steps_done, config);
+}
+
 }  // namespace
 
 RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& on_step) {
@@ -40,9 +71,11 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   result.rank = ctx.rank;
   profiling::RankEventLog* log = profiling::current_rank_log();
   strategy.setup(ctx);
+  const int first_step = config.resume.empty() ? 0 : resume(ctx, strategy);
+  result.first_step = first_step;
   if (log) record_memory(*log, strategy.memory());
 
-  for (int step = 0; step < config.steps; ++step) {
+  for (int step = first_step; step < config.steps; ++step) {
     if (config.fault.enabled() && config.fault.rank == ctx.rank && config.fault.step == step) {
       // exit and hang are for rank processes (validation keeps them out of threads mode): a
       // process that vanishes mid-run, and one that never answers again.
@@ -79,13 +112,16 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     const double local_time = (profiling::now_ns() - t0) * 1e-9;
     if (log) record_memory(*log, strategy.memory());
 
-    // One small all_gather gives every rank the mean loss (over the ranks that have one) and
-    // the slowest rank's time.
+    // One small all_gather gives every rank the mean loss (over the ranks that have one), the
+    // slowest rank's time, and whether any rank was asked to stop: so all stop after this step.
     const double reports = strategy.reports_loss() ? 1.0 : 0.0;
-    auto mine = torch::tensor({local_loss * reports, local_time, reports}, torch::kDouble);
-    auto all = torch::empty({3 * ctx.world}, torch::kDouble);
+    auto mine = torch::tensor(
+        {local_loss * reports, local_time, reports, static_cast<double>(stop_requested())},
+        torch::kDouble);
+    auto all = torch::empty({4 * ctx.world}, torch::kDouble);
     ctx.comm->all_gather_into(all, mine);
-    auto per_rank = all.view({ctx.world, 3});
+    auto per_rank = all.view({ctx.world, 4});
+    const int stop_signal = static_cast<int>(per_rank.select(1, 3).max().item<double>());
     StepRecord record;
     record.step = step;
     record.local_loss = local_loss;
@@ -96,6 +132,17 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     record.lr = lr;
     result.steps.push_back(record);
     if (ctx.rank == 0 && on_step) on_step(record);
+
+    const int done = step + 1;
+    const bool due = config.checkpoint_every > 0 && done % config.checkpoint_every == 0;
+    if (!config.checkpoint_dir.empty() && (due || stop_signal != 0)) {
+      save_checkpoint(ctx, strategy, done);
+      result.checkpoint_step = done;
+    }
+    if (stop_signal != 0 && done < config.steps) {
+      result.stopped_by_signal = stop_signal;
+      break;
+    }
   }
   if (log) log->set_position(-1, -1);
   {

@@ -24,6 +24,9 @@ struct RankResult {
   NamedTensors weights;  // full weights on the CPU
   bool replicated = true;
   MemoryBytes memory;
+  int first_step = 0;         // steps a resumed run's checkpoint had done
+  int checkpoint_step = -1;   // steps done at the last checkpoint this run wrote (-1: none)
+  int stopped_by_signal = 0;  // the signal that stopped training early (0: it ran to the end)
 };
 
 using StepCallback = std::function<void(const StepRecord&)>;

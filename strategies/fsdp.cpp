@@ -16,6 +16,7 @@
 #include "engine/mixed_precision.h"
 #include "engine/optimizer_factory.h"
 #include "engine/strategy_registry.h"
+#include "engine/training_state.h"
 #include "engine/weights.h"
 #include "strategies/flat_shard.h"
 #include "strategies/gradient_ready_hooks.h"
@@ -139,6 +140,24 @@ class Fsdp final : public Strategy {
 
   bool replicated() const override { return false; }
 
+  void bind_state(StateBinding& binding) override {
+    // A rank holds only its slice of each unit; it loads and writes exactly that.
+    size_t s = 0;
+    for (const auto& unit : units_) {
+      for (const auto& piece : unit.layout->pieces()) {
+        StateBinding::Entry entry;
+        entry.region = {unit.names[piece.param], -1, piece.param_offset, piece.length};
+        entry.value = unit.shard.narrow(0, piece.shard_offset, piece.length);
+        entry.written = true;
+        if (unit.layout->params()[piece.param].requires_grad()) {
+          entry.optimizer = optimizer_.get();
+          entry.key = slices_[s++];
+        }
+        binding.add(std::move(entry));
+      }
+    }
+  }
+
   MemoryBytes memory() const override {
     MemoryBytes bytes;
     int64_t owned = 0;
@@ -158,10 +177,11 @@ class Fsdp final : public Strategy {
   struct Unit {
     std::string name;
     std::unique_ptr<FlatShard> layout;
-    torch::Tensor full;        // gathered flat parameters; storage released while sharded
-    torch::Tensor shard;       // this rank's slice, the only copy it keeps
-    torch::Tensor grad_slice;  // this rank's slice of the gradient summed over micro-batches
-    size_t trainable = 0;      // parameters that get gradients
+    std::vector<std::string> names;  // of layout->params()
+    torch::Tensor full;              // gathered flat parameters; storage released while sharded
+    torch::Tensor shard;             // this rank's slice, the only copy it keeps
+    torch::Tensor grad_slice;        // this rank's slice of the gradient summed over micro-batches
+    size_t trainable = 0;            // parameters that get gradients
     size_t first_trainable = 0;
     size_t pending = 0;  // gradients still to come in this backward
     bool gathered = false;
@@ -182,6 +202,7 @@ class Fsdp final : public Strategy {
   void build_units() {
     const ModelConfig& m = ctx_->config->model;
     std::vector<std::vector<torch::Tensor>> members(m.layers + 2);
+    std::vector<std::vector<std::string>> member_names(m.layers + 2);
     std::vector<std::string> names(m.layers + 2);
     embed_unit_ = 0;
     head_unit_ = m.tie_embeddings ? 0 : static_cast<size_t>(m.layers) + 1;
@@ -196,6 +217,7 @@ class Fsdp final : public Strategy {
         unit = std::stoul(name.substr(7)) + 1;
       }
       members[unit].push_back(param);
+      member_names[unit].push_back(name);
     }
     if (m.tie_embeddings) members.pop_back();
     size_t first_trainable = 0;
@@ -203,6 +225,7 @@ class Fsdp final : public Strategy {
     for (size_t u = 0; u < members.size(); ++u) {
       Unit unit;
       unit.name = names[u];
+      unit.names = member_names[u];
       unit.layout = std::make_unique<FlatShard>(members[u], ctx_->rank, ctx_->world);
       unit.full = torch::zeros({unit.layout->padded_numel()}, members[u].front().options());
       for (size_t k = 0; k < members[u].size(); ++k) {

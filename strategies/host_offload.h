@@ -21,6 +21,9 @@ class HostOffloadedOptimizer {
   // Uses each target's .grad (a target without one is skipped, as an optimizer does).
   void step(double lr);
   int64_t host_bytes() const;  // master copy plus optimizer state
+  // For checkpoints: the optimizer over the master copies, and target i's master copy.
+  torch::optim::Optimizer& optimizer() const { return *optimizer_; }
+  const torch::Tensor& master(size_t i) const { return masters_[i]; }
 
  private:
   std::vector<torch::Tensor> targets_;

@@ -13,6 +13,7 @@
 #include "engine/mixed_precision.h"
 #include "engine/optimizer_factory.h"
 #include "engine/strategy_registry.h"
+#include "engine/training_state.h"
 #include "profiling/host_tracing.h"
 #include "strategies/flat_shard.h"
 #include "strategies/gradient_buckets.h"
@@ -214,6 +215,26 @@ class ModelParallelStrategy final : public Strategy {
   }
 
   bool replicated() const override { return layout_.tensor * layout_.pipeline == 1; }
+
+  void bind_state(StateBinding& binding) override {
+    // The first data-parallel replica writes its stage's shards, or under ZeRO-1 each shard's
+    // owner in the data-parallel group; every rank loads what its stage holds.
+    const auto& trainable = stage_->trainable();
+    for (auto& entries : stage_->state_entries()) {
+      const torch::Tensor& local = entries.front().key;
+      const auto found = std::find_if(trainable.begin(), trainable.end(),
+                                      [&](const torch::Tensor& t) { return t.is_same(local); });
+      if (found == trainable.end() || !sharded_optimizer_) {
+        for (auto& entry : entries) {
+          entry.written = entry.written && at_.data == 0;
+          if (found != trainable.end()) entry.optimizer = optimizer_.get();
+          binding.add(std::move(entry));
+        }
+        continue;
+      }
+      sharded_optimizer_->bind(binding, found - trainable.begin(), std::move(entries));
+    }
+  }
 
   MemoryBytes memory() const override {
     MemoryBytes bytes;

@@ -9,6 +9,7 @@
 #include "engine/config.h"
 #include "engine/mixed_precision.h"
 #include "engine/optimizer_factory.h"
+#include "engine/training_state.h"
 #include "engine/weights.h"
 #include "strategies/flat_shard.h"
 
@@ -19,8 +20,10 @@ void ReplicatedStrategy::setup(RankContext& ctx) {
   model_ = GptModel(ctx.config->model, ctx.config->seed);
   model_->to(ctx.device);
   model_->activation_checkpointing = ctx.config->strategy_options.activation_checkpointing;
-  for (const auto& p : model_->parameters()) {
-    if (p.requires_grad()) trainable_.push_back(p);
+  for (const auto& [name, p] : model_->named_params()) {
+    if (!p.requires_grad()) continue;
+    trainable_.push_back(p);
+    trainable_names_.push_back(name);
   }
   if (shard_optimizer_) {
     sharded_ = std::make_unique<ShardedOptimizerState>(trainable_, *ctx.comm, ctx.config->optimizer,
@@ -57,6 +60,28 @@ void ReplicatedStrategy::optimizer_step(double lr) {
 void ReplicatedStrategy::zero_grad() {
   // Every gradient, not only those the (possibly sharded) optimizer updates.
   for (auto& p : trainable_) p.mutable_grad() = torch::Tensor();
+}
+
+void ReplicatedStrategy::bind_state(StateBinding& binding) {
+  // Every rank holds every weight; rank 0 writes them, or each one's owner under ZeRO-1 (which
+  // alone has its optimizer state).
+  const bool first = ctx_->rank == 0;
+  size_t next = 0;
+  for (const auto& [name, p] : model_->named_params()) {
+    const bool trainable = next < trainable_.size() && trainable_[next].is_same(p);
+    if (!trainable) {
+      binding.add_whole(name, p, first);
+    } else if (sharded_) {
+      StateBinding::Entry entry;
+      entry.region = whole_region(name, p);
+      entry.value = p;
+      entry.written = true;
+      sharded_->bind(binding, next, {entry});
+    } else {
+      binding.add_whole(name, p, first, optimizer_.get(), p);
+    }
+    next += trainable;
+  }
 }
 
 NamedTensors ReplicatedStrategy::full_weights() {

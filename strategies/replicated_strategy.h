@@ -22,6 +22,7 @@ class ReplicatedStrategy : public Strategy {
   NamedTensors full_weights() override;
   bool replicated() const override { return true; }
   MemoryBytes memory() const override;
+  void bind_state(StateBinding& binding) override;
 
   // ZeRO stage 1, composable with any replicated gradient sync: call before setup. Parameters are
   // partitioned across ranks balanced by size; each rank keeps optimizer state for, and steps,
@@ -50,6 +51,7 @@ class ReplicatedStrategy : public Strategy {
   RankContext* ctx_ = nullptr;
   GptModel model_{nullptr};
   std::vector<torch::Tensor> trainable_;  // parameters that require gradients, in order
+  std::vector<std::string> trainable_names_;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null when sharded
 
  private:

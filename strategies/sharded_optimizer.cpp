@@ -37,6 +37,25 @@ ShardedOptimizerState::ShardedOptimizerState(std::vector<torch::Tensor> params, 
   }
 }
 
+void ShardedOptimizerState::bind(StateBinding& binding, size_t i,
+                                 std::vector<StateBinding::Entry> entries) const {
+  const bool mine = owner_[i] == comm_.rank();
+  size_t k = 0;  // its position among the parameters this rank owns
+  for (size_t j = 0; j < i; ++j) k += owner_[j] == comm_.rank();
+  for (auto& entry : entries) {
+    entry.written = entry.written && mine;
+    if (mine && offloaded_) {
+      entry.optimizer = &offloaded_->optimizer();
+      entry.key = offloaded_->master(k);
+      entry.mirror = offloaded_->master(k);
+    } else if (mine) {
+      entry.optimizer = optimizer_.get();
+      entry.key = params_[i];
+    }
+    binding.add(std::move(entry));
+  }
+}
+
 void ShardedOptimizerState::step(double lr) {
   if (optimizer_) {
     set_learning_rate(*optimizer_, lr);

@@ -7,6 +7,7 @@
 #include <torch/optim/optimizer.h>
 
 #include "engine/config.h"
+#include "engine/training_state.h"
 #include "strategies/host_offload.h"
 
 namespace shardscope {
@@ -23,6 +24,9 @@ class ShardedOptimizerState {
                         const OptimizerConfig& config, bool offload);
 
   void step(double lr);
+  // Binds parameter i's regions (`entries`, each with its region, value and whether this rank
+  // may write it): only the owner writes them, with its optimizer state.
+  void bind(StateBinding& binding, size_t i, std::vector<StateBinding::Entry> entries) const;
   int64_t owned_bytes() const { return owned_bytes_; }
   int64_t host_bytes() const { return offloaded_ ? offloaded_->host_bytes() : 0; }
 

@@ -97,6 +97,46 @@ torch::Tensor TensorParallelStage::cut(const torch::Tensor& full, Cut how) const
   return full.clone();
 }
 
+std::vector<std::vector<StateBinding::Entry>> TensorParallelStage::state_entries() const {
+  std::vector<std::vector<StateBinding::Entry>> out;
+  for (const Shard& s : shards_) {
+    std::vector<StateBinding::Entry> entries;
+    auto add = [&](int dim, int64_t begin, const torch::Tensor& value, int64_t key_begin,
+                   int64_t key_rows) {
+      StateBinding::Entry e;
+      e.region = {s.name, dim, begin, dim < 0 ? value.numel() : value.size(dim)};
+      e.value = value;
+      e.written = s.cut != Cut::kReplicated || rank_ == 0;
+      e.key = s.local;
+      e.key_begin = key_begin;
+      e.key_rows = key_rows;
+      entries.push_back(std::move(e));
+    };
+    switch (s.cut) {
+      case Cut::kReplicated:
+        add(-1, 0, s.local, 0, -1);
+        break;
+      case Cut::kRows:
+        add(0, rank_ * s.local.size(0), s.local, 0, -1);
+        break;
+      case Cut::kColumns:
+        add(1, rank_ * s.local.size(1), s.local, 0, -1);
+        break;
+      case Cut::kQkvRows: {
+        // The local rows are [q_r; k_r; v_r]; in the full tensor each third has t such parts.
+        const int64_t part = s.local.size(0) / 3;
+        for (int64_t third = 0; third < 3; ++third) {
+          add(0, third * part * t_ + rank_ * part, s.local.narrow(0, third * part, part),
+              third * part, part);
+        }
+        break;
+      }
+    }
+    out.push_back(std::move(entries));
+  }
+  return out;
+}
+
 torch::Tensor TensorParallelStage::uncut(const torch::Tensor& local, Cut how) {
   if (how == Cut::kReplicated || t_ == 1) return local.clone();
   auto parts = tp::all_gather_stacked(local, comm_);  // [t, local...]

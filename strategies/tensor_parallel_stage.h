@@ -10,6 +10,7 @@
 
 #include "engine/config.h"
 #include "engine/gpt_model.h"
+#include "engine/training_state.h"
 
 namespace shardscope {
 
@@ -51,6 +52,11 @@ class TensorParallelStage {
   // Parameters split across the tensor group, and those every rank of it holds whole.
   std::vector<torch::Tensor> sharded() const;
   std::vector<torch::Tensor> replicated() const;
+
+  // For checkpoints: per parameter this rank holds, in the order of its shards, where the local
+  // tensor sits in the full parameter (one region, or three for the stacked QKV thirds), with
+  // the local tensor as the optimizer key. Replicated parameters are written by tensor rank 0.
+  std::vector<std::vector<StateBinding::Entry>> state_entries() const;
 
   // This stage's full (uncut) parameters on the CPU; a collective over the tensor group.
   NamedTensors gathered_weights();

@@ -13,6 +13,7 @@
 #include "engine/mixed_precision.h"
 #include "engine/optimizer_factory.h"
 #include "engine/strategy_registry.h"
+#include "engine/training_state.h"
 #include "strategies/bucket_plan.h"
 #include "strategies/flat_shard.h"
 #include "strategies/hooked_data_parallel.h"
@@ -48,6 +49,32 @@ class Zero2 final : public HookedDataParallel {
   void zero_grad() override {
     ReplicatedStrategy::zero_grad();
     for (auto& slice : slices_) slice.mutable_grad() = torch::Tensor();
+  }
+
+  void bind_state(StateBinding& binding) override {
+    // Every rank holds every weight and loads all of them; what each writes is its own slices,
+    // with their optimizer state (the frozen weights: rank 0).
+    for (const auto& [name, p] : model_->named_params())
+      binding.add_whole(name, p, ctx_->rank == 0 && !p.requires_grad());
+    size_t s = 0;
+    for (const auto& bucket : buckets_) {
+      for (const auto& piece : bucket.layout.pieces()) {
+        StateBinding::Entry entry;
+        entry.region = {trainable_names_[bucket.params[piece.param]], -1, piece.param_offset,
+                        piece.length};
+        entry.value = slices_[s];
+        entry.written = true;
+        if (offloaded_) {
+          entry.optimizer = &offloaded_->optimizer();
+          entry.key = entry.mirror = offloaded_->master(s);
+        } else {
+          entry.optimizer = optimizer_.get();
+          entry.key = slices_[s];
+        }
+        binding.add(std::move(entry));
+        ++s;
+      }
+    }
   }
 
   MemoryBytes memory() const override {

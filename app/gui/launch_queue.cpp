@@ -1,21 +1,13 @@
 #include "app/gui/launch_queue.h"
 
+#include <csignal>
 #include <stdexcept>
 
 #include "engine/run.h"
+#include "engine/stop_request.h"
 #include "profiling/trace_builder.h"
 
 namespace shardscope::gui {
-
-namespace {
-
-// Thrown on rank 0 at a step boundary: the launcher tears the run down as a rank failure, so
-// the other ranks stop within the collective timeout and the trace so far is kept.
-struct StoppedByUser : std::runtime_error {
-  StoppedByUser() : std::runtime_error("stopped by the user") {}
-};
-
-}  // namespace
 
 LaunchQueue::~LaunchQueue() {
   {
@@ -23,7 +15,7 @@ LaunchQueue::~LaunchQueue() {
     shutting_down_ = true;
     queue_.clear();
   }
-  stop_running_ = true;
+  request_stop(SIGINT);
   wake_.notify_all();
   if (worker_.joinable()) worker_.join();
 }
@@ -51,7 +43,9 @@ void LaunchQueue::stop_all() {
     }
   }
   queue_.clear();
-  stop_running_ = true;
+  // As Ctrl-C would: every rank (thread or process) finishes the step it is in, the same one,
+  // and the run ends normally with its trace, and a checkpoint when it has a directory.
+  if (running_) request_stop(SIGINT);
 }
 
 std::vector<LaunchQueue::Progress> LaunchQueue::progress() const {
@@ -89,7 +83,7 @@ void LaunchQueue::work() {
       job = queue_.front();
       queue_.pop_front();
       running_ = true;
-      stop_running_ = false;
+      clear_stop_request();
     }
     auto update = [&](const std::function<void(Progress&)>& change) {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -99,13 +93,11 @@ void LaunchQueue::work() {
     };
     update([](Progress& p) { p.status = "running"; });
     RunCallbacks callbacks;
-    const bool threads = job.config.mode != "processes";
     callbacks.on_step = [&](const StepRecord& record) {
       update([&](Progress& p) {
         p.step = record.step + 1;
         p.loss = record.loss;
       });
-      if (threads && stop_running_) throw StoppedByUser();
     };
     {
       std::lock_guard<std::mutex> lock(live_mutex_);
@@ -127,9 +119,10 @@ void LaunchQueue::work() {
       RunSummary summary = run_training(job.config, callbacks);
       finished.trace = std::move(summary.trace);
       if (!summary.ok) {
-        status =
-            summary.failure.find("stopped by the user") != std::string::npos ? "stopped" : "failed";
+        status = "failed";
         failure = summary.failure;
+      } else if (summary.stopped_by_signal != 0) {
+        status = "stopped";
       }
     } catch (const std::exception& e) {
       status = "failed";
@@ -145,6 +138,7 @@ void LaunchQueue::work() {
       }
       if (!finished.trace.ranks.empty()) finished_.push_back(std::move(finished));
       running_ = false;
+      clear_stop_request();
     }
   }
 }

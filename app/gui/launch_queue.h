@@ -36,8 +36,8 @@ class LaunchQueue {
 
   // `config` must be finalized. Returns the run's id.
   int enqueue(const Config& config, const std::string& label);
-  // Drops what is queued and stops the running run (thread mode: at its next step; a process
-  // run finishes, since its rank processes cannot be interrupted safely from here).
+  // Drops what is queued and stops the running run after the step its ranks are in (threads
+  // and processes alike; see engine/stop_request.h).
   void stop_all();
   std::vector<Progress> progress() const;
   bool idle() const;
@@ -63,7 +63,6 @@ class LaunchQueue {
   std::deque<Job> queue_;
   std::vector<Progress> progress_;
   std::vector<Finished> finished_;
-  std::atomic<bool> stop_running_{false};
   bool running_ = false;
   bool shutting_down_ = false;
   int next_id_ = 1;

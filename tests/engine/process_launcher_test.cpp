@@ -12,13 +12,16 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <string>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/checkpoint.h"
 #include "engine/run.h"
 #include "engine/weights.h"
 #include "tests/support/reference_check.h"
+#include "tests/support/temp_dir.h"
 
 namespace shardscope {
 namespace {
@@ -153,6 +156,65 @@ TEST_F(ProcessMode, RankProcessesDieWithTheirLauncher) {
   }
   EXPECT_FALSE(running(ranks[0]));
   EXPECT_FALSE(running(ranks[1]));
+}
+
+// A preempted job: SIGTERM reaches the launcher only. It asks every rank to stop; they finish
+// the same step, write a checkpoint, and the launcher exits 143 saying how to resume, with no
+// rank process left. Resuming continues from that step.
+TEST_F(ProcessMode, SigtermStopsEveryRankAfterOneStepWithACheckpointToResumeFrom) {
+  const std::string dir = test::test_temp_dir().string();
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    execl(SHARDSCOPE_BINARY, SHARDSCOPE_BINARY, "run", "--mode", "processes", "--world", "2",
+          "--strategy", "zero2", "--preset", "tiny", "--steps", "400", "--checkpoint-dir",
+          dir.c_str(), "--no-reference", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text, line;
+  std::vector<pid_t> ranks;
+  bool signalled = false;
+  char buffer[4096];
+  for (ssize_t n; (n = read(out[0], buffer, sizeof buffer)) > 0;) {
+    text.append(buffer, static_cast<size_t>(n));
+    // Once step 2 is printed, both ranks are training: note who they are, then preempt.
+    if (!signalled && text.find("\n   2  ") != std::string::npos) {
+      std::ifstream children("/proc/" + std::to_string(launcher) + "/task/" +
+                             std::to_string(launcher) + "/children");
+      for (pid_t pid; children >> pid;) ranks.push_back(pid);
+      kill(launcher, SIGTERM);
+      signalled = true;
+    }
+  }
+  close(out[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(launcher, &status, 0), launcher);
+  ASSERT_TRUE(signalled) << text;
+  ASSERT_TRUE(WIFEXITED(status)) << text;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << text;
+  EXPECT_NE(text.find("stopped by SIGTERM after "), std::string::npos) << text;
+  EXPECT_NE(text.find("--resume " + dir), std::string::npos) << text;
+  EXPECT_EQ(ranks.size(), 2u);
+  for (pid_t rank : ranks) EXPECT_NE(kill(rank, 0), 0) << "rank process " << rank << " is left";
+
+  const CheckpointInfo checkpoint = find_checkpoint(dir);
+  EXPECT_GE(checkpoint.step, 3);
+  EXPECT_LT(checkpoint.step, 400);
+  Config resumed = test::tiny_config("zero2", 2, 1);
+  resumed.mode = "processes";
+  resumed.micro_batch = 4;  // the CLI's default, as in the run that wrote the checkpoint
+  resumed.steps = checkpoint.step + 2;
+  resumed.resume = dir;
+  const RunSummary s = run_training(resumed);
+  ASSERT_TRUE(s.ok) << s.failure;
+  EXPECT_EQ(s.resumed_step, checkpoint.step);
+  ASSERT_EQ(s.steps.size(), 2u);
+  test::expect_matches_reference(s);
 }
 
 }  // namespace
