@@ -6,6 +6,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -287,6 +289,18 @@ TrainingState read_checkpoint(const CheckpointInfo& checkpoint, const ModelConfi
     }
   }
   state.check_complete();
+  return state;
+}
+
+std::shared_ptr<const TrainingState> read_checkpoint_shared(const CheckpointInfo& checkpoint,
+                                                            const ModelConfig& model,
+                                                            uint64_t seed) {
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<const TrainingState>> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto state = loaded[checkpoint.directory].lock()) return state;
+  auto state = std::make_shared<const TrainingState>(read_checkpoint(checkpoint, model, seed));
+  loaded[checkpoint.directory] = state;
   return state;
 }
 

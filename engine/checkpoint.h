@@ -1,5 +1,6 @@
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,5 +49,11 @@ void check_resumable(const Config& config, const CheckpointInfo& checkpoint);
 // Every shard read and assembled into the full state of `model`'s parameters.
 TrainingState read_checkpoint(const CheckpointInfo& checkpoint, const ModelConfig& model,
                               uint64_t seed);
+// The same, shared by the rank threads of one process: the first to ask reads it, the others
+// wait for it and share it, and it is freed when the last lets go. (Every rank assembling its
+// own full copy would hold world copies of the model and its optimizer state at once.)
+std::shared_ptr<const TrainingState> read_checkpoint_shared(const CheckpointInfo& checkpoint,
+                                                            const ModelConfig& model,
+                                                            uint64_t seed);
 
 }  // namespace shardscope

@@ -10,6 +10,7 @@
 #include "engine/launcher.h"
 #include "engine/process_launcher.h"
 #include "engine/step_traffic.h"
+#include "engine/stop_request.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
 #include "engine/weights.h"
@@ -209,6 +210,10 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
         checkpoint_step_directory(config.checkpoint_dir, outcome.results[0].checkpoint_step);
   }
   summary.stopped_by_signal = outcome.results[0].stopped_by_signal;
+  // Rank processes may see Ctrl-C and the launcher's forwarded SIGTERM both: name what the
+  // launcher itself was sent.
+  if (summary.stopped_by_signal != 0 && stop_requested() != 0)
+    summary.stopped_by_signal = stop_requested();
   summary.steps = outcome.results[0].steps;
   summary.replicated = outcome.results[0].replicated;
   summary.weights = outcome.results[0].weights;

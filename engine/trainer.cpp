@@ -43,10 +43,10 @@ int resume(RankContext& ctx, Strategy& strategy) {
   profiling::RankMemoryTracker::Paused not_training;
   profiling::ScopedSpan span(profiling::Category::kOther, "resume from checkpoint");
   const CheckpointInfo checkpoint = find_checkpoint(config.resume);
-  const TrainingState state = read_checkpoint(checkpoint, config.model, config.seed);
+  const auto state = read_checkpoint_shared(checkpoint, config.model, config.seed);
   StateBinding binding;
   strategy.bind_state(binding);
-  binding.load(state);
+  binding.load(*state);
   return checkpoint.step;
 }
 
