@@ -40,8 +40,16 @@ struct RunOutputs {
   std::vector<std::string> command;  // as typed, for the resume hint
 };
 
-// The command that continues this run: as typed, with --resume DIR in place of any earlier one.
+// The command that continues this run: as typed, with --resume DIR in place of any earlier one
+// and without an injected fault (a rehearsal of a failure, not part of the run).
 std::string resume_command(const std::vector<std::string>& command, const std::string& dir) {
+  auto dropped = [](const std::string& word, bool* takes_value) {
+    for (const std::string flag : {"--resume", "--inject-fault"}) {
+      *takes_value = word == flag;
+      if (*takes_value || word.rfind(flag + "=", 0) == 0) return true;
+    }
+    return false;
+  };
   std::string text;
   auto append = [&](const std::string& word) {
     const bool plain =
@@ -49,11 +57,11 @@ std::string resume_command(const std::vector<std::string>& command, const std::s
     text += (text.empty() ? "" : " ") + (plain ? word : "'" + word + "'");
   };
   for (size_t i = 0; i < command.size(); ++i) {
-    if (command[i] == "--resume") {
-      ++i;
+    bool takes_value = false;
+    if (dropped(command[i], &takes_value)) {
+      if (takes_value) ++i;  // and its value
       continue;
     }
-    if (command[i].rfind("--resume=", 0) == 0) continue;
     append(command[i]);
   }
   append("--resume");

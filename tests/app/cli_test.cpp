@@ -79,16 +79,20 @@ TEST_P(BadFlag, ExitsWithCodeTwoAndNamesTheFlag) {
 
 INSTANTIATE_TEST_SUITE_P(
     Table, BadFlag,
-    testing::Values(BadFlags{{"--heads", "5"}, "--heads (model.heads)"},
-                    BadFlags{{"--world", "0"}, "--world (world): must be at least 1"},
-                    BadFlags{{"--world", "two"}, "--world (world): expected an integer"},
-                    BadFlags{{"--strategy", "zero9"}, "unknown strategy 'zero9'"},
-                    BadFlags{{"--lr", "1e-3x"}, "--lr (optimizer.lr): expected a number"},
-                    BadFlags{{"--no-such-flag"}, "no-such-flag"},
-                    BadFlags{{"--config", "/nonexistent/x.json"}, "cannot read config file"},
-                    BadFlags{{"--strategy", "torch_ddp", "--world", "4", "--global-batch", "6"},
-                             "--global-batch (global_batch)"},
-                    BadFlags{{"--inject-fault", "rank=9"}, "--inject-fault (inject_fault)"}),
+    testing::Values(
+        BadFlags{{"--heads", "5"}, "--heads (model.heads)"},
+        BadFlags{{"--world", "0"}, "--world (world): must be at least 1"},
+        BadFlags{{"--world", "two"}, "--world (world): expected an integer"},
+        BadFlags{{"--strategy", "zero9"}, "unknown strategy 'zero9'"},
+        BadFlags{{"--lr", "1e-3x"}, "--lr (optimizer.lr): expected a number"},
+        BadFlags{{"--no-such-flag"}, "no-such-flag"},
+        BadFlags{{"--config", "/nonexistent/x.json"}, "cannot read config file"},
+        BadFlags{{"--strategy", "torch_ddp", "--world", "4", "--global-batch", "6"},
+                 "--global-batch (global_batch)"},
+        BadFlags{{"--inject-fault", "rank=9"}, "--inject-fault (inject_fault)"},
+        BadFlags{{"--resume", "/nonexistent/checkpoints"}, "--resume (resume): no such directory"},
+        BadFlags{{"--checkpoint-every", "2"}, "--checkpoint-every (checkpoint_every)"},
+        BadFlags{{"--checkpoint-dir", "/proc/version/ck"}, "--checkpoint-dir (checkpoint_dir)"}),
     flag_case_name);
 
 TEST(Cli, HelpDocumentsEveryFlag) {
@@ -177,6 +181,41 @@ TEST(Cli, AFailedRankExitsWithCodeOneAndNamesIt) {
                      "--inject-fault", "rank=1,step=1", "--timeout", "600"});
   EXPECT_EQ(r.code, cli::kExitRunFailed);
   EXPECT_NE(r.err.find("rank 1 failed: injected fault"), std::string::npos) << r.err;
+}
+
+// A run that fails after writing checkpoints says which one to continue from and how; the
+// command it prints does continue it, to the end.
+TEST(Cli, AFailedRunWithCheckpointsPrintsTheCommandThatContinuesIt) {
+  const std::string dir = (temp_dir() / "ck").string();
+  const std::vector<std::string> args = {"run",
+                                         "--strategy",
+                                         "zero2",
+                                         "--world",
+                                         "2",
+                                         "--steps",
+                                         "4",
+                                         "--preset",
+                                         "tiny",
+                                         "--quiet",
+                                         "--checkpoint-every",
+                                         "1",
+                                         "--checkpoint-dir",
+                                         dir};
+  std::vector<std::string> failing = args;
+  failing.insert(failing.end(), {"--inject-fault", "rank=1,step=2"});
+  CliResult r = cli(failing);
+  EXPECT_EQ(r.code, cli::kExitRunFailed);
+  EXPECT_NE(r.err.find("the newest valid checkpoint is " + dir + "/step-000002"), std::string::npos)
+      << r.err;
+  const std::string hint =
+      "shardscope run --strategy zero2 --world 2 --steps 4 --preset tiny "
+      "--quiet --checkpoint-every 1 --checkpoint-dir " +
+      dir + " --resume " + dir;
+  EXPECT_NE(r.err.find(hint), std::string::npos) << r.err;
+  std::vector<std::string> resumed = args;
+  resumed.insert(resumed.end(), {"--resume", dir});
+  CliResult after = cli(resumed);
+  EXPECT_EQ(after.code, cli::kExitOk) << after.err;
 }
 
 }  // namespace
