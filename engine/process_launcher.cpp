@@ -209,11 +209,15 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
     const bool read = read_rank_outcome(dir, r, rank, *outcome.launch.logs[r]);
     outcome.launch.peak_allocated_bytes[r] = rank.peak_allocated_bytes;
     const bool exited_cleanly = WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0;
-    if (read && rank.failure) {
+    const bool killed = WIFSIGNALED(statuses[r]);
+    if (read && rank.failure && !killed) {
       outcome.launch.failures.push_back(*rank.failure);
     } else if (!read || !exited_cleanly || !rank.result) {
-      // It left nothing to say why: a crash, a kill, or termination after another's failure.
-      outcome.launch.failures.push_back({r, describe_exit(statuses[r]), exited_ns[r]});
+      // A crash, a kill, or termination after another's failure: at most a partial record
+      // (what it had when asked to stop) says more.
+      std::string why = describe_exit(statuses[r]);
+      if (read && rank.failure) why += "; it " + rank.failure->message;
+      outcome.launch.failures.push_back({r, why, exited_ns[r]});
       vanished[r] = true;
     }
     if (rank.result) outcome.results[r] = std::move(*rank.result);

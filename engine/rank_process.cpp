@@ -1,5 +1,7 @@
 #include "engine/rank_process.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <thread>
 
@@ -8,8 +10,10 @@
 
 #include "engine/rank_result_file.h"
 #include "engine/rank_runner.h"
+#include "engine/stop_request.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
+#include "profiling/clock.h"
 
 namespace shardscope {
 namespace {
@@ -75,6 +79,22 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   if (config.backend == "nccl") spec.device = "cuda:" + std::to_string(env.local_rank);
 
   profiling::RankEventLog log(env.rank);
+  // When the launcher asks this rank to stop (SIGTERM), what it recorded so far goes to disk at
+  // once: a rank stuck in a collective or hung never reaches the step boundary where it would
+  // stop, and SIGKILL follows two seconds later. A rank that does stop overwrites it with its
+  // whole outcome.
+  std::atomic<bool> finished{false};
+  std::thread keeper([&] {
+    while (!finished.load() && stop_requested() == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (finished.load()) return;
+    RankOutcome partial;
+    partial.failure = RankFailure{env.rank,
+                                  "did not stop at a step boundary when the launcher asked; "
+                                  "its record up to then is kept",
+                                  profiling::now_ns()};
+    write_rank_outcome(out_dir, env.rank, partial, log);
+  });
   RankOutcome outcome;
   outcome.failure =
       run_rank(spec, env.rank, store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
@@ -88,6 +108,8 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
         });
       });
   if (outcome.failure) outcome.result.reset();
+  finished = true;
+  keeper.join();
   write_rank_outcome(out_dir, env.rank, outcome, log);
   return outcome.failure ? 1 : 0;
 }
