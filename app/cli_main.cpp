@@ -240,6 +240,7 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
 
 // One rank process: its config comes from the launcher's file, who it is from the environment.
 int worker_command(const std::string& config_file, const std::string& out_dir, std::ostream& err) {
+  install_stop_signal_handlers(/*escalate=*/false);  // first: the launcher escalates
   std::string who = "worker";
   try {
     const RankEnvironment env = rank_environment_from_env();
@@ -250,7 +251,6 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
     if (json.is_discarded()) throw ConfigError("config", "'" + config_file + "' is not JSON");
     Config config = config_from_json(json);
     finalize(config);
-    install_stop_signal_handlers(/*escalate=*/false);  // the launcher escalates
     return run_rank_process(config, env, out_dir);
   } catch (const ConfigError& e) {
     err << who << ": error: " << e.what() << "\n";

@@ -1,23 +1,40 @@
 #include "engine/atomic_file.h"
 
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <stdexcept>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace shardscope {
 
 void write_file_atomically(const std::string& path, const char* data, size_t size) {
   const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw std::runtime_error("cannot write " + tmp);
-    out.write(data, static_cast<std::streamsize>(size));
-    if (!out) throw std::runtime_error("failed writing " + tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  auto fail = [&](const std::string& what) {
+    const std::string reason = std::strerror(errno);
     std::remove(tmp.c_str());
-    throw std::runtime_error("cannot rename " + tmp + " to " + path);
+    throw std::runtime_error(what + " " + tmp + ": " + reason);
+  };
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      fail("failed writing");
+    }
+    done += static_cast<size_t>(n);
   }
+  // On disk before it gets its name: after a crash the name holds the whole file or nothing new.
+  if (::fsync(fd) != 0) {
+    ::close(fd);
+    fail("failed syncing");
+  }
+  if (::close(fd) != 0) fail("failed closing");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename to " + path + ":");
 }
 
 }  // namespace shardscope

@@ -73,7 +73,7 @@ std::vector<int> saved_steps(const std::string& root) {
   if (dir == nullptr) return steps;
   while (const dirent* entry = readdir(dir)) {
     const std::string name = entry->d_name;
-    if (name.rfind("step-", 0) != 0 || name.size() < 6) continue;
+    if (name.rfind("step-", 0) != 0 || name.size() < 6 || name.size() > 14) continue;
     if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
     steps.push_back(std::stoi(name.substr(5)));
   }
@@ -160,7 +160,14 @@ void write_checkpoint_shard(const std::string& root, int step, int rank,
   }
   const std::vector<char> bytes = torch::pickle_save(
       c10::ivalue::Tuple::create({c10::IValue(meta.dump()), c10::IValue(tensors)}));
-  write_file_atomically(folder + "/" + shard_name(rank), bytes.data(), bytes.size());
+  const std::string path = folder + "/" + shard_name(rank);
+  write_file_atomically(path, bytes.data(), bytes.size());
+  // The manifest vouches for what is on disk: make sure that is what this rank wrote.
+  std::string written;
+  if (!read_bytes(path, written) || written.size() != bytes.size() ||
+      fnv1a(written.data(), written.size()) != fnv1a(bytes.data(), bytes.size())) {
+    throw std::runtime_error("checkpoint: " + path + " does not read back as written");
+  }
 }
 
 std::string write_checkpoint_manifest(const std::string& root, int step, const Config& config) {

@@ -78,12 +78,20 @@ struct ChildCommand {
 };
 
 pid_t spawn(ChildCommand& command, pid_t parent) {
+  // A stop asked for while the rank process is still starting must wait for its handler, not
+  // kill it: the signals stay blocked across exec until the worker installs the handler
+  // (install_stop_signal_handlers unblocks them).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {
     // Dies with the launcher, however the launcher ends (no orphans). If the launcher is already
     // gone, the signal will never come: leave at once.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    sigprocmask(SIG_BLOCK, &stop_signals, nullptr);
     if (getppid() != parent) _exit(125);
     execve(command.argv[0], command.argv.data(), command.envp.data());
     _exit(127);

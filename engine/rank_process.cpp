@@ -93,8 +93,20 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
                                   "did not stop at a step boundary when the launcher asked; "
                                   "its record up to then is kept",
                                   profiling::now_ns()};
-    write_rank_outcome(out_dir, env.rank, partial, log);
+    try {
+      write_rank_outcome(out_dir, env.rank, partial, log);
+    } catch (const std::exception&) {
+      // Best effort: the rank's own outcome, if it gets that far, is what counts.
+    }
   });
+  struct JoinOnExit {
+    std::atomic<bool>& finished;
+    std::thread& keeper;
+    ~JoinOnExit() {
+      finished = true;
+      if (keeper.joinable()) keeper.join();
+    }
+  } join_on_exit{finished, keeper};
   RankOutcome outcome;
   outcome.failure =
       run_rank(spec, env.rank, store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
@@ -109,7 +121,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       });
   if (outcome.failure) outcome.result.reset();
   finished = true;
-  keeper.join();
+  keeper.join();  // before the final write, which shares its temporary file name
   write_rank_outcome(out_dir, env.rank, outcome, log);
   return outcome.failure ? 1 : 0;
 }

@@ -231,21 +231,27 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     }
   }
 
+  // A stop asked for during the last step, or during the reference itself, leaves no complete
+  // reference to compare with: the run is reported stopped instead.
+  if (summary.stopped_by_signal == 0) summary.stopped_by_signal = stop_requested();
+  std::optional<TrainingOutcome> ref;
   if (config.reference && summary.stopped_by_signal == 0) {
     phase("reference");
-    Config ref_config = reference_config(config);
-    TrainingOutcome ref = train(ref_config, corpus, {});
-    if (!ref.launch.ok())
-      throw std::runtime_error("reference run failed: " + describe_failures(ref.launch));
+    ref = train(reference_config(config), corpus, {});
+    if (!ref->launch.ok())
+      throw std::runtime_error("reference run failed: " + describe_failures(ref->launch));
+    summary.stopped_by_signal = ref->results[0].stopped_by_signal;
+  }
+  if (ref && summary.stopped_by_signal == 0) {
     ReferenceComparison comparison;
-    comparison.deviation = compare_weights(summary.weights, ref.results[0].weights);
+    comparison.deviation = compare_weights(summary.weights, ref->results[0].weights);
     // Loss by loss over the steps this run trained (a resumed run starts late).
-    for (const auto& step : ref.results[0].steps) {
+    for (const auto& step : ref->results[0].steps) {
       if (step.step >= summary.resumed_step) comparison.losses.push_back(step.loss);
     }
     summary.reference = comparison;
     summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
-    attach_result(summary, outcome.results, &ref.results[0].weights);
+    attach_result(summary, outcome.results, &ref->results[0].weights);
     return summary;
   }
   summary.wall_s = (profiling::now_ns() - t0) * 1e-9;

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstring>
 
+#include <signal.h>
 #include <unistd.h>
 
 namespace shardscope {
@@ -53,6 +54,13 @@ void install_stop_signal_handlers(bool escalate) {
   action.sa_flags = SA_RESTART;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // A launcher starts its rank processes with these blocked (a stop before the handler existed
+  // would have killed them); one that arrived meanwhile is delivered now.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
 }
 
 }  // namespace shardscope

@@ -10,9 +10,10 @@ void request_stop(int signal_number);  // async-signal-safe
 int stop_requested();                  // 0, or the signal that asked (SIGINT, SIGTERM, ...)
 void clear_stop_request();
 
-// Makes SIGINT and SIGTERM request a stop. With `escalate`, a second signal ends the process at
-// once (the user insists); rank processes leave escalation to their launcher, which forwards the
-// first signal to them.
+// Makes SIGINT and SIGTERM request a stop, and unblocks them on the calling thread (call it
+// before starting threads). With `escalate`, a second signal ends the process at once (the user
+// insists); rank processes leave escalation to their launcher, which forwards the first signal
+// to them.
 void install_stop_signal_handlers(bool escalate);
 
 }  // namespace shardscope

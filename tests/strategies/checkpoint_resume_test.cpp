@@ -213,5 +213,23 @@ TEST(CheckpointStop, AStopRequestEndsEveryRankAfterOneStepAndResumes) {
   EXPECT_EQ(weights_checksum(after.weights), weights_checksum(uninterrupted.weights));
 }
 
+// A stop asked for during the last step leaves the run complete but no reference to compare
+// with (the reference would stop after its first step): it is reported stopped, not as a
+// mismatch.
+TEST(CheckpointStop, AStopDuringTheLastStepSkipsTheReferenceComparison) {
+  Config config = test::tiny_config("ddp_bucketed", 2, 1);
+  config.steps = 3;
+  RunCallbacks callbacks;
+  callbacks.on_step = [](const StepRecord& r) {
+    if (r.step == 2) request_stop(SIGINT);
+  };
+  const RunSummary s = run_training(config, callbacks);
+  clear_stop_request();
+  ASSERT_TRUE(s.ok) << s.failure;
+  EXPECT_EQ(s.steps.size(), 3u);
+  EXPECT_EQ(s.stopped_by_signal, SIGINT);
+  EXPECT_FALSE(s.reference.has_value());
+}
+
 }  // namespace
 }  // namespace shardscope
