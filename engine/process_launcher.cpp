@@ -81,10 +81,7 @@ pid_t spawn(ChildCommand& command, pid_t parent) {
   // A stop asked for while the rank process is still starting must wait for its handler, not
   // kill it: the signals stay blocked across exec until the worker installs the handler
   // (install_stop_signal_handlers unblocks them).
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
+  const sigset_t stop_signals = stop_signal_set();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork failed: ") + std::strerror(errno));
   if (pid == 0) {

@@ -46,6 +46,14 @@ void clear_stop_request() {
   requested.store(0);
 }
 
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
 void install_stop_signal_handlers(bool escalate) {
   escalate_on_repeat.store(escalate);
   struct sigaction action {};
@@ -56,10 +64,7 @@ void install_stop_signal_handlers(bool escalate) {
   sigaction(SIGTERM, &action, nullptr);
   // A launcher starts its rank processes with these blocked (a stop before the handler existed
   // would have killed them); one that arrived meanwhile is delivered now.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
+  const sigset_t stop_signals = stop_signal_set();
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <signal.h>
+
 namespace shardscope {
 
 // A request to stop training at the next step boundary: Ctrl-C, SIGTERM (a preempted machine),
@@ -15,5 +17,9 @@ void clear_stop_request();
 // insists); rank processes leave escalation to their launcher, which forwards the first signal
 // to them.
 void install_stop_signal_handlers(bool escalate);
+
+// SIGINT and SIGTERM, the signals that request a stop (a launcher blocks them in a rank process
+// until its handler is installed).
+sigset_t stop_signal_set();
 
 }  // namespace shardscope
