@@ -338,7 +338,11 @@ void Comm::recv(at::Tensor& tensor, int src, int tag) {
 
 void Comm::barrier() {
   size_t event = record("barrier", at::Tensor(), false, -1, false, true);
-  CommWork(group_->barrier(), log_, event).wait();
+  // Not ProcessGroup::barrier: it keeps its placeholder tensor in a function-local static that
+  // every call assigns, so rank threads of one process calling it together free the same
+  // tensor twice (ASan: double free; without it, a corrupt heap found at thread exit). The
+  // backend's own barrier takes no tensor.
+  CommWork(group_->getDefaultBackend()->barrier(c10d::BarrierOptions{}), log_, event).wait();
 }
 
 void Comm::blocking(CommWork work) {

@@ -1,5 +1,7 @@
 // Every Comm op on rank threads against hand-computed results, at world 1..4, for empty, single,
 // odd and larger tensors, in float32 and bfloat16, through native and emulated flat collectives.
+#include <atomic>
+
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
@@ -206,6 +208,21 @@ std::vector<CommCase> all_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Comm, CommOps, testing::ValuesIn(all_cases()), case_name);
+
+// Rank threads share one process, so anything LibTorch keeps per process is shared by every
+// rank. ProcessGroup::barrier once kept its placeholder tensor in such a static: barriers
+// entered together freed it twice and corrupted the heap (calibrate aborted 1 run in 30).
+TEST(CommBarrier, ManyBarriersEnteredTogetherOnEveryRank) {
+  const int W = 4;
+  std::atomic<int> passed{0};
+  test::run_on_ranks(W, [&](RankContext& ctx) {
+    for (int i = 0; i < 1000; ++i) ctx.comm->barrier();
+    // Each rank's count is only complete once every rank is through the last barrier.
+    passed.fetch_add(1);
+    ctx.comm->barrier();
+    EXPECT_EQ(passed.load(), W);
+  });
+}
 
 TEST(CommRecording, SameCollectiveHasSameSequenceOnEveryRank) {
   const int W = 3;
