@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -52,6 +54,30 @@ void remove_run_directory(const std::string& path) {
     closedir(dir);
   }
   rmdir(path.c_str());
+}
+
+constexpr char kRunDirectoryPrefix[] = "shardscope-run-";
+
+// Run directories are named after their launcher's pid: shardscope-run-PID-XXXXXX. A launcher
+// that was killed (SIGKILL, a second Ctrl-C) never removed its own, so each launch removes those
+// whose launcher no longer exists. One whose pid was reused by a live process is left for later.
+void remove_abandoned_run_directories() {
+  DIR* tmp = opendir("/tmp");
+  if (tmp == nullptr) return;
+  std::vector<std::string> abandoned;
+  const size_t prefix = sizeof(kRunDirectoryPrefix) - 1;
+  while (dirent* entry = readdir(tmp)) {
+    const std::string name = entry->d_name;
+    if (name.compare(0, prefix, kRunDirectoryPrefix) != 0) continue;
+    const size_t dash = name.find('-', prefix);
+    if (dash == std::string::npos || dash == prefix) continue;
+    const std::string digits = name.substr(prefix, dash - prefix);
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(digits));
+    if (kill(pid, 0) != 0 && errno == ESRCH) abandoned.push_back("/tmp/" + name);
+  }
+  closedir(tmp);
+  for (const auto& dir : abandoned) remove_run_directory(dir);
 }
 
 std::string describe_exit(int status) {
@@ -99,8 +125,10 @@ pid_t spawn(ChildCommand& command, pid_t parent) {
 }  // namespace
 
 ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallback& on_step) {
-  char dir_template[] = "/tmp/shardscope-run-XXXXXX";
-  if (mkdtemp(dir_template) == nullptr)
+  remove_abandoned_run_directories();
+  std::string dir_template =
+      std::string("/tmp/") + kRunDirectoryPrefix + std::to_string(getpid()) + "-XXXXXX";
+  if (mkdtemp(dir_template.data()) == nullptr)
     throw std::runtime_error(std::string("cannot create a run directory: ") + std::strerror(errno));
   const std::string dir = dir_template;
   struct RemoveDir {

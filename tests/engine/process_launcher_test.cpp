@@ -1,6 +1,7 @@
 // Process mode: rank processes of the real binary meet over a TCPStore and train exactly as rank
 // threads do; a rank that dies or hangs stops the run within a bounded time, named, and leaves
-// no process behind, not even when the launcher itself is killed.
+// no process behind, not even when the launcher itself is killed (its run directory goes with
+// the next launch).
 #include "engine/process_launcher.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -156,6 +158,26 @@ TEST_F(ProcessMode, RankProcessesDieWithTheirLauncher) {
   }
   EXPECT_FALSE(running(ranks[0]));
   EXPECT_FALSE(running(ranks[1]));
+
+  // Killed, the launcher could not remove its run directory; the next launch removes it, and
+  // leaves alone one whose launcher is alive (this process stands in for one).
+  auto run_directories_of = [](pid_t pid) {
+    const std::string prefix = "shardscope-run-" + std::to_string(pid) + "-";
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/tmp"))
+      count += entry.path().filename().string().rfind(prefix, 0) == 0;
+    return count;
+  };
+  EXPECT_EQ(run_directories_of(launcher), 1);
+  const auto live =
+      std::filesystem::path("/tmp") / ("shardscope-run-" + std::to_string(getpid()) + "-live");
+  std::filesystem::create_directories(live);
+  std::ofstream(live / "config.json") << "{}";
+  const RunSummary next = run_training(processes(test::tiny_config("ddp_bucketed", 2, 1)));
+  EXPECT_TRUE(next.ok) << next.failure;
+  EXPECT_EQ(run_directories_of(launcher), 0);
+  EXPECT_TRUE(std::filesystem::exists(live / "config.json"));
+  test::remove_tree(live);
 }
 
 // A preempted job: SIGTERM reaches the launcher only. It asks every rank to stop; they finish
