@@ -190,6 +190,8 @@ class ScriptPlayer {
       waiting_live_ = true;
     } else if (v == "stop") {
       session.launches.stop_all();
+    } else if (v == "resume") {
+      session.message = "queued #" + std::to_string(session.launches.resume(int(number(args[0]))));
     } else if (v == "project") {
       session.requested_tab = "What-if";
       if (!args.empty()) {
@@ -454,7 +456,10 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
                                                       {"status", p.status},
                                                       {"step", p.step},
                                                       {"steps", p.steps},
-                                                      {"failure", p.failure}});
+                                                      {"failure", p.failure},
+                                                      {"resumed_from", p.resumed_from},
+                                                      {"checkpoint", p.checkpoint},
+                                                      {"resumable", p.resumable}});
       }
       ImGui_ImplOpenGL3_NewFrame();
       ImGui_ImplGlfw_NewFrame();

@@ -13,6 +13,7 @@ namespace shardscope::gui {
 //   hover RANK NAME [K]   move the mouse onto the K-th event NAME of rank RANK
 //   select RANK NAME [K]  hover it and click
 //   set KEY VALUE | run | wait-runs | stop        (the Launch form and queue)
+//   resume ID             queue the run that continues run ID from its checkpoints
 //   wait-live                                      until the running run's timeline shows
 //   project [HARDWARE [COMPUTE_SCALE]]             (the What-if panel)
 //   frames N | screenshot FILE | state FILE

@@ -1,5 +1,6 @@
 #include "app/gui/launch_queue.h"
 
+#include <algorithm>
 #include <csignal>
 #include <stdexcept>
 
@@ -23,6 +24,7 @@ LaunchQueue::~LaunchQueue() {
 int LaunchQueue::enqueue(const Config& config, const std::string& label) {
   std::lock_guard<std::mutex> lock(mutex_);
   const int id = next_id_++;
+  configs_[id] = config;
   queue_.push_back({id, config});
   Progress p;
   p.id = id;
@@ -33,6 +35,28 @@ int LaunchQueue::enqueue(const Config& config, const std::string& label) {
   if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
   wake_.notify_all();
   return id;
+}
+
+int LaunchQueue::resume(int id) {
+  Config config;
+  std::string label;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = std::find_if(progress_.begin(), progress_.end(),
+                              [&](const Progress& p) { return p.id == id; });
+    if (found == progress_.end() || configs_.count(id) == 0)
+      throw std::invalid_argument("no run #" + std::to_string(id));
+    if (!found->resumable) {
+      throw std::invalid_argument("run #" + std::to_string(id) + " is " + found->status +
+                                  (found->checkpoint.empty() ? " and wrote no checkpoint" : "") +
+                                  ": nothing to resume");
+    }
+    config = configs_[id];
+    label = found->label;
+  }
+  config.resume = config.checkpoint_dir;
+  config.fault = FaultInjection{};
+  return enqueue(config, label + " resumed");
 }
 
 void LaunchQueue::stop_all() {
@@ -114,10 +138,12 @@ void LaunchQueue::work() {
     };
     Finished finished;
     finished.id = job.id;
-    std::string status = "done", failure;
+    std::string status = "done", failure, resumed_from, checkpoint;
     try {
       RunSummary summary = run_training(job.config, callbacks);
       finished.trace = std::move(summary.trace);
+      resumed_from = summary.resumed_from;
+      checkpoint = summary.checkpoint;
       if (!summary.ok) {
         status = "failed";
         failure = summary.failure;
@@ -134,6 +160,9 @@ void LaunchQueue::work() {
         if (p.id != job.id) continue;
         p.status = status;
         p.failure = failure;
+        p.resumed_from = resumed_from;
+        p.checkpoint = checkpoint;
+        p.resumable = status != "done" && !checkpoint.empty();
         finished.label = p.label;
       }
       if (!finished.trace.ranks.empty()) finished_.push_back(std::move(finished));

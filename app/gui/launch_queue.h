@@ -3,6 +3,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +28,10 @@ class LaunchQueue {
     int step = 0, steps = 0;
     double loss = 0;
     std::string failure;
+    std::string resumed_from;  // the checkpoint folder the run started from, if any
+    std::string checkpoint;    // the last checkpoint folder it wrote, if any
+    // Stopped or failed with a checkpoint written: resume(id) continues it.
+    bool resumable = false;
   };
 
   LaunchQueue() = default;
@@ -39,6 +44,10 @@ class LaunchQueue {
   // Drops what is queued and stops the running run after the step its ranks are in (threads
   // and processes alike; see engine/stop_request.h).
   void stop_all();
+  // Queues the run that continues run `id` from its checkpoint directory (its newest valid
+  // checkpoint), as `--resume` does. Returns the new run's id; throws std::invalid_argument
+  // when run `id` is unknown or has nothing to resume from.
+  int resume(int id);
   std::vector<Progress> progress() const;
   bool idle() const;
   struct Finished {
@@ -62,6 +71,7 @@ class LaunchQueue {
   std::condition_variable wake_;
   std::deque<Job> queue_;
   std::vector<Progress> progress_;
+  std::map<int, Config> configs_;  // by run id, for resume()
   std::vector<Finished> finished_;
   bool running_ = false;
   bool shutting_down_ = false;

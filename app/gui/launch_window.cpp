@@ -88,11 +88,29 @@ void real(GuiSession& s, const char* label, const std::string& key) {
   error_for(s, key);
 }
 
+void text(GuiSession& s, const char* label, const std::string& key, const char* hint) {
+  nlohmann::json& v = field(s.launch_form, key);
+  char buffer[1024] = {};
+  if (v.is_string()) std::snprintf(buffer, sizeof(buffer), "%s", v.get<std::string>().c_str());
+  ImGui::SetNextItemWidth(200);
+  if (ImGui::InputTextWithHint(label, hint, buffer, sizeof(buffer))) v = std::string(buffer);
+  error_for(s, key);
+}
+
 void flag(GuiSession& s, const char* label, const std::string& key) {
   nlohmann::json& v = field(s.launch_form, key);
   bool value = v.is_boolean() && v.get<bool>();
   if (ImGui::Checkbox(label, &value)) v = value;
   error_for(s, key);
+}
+
+// A checkpoint folder by its own name (step-000039), the whole path on hover.
+void folder_line(const char* what, const std::string& path) {
+  if (path.empty()) return;
+  const size_t slash = path.find_last_of('/');
+  ImGui::TextDisabled("%s %s", what,
+                      slash == std::string::npos ? path.c_str() : path.c_str() + slash + 1);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", path.c_str());
 }
 
 }  // namespace
@@ -186,6 +204,11 @@ void draw_launch_window(GuiSession& session) {
   flag(session, "sequence parallel", "strategy_options.sequence_parallel");
   combo(session, "precision", "strategy_options.precision", {"fp32", "bf16"});
   flag(session, "activation checkpointing", "strategy_options.activation_checkpointing");
+  ImGui::Separator();
+  ImGui::TextDisabled("checkpoints (a stopped or failed run can then be resumed)");
+  integer(session, "checkpoint every (steps; 0: only when stopped)", "checkpoint_every");
+  text(session, "checkpoint directory", "checkpoint_dir", "none");
+  text(session, "resume from", "resume", "a checkpoint directory");
   for (const auto& [key, why] : session.launch_errors.items()) {
     // Problems of fields the form does not show (or of the whole form).
     if (shown_keys().count(key) == 0) {
@@ -210,6 +233,19 @@ void draw_launch_window(GuiSession& session) {
     ImGui::Text("#%d %s", p.id, p.label.c_str());
     ImGui::ProgressBar(p.steps > 0 ? float(p.step) / p.steps : 0.0f, ImVec2(-1, 0), overlay);
     if (!p.failure.empty()) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", p.failure.c_str());
+    folder_line("resumed from", p.resumed_from);
+    folder_line("last checkpoint", p.checkpoint);
+    if (p.resumable) {
+      ImGui::PushID(p.id);
+      if (ImGui::SmallButton("Resume")) {
+        try {
+          session.message = "queued #" + std::to_string(session.launches.resume(p.id));
+        } catch (const std::exception& e) {
+          session.message = std::string("cannot resume: ") + e.what();
+        }
+      }
+      ImGui::PopID();
+    }
     if (p.status == "running" && p.id == session.live_id) {
       // Per rank: the step it has reached (from the live trace).
       for (size_t r = 0; r < session.live_rank_steps.size(); ++r) {

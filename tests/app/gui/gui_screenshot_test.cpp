@@ -204,6 +204,38 @@ TEST_F(GuiScreenshot, TheRunningRunsTimelineGrowsAndStopEndsIt) {
   EXPECT_EQ(s.state["live_run"], -1);
 }
 
+// The Launch form's checkpoint fields: a stopped run names its last checkpoint and offers
+// Resume, and the resumed run ends at the last step, starting where the stopped one ended.
+TEST_F(GuiScreenshot, AStoppedRunResumesFromItsCheckpoint) {
+  const std::string checkpoints = dir_ + "/checkpoints";
+  const Session s = play("tab launch\nset steps 200\nset checkpoint_dir " + checkpoints +
+                         "\nrun\nwait-live\nframes 10\nstop\nwait-runs\nresume 1\nwait-runs\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  ASSERT_EQ(s.state["launches"].size(), 2u) << s.state.dump(2);
+  const auto& stopped = s.state["launches"][0];
+  const auto& resumed = s.state["launches"][1];
+  EXPECT_EQ(stopped["status"], "stopped");
+  EXPECT_TRUE(stopped["resumable"].get<bool>());
+  const std::string checkpoint = stopped["checkpoint"].get<std::string>();
+  const int stopped_at = stopped["step"].get<int>();
+  EXPECT_NE(checkpoint.find(checkpoints + "/step-"), std::string::npos) << checkpoint;
+  EXPECT_NE(checkpoint.find(std::to_string(stopped_at)), std::string::npos) << checkpoint;
+  EXPECT_EQ(resumed["status"], "done") << resumed["failure"];
+  EXPECT_EQ(resumed["resumed_from"], checkpoint);
+  EXPECT_EQ(resumed["step"], 200);
+  EXPECT_FALSE(resumed["resumable"].get<bool>());
+  // Both runs' traces are loaded; the resumed one matched the single-device reference.
+  ASSERT_EQ(s.state["runs"].size(), 2u);
+  EXPECT_TRUE(s.state["runs"][1]["ok"].get<bool>());
+}
+
+TEST_F(GuiScreenshot, ResumingARunThatCannotBeResumedIsAScriptError) {
+  const Session s = play("tab launch\nset steps 2\nrun\nwait-runs\nresume 1\n");
+  EXPECT_EQ(s.code, 1);
+  EXPECT_THAT(s.err, testing::HasSubstr("line 5"));
+  EXPECT_THAT(s.err, testing::HasSubstr("nothing to resume"));
+}
+
 TEST_F(GuiScreenshot, WhatIfProjectsTheRunOntoHardware) {
   const Session s = play("open " + asset("ddp_bucketed-w2.sst") + "\nproject 8xH100 0.05\n");
   ASSERT_EQ(s.code, 0) << s.err;
