@@ -243,13 +243,22 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
     outcome.launch.peak_allocated_bytes[r] = rank.peak_allocated_bytes;
     const bool exited_cleanly = WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0;
     const bool killed = WIFSIGNALED(statuses[r]);
-    if (read && rank.failure && !killed) {
+    const bool partial = read && !rank.partial.empty();
+    if (read && !partial && rank.failure && !killed) {
       outcome.launch.failures.push_back(*rank.failure);
-    } else if (!read || !exited_cleanly || !rank.result) {
-      // A crash, a kill, or termination after another's failure: at most a partial record
-      // (what it had when asked to stop) says more.
+    } else if (!read || partial || !exited_cleanly || !rank.result) {
+      // A crash, a kill, or termination after another's failure: its partial record, if any,
+      // is kept, and the message says how far it goes.
       std::string why = describe_exit(statuses[r]);
-      if (read && rank.failure) why += "; it " + rank.failure->message;
+      if (rank.partial == "asked to stop") {
+        why +=
+            "; it did not stop at a step boundary when the launcher asked; its record up to "
+            "then is kept";
+      } else if (partial) {
+        why += "; its record up to its last snapshot (taken every second or so) is kept";
+      } else if (read && rank.failure) {
+        why += "; it " + rank.failure->message;
+      }
       outcome.launch.failures.push_back({r, why, exited_ns[r]});
       vanished[r] = true;
     }

@@ -1,5 +1,6 @@
 #include "engine/rank_process.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -79,25 +80,37 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   if (config.backend == "nccl") spec.device = "cuda:" + std::to_string(env.local_rank);
 
   profiling::RankEventLog log(env.rank);
-  // When the launcher asks this rank to stop (SIGTERM), what it recorded so far goes to disk at
-  // once: a rank stuck in a collective or hung never reaches the step boundary where it would
-  // stop, and SIGKILL follows two seconds later. A rank that does stop overwrites it with its
-  // whole outcome.
+  // A keeper thread puts what this rank has recorded on disk while it trains, so that a rank
+  // that dies (a crash, an exit) or hangs still leaves its trace up to then:
+  //  - every so often, a snapshot: at first after half a second, then at intervals of at least
+  //    a second and twenty times what the last snapshot took, so it costs at most about 5 % of
+  //    a core however large the record grows;
+  //  - at once when the launcher asks this rank to stop (SIGTERM): a rank stuck in a collective
+  //    never reaches the step boundary where it would stop, and SIGKILL follows two seconds
+  //    later.
+  // A rank that finishes or stops overwrites them with its whole outcome.
   std::atomic<bool> finished{false};
   std::thread keeper([&] {
-    while (!finished.load() && stop_requested() == 0)
+    using Clock = std::chrono::steady_clock;
+    auto write_partial = [&](const std::string& why) {
+      RankOutcome partial;
+      partial.partial = why;
+      try {
+        write_rank_outcome(out_dir, env.rank, partial, log);
+      } catch (const std::exception&) {
+        // Best effort: the rank's own outcome, if it gets that far, is what counts.
+      }
+    };
+    auto next_snapshot = Clock::now() + std::chrono::milliseconds(500);
+    while (!finished.load() && stop_requested() == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (finished.load()) return;
-    RankOutcome partial;
-    partial.failure = RankFailure{env.rank,
-                                  "did not stop at a step boundary when the launcher asked; "
-                                  "its record up to then is kept",
-                                  profiling::now_ns()};
-    try {
-      write_rank_outcome(out_dir, env.rank, partial, log);
-    } catch (const std::exception&) {
-      // Best effort: the rank's own outcome, if it gets that far, is what counts.
+      if (Clock::now() < next_snapshot || finished.load()) continue;
+      const auto t0 = Clock::now();
+      write_partial("snapshot");
+      next_snapshot = Clock::now() +
+                      std::max<Clock::duration>(std::chrono::seconds(1), 20 * (Clock::now() - t0));
     }
+    if (!finished.load()) write_partial("asked to stop");
   });
   struct JoinOnExit {
     std::atomic<bool>& finished;

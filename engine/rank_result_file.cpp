@@ -43,6 +43,7 @@ StepRecord step_record_of(const json& j) {
 void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& outcome,
                         const profiling::RankEventLog& log) {
   json out = {{"rank", rank}, {"peak_allocated_bytes", outcome.peak_allocated_bytes}};
+  if (!outcome.partial.empty()) out["partial"] = outcome.partial;
   if (outcome.failure) {
     out["failure"] = {{"message", outcome.failure->message}, {"t_ns", outcome.failure->t_ns}};
   }
@@ -89,6 +90,7 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
   json in = json::parse(file, nullptr, /*allow_exceptions=*/false);
   if (in.is_discarded()) return false;
   outcome.peak_allocated_bytes = in.at("peak_allocated_bytes");
+  if (in.contains("partial")) outcome.partial = in["partial"];
   if (in.contains("failure")) {
     outcome.failure = RankFailure{rank, in["failure"].at("message"), in["failure"].at("t_ns")};
   }

@@ -17,6 +17,9 @@ struct RankOutcome {
   std::optional<RankResult> result;
   std::optional<RankFailure> failure;
   int64_t peak_allocated_bytes = 0;
+  // Non-empty: written while the rank process was still running (a periodic snapshot of its
+  // record, or what it had when asked to stop). Says why; the process's own end overwrites it.
+  std::string partial;
 };
 
 // A step's record as JSON and back (also how rank 0's progress travels through the store).

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -103,6 +104,29 @@ TEST_F(ProcessMode, ARankThatDiesStopsTheRunNamedAndNothingIsLeft) {
   // What was recorded up to the failure is still there.
   ASSERT_EQ(s.trace.ranks.size(), 2u);
   EXPECT_FALSE(s.trace.ranks[0].events.empty());
+}
+
+// A rank process that vanishes mid-run still leaves its trace up to its last snapshot.
+TEST_F(ProcessMode, ARankThatDiesLateKeepsItsRecordUpToItsLastSnapshot) {
+  Config c = test::tiny_config("ddp_bucketed", 2, 1);
+  c.steps = 400;
+  c.reference = false;
+  c.collective_timeout_s = 5;
+  c.fault = parse_fault("rank=1,step=250,kind=exit");  // 2 s or more in: after a snapshot
+  RunSummary s = run_training(processes(c));
+  EXPECT_FALSE(s.ok);
+  EXPECT_EQ(s.failed_rank, 1);
+  EXPECT_NE(s.failure.find("exited with status 3"), std::string::npos) << s.failure;
+  EXPECT_NE(s.failure.find("last snapshot"), std::string::npos) << s.failure;
+  ASSERT_EQ(s.trace.ranks.size(), 2u);
+  // Rank 1's record is there, and it ends before the step it died in.
+  const auto& dead = s.trace.ranks[1];
+  ASSERT_FALSE(dead.events.empty());
+  int last_step = -1;
+  for (const auto& e : dead.events) last_step = std::max(last_step, e.step);
+  EXPECT_GT(last_step, 0);
+  EXPECT_LT(last_step, 250);
+  EXPECT_TRUE(no_children_left());
 }
 
 TEST_F(ProcessMode, AHungRankIsTerminatedOnceTheOthersTimeOut) {
