@@ -163,13 +163,12 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
       };
       print_header(config, out);
       if (backend_choice != config.backend) out << "  backend: " << backend_choice << "\n";
-      if (!config.resume.empty()) {
-        std::vector<std::string> skipped;
-        const CheckpointInfo from = find_checkpoint(config.resume, &skipped);
+      callbacks.on_resume = [&](const CheckpointInfo& from,
+                                const std::vector<std::string>& skipped) {
         for (const auto& why : skipped) out << "  " << why << "\n";
         out << "  resuming from " << from.directory << " (step " << from.step << ", world "
             << from.world << ", " << from.strategy << ")\n";
-      }
+      };
     }
     install_stop_signal_handlers(/*escalate=*/true);
     summary = run_training(config, callbacks);

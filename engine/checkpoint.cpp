@@ -299,16 +299,19 @@ TrainingState read_checkpoint(const CheckpointInfo& checkpoint, const ModelConfi
   return state;
 }
 
-std::shared_ptr<const TrainingState> read_checkpoint_shared(const CheckpointInfo& checkpoint,
-                                                            const ModelConfig& model,
-                                                            uint64_t seed) {
+std::shared_ptr<const LoadedCheckpoint> load_checkpoint_shared(const std::string& folder,
+                                                               const ModelConfig& model,
+                                                               uint64_t seed) {
   static std::mutex mutex;
-  static std::map<std::string, std::weak_ptr<const TrainingState>> loaded;
+  static std::map<std::string, std::weak_ptr<const LoadedCheckpoint>> loaded;
   std::lock_guard<std::mutex> lock(mutex);
-  if (auto state = loaded[checkpoint.directory].lock()) return state;
-  auto state = std::make_shared<const TrainingState>(read_checkpoint(checkpoint, model, seed));
-  loaded[checkpoint.directory] = state;
-  return state;
+  if (auto found = loaded[folder].lock()) return found;
+  CheckpointInfo info = find_checkpoint(folder);
+  TrainingState state = read_checkpoint(info, model, seed);
+  auto made =
+      std::make_shared<const LoadedCheckpoint>(LoadedCheckpoint{std::move(info), std::move(state)});
+  loaded[folder] = made;
+  return made;
 }
 
 }  // namespace shardscope

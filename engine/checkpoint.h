@@ -49,11 +49,17 @@ void check_resumable(const Config& config, const CheckpointInfo& checkpoint);
 // Every shard read and assembled into the full state of `model`'s parameters.
 TrainingState read_checkpoint(const CheckpointInfo& checkpoint, const ModelConfig& model,
                               uint64_t seed);
-// The same, shared by the rank threads of one process: the first to ask reads it, the others
-// wait for it and share it, and it is freed when the last lets go. (Every rank assembling its
-// own full copy would hold world copies of the model and its optimizer state at once.)
-std::shared_ptr<const TrainingState> read_checkpoint_shared(const CheckpointInfo& checkpoint,
-                                                            const ModelConfig& model,
-                                                            uint64_t seed);
+// The checkpoint in `folder` (a step's folder), checked and read once for all the rank threads
+// of one process: the first to ask checks every shard against the manifest and assembles the
+// state, the others wait for it and share it, and it is freed when the last lets go. (Every
+// rank checking and assembling its own copy would read the shards world times and hold world
+// copies of the model and its optimizer state at once.)
+struct LoadedCheckpoint {
+  CheckpointInfo info;
+  TrainingState state;
+};
+std::shared_ptr<const LoadedCheckpoint> load_checkpoint_shared(const std::string& folder,
+                                                               const ModelConfig& model,
+                                                               uint64_t seed);
 
 }  // namespace shardscope

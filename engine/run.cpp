@@ -166,6 +166,7 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     config.resume = checkpoint.directory;
     summary.resumed_from = checkpoint.directory;
     summary.resumed_step = checkpoint.step;
+    if (callbacks.on_resume) callbacks.on_resume(checkpoint, summary.resume_skipped);
   }
   if (!config.checkpoint_dir.empty()) check_checkpoint_directory(config.checkpoint_dir);
   summary.config = config;

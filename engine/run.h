@@ -17,6 +17,8 @@
 
 namespace shardscope {
 
+struct CheckpointInfo;  // engine/checkpoint.h
+
 struct RankSummary {
   int rank = 0;
   std::string checksum;
@@ -62,6 +64,9 @@ struct RunSummary {
 struct RunCallbacks {
   std::function<void(const StepRecord&)> on_step;
   std::function<void(const std::string&)> on_phase;  // "training", "reference", ...
+  // A resumed run, once its checkpoint is found and checked, before any rank starts: the
+  // checkpoint, and why any newer folder was skipped.
+  std::function<void(const CheckpointInfo&, const std::vector<std::string>& skipped)> on_resume;
   // The training ranks' logs while they run (thread mode; see LaunchSpec::watch_logs).
   std::function<void(const std::vector<const profiling::RankEventLog*>*)> watch_logs;
 };

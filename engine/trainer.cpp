@@ -42,12 +42,11 @@ int resume(RankContext& ctx, Strategy& strategy) {
   // rank's memory peak.
   profiling::RankMemoryTracker::Paused not_training;
   profiling::ScopedSpan span(profiling::Category::kOther, "resume from checkpoint");
-  const CheckpointInfo checkpoint = find_checkpoint(config.resume);
-  const auto state = read_checkpoint_shared(checkpoint, config.model, config.seed);
+  const auto checkpoint = load_checkpoint_shared(config.resume, config.model, config.seed);
   StateBinding binding;
   strategy.bind_state(binding);
-  binding.load(*state);
-  return checkpoint.step;
+  binding.load(checkpoint->state);
+  return checkpoint->info.step;
 }
 
 // Every rank writes its shard; once all have (a barrier), rank 0 writes the manifest that makes
