@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# The GPU checks, in one call of the device tool (a lent machine with PyTorch, CMake, ninja and
-# CUDA, but no Debian -dev packages, no network, and 10 minutes a command). Prepare here with
-# scripts/gpu-kit.sh, then: run(carry=[".gpukit"], command="bash scripts/gpu-check.sh").
-#   scripts/gpu-check.sh [all|build|run]   (default all)
+# The GPU checks on a lent machine (PyTorch, CMake, ninja and CUDA, but no Debian -dev packages,
+# no network, and 10 minutes a command). Prepare here with scripts/gpu-kit.sh, then two calls of
+# the device tool, the second while the machine is still warm (build-gpu/ lives on it):
+#   run(carry=[".gpukit"], command="bash scripts/gpu-check.sh build")
+#   run(carry=[".gpukit"], command="bash scripts/gpu-check.sh run")
+# (`all`, the default, does both in one command where 10 minutes is enough.)
+# GPU_TESTS=ON also builds the test suites, linking the kit's GoogleTest (built by Debian's
+# compiler; a much newer toolchain there may refuse it).
 # Builds the command line alone (no GUI) against that machine's own PyTorch into build-gpu/, then
 # runs what issue 6 asks of a GPU: `bench --quick` with 4 ranks sharing cuda:0 over Gloo in
 # threads and processes mode, world 1 over NCCL, the same at `small`, and a CUPTI-traced run.
@@ -19,6 +23,10 @@ PY="${GPU_PYTHON:-$(command -v python3)}"  # the machine's own PyTorch
 BIN="${GPU_BIN:-build-gpu/shardscope}"
 DEV="${GPU_DEVICE:-cuda:0}"  # GPU_DEVICE=cpu tries the run phase without a GPU
 exec > >(tee -a "$LOG") 2>&1
+TEE=$!
+# Whatever ends the script, tee gets to write the last lines before it goes.
+finish() { local rc=$?; exec >&- 2>&-; wait "$TEE" 2>/dev/null; exit "$rc"; }
+trap finish EXIT
 
 step() { echo; echo "=== $* ($(date +%T))"; }
 
