@@ -1,7 +1,10 @@
 #include "engine/process_launcher.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -58,13 +61,29 @@ void remove_run_directory(const std::string& path) {
 
 constexpr char kRunDirectoryPrefix[] = "shardscope-run-";
 
+constexpr char kRunLockFile[] = "/.lock";  // held (flock) by the launcher while it runs
+constexpr char kKeptMarker[] = "/.kept";   // SHARDSCOPE_KEEP_RUN_DIR: never swept
+
 // Run directories are named after their launcher's pid: shardscope-run-PID-XXXXXX. A launcher
 // that was killed (SIGKILL, a second Ctrl-C) never removed its own, so each launch removes those
-// whose launcher no longer exists. One whose pid was reused by a live process is left for later.
+// whose launcher no longer exists. The pid is only a first filter (a launcher in another pid
+// namespace sharing /tmp has a pid that means nothing here): a directory goes only if the lock
+// its launcher held for the whole run can be taken, which the kernel releases when the launcher
+// dies, whatever namespace it was in.
+bool abandoned(const std::string& dir) {
+  struct stat kept {};
+  if (stat((dir + kKeptMarker).c_str(), &kept) == 0) return false;
+  const int fd = open((dir + kRunLockFile).c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;  // not locked yet (just made), or not ours
+  const bool free = flock(fd, LOCK_EX | LOCK_NB) == 0;
+  close(fd);
+  return free;
+}
+
 void remove_abandoned_run_directories() {
   DIR* tmp = opendir("/tmp");
   if (tmp == nullptr) return;
-  std::vector<std::string> abandoned;
+  std::vector<std::string> candidates;
   const size_t prefix = sizeof(kRunDirectoryPrefix) - 1;
   while (dirent* entry = readdir(tmp)) {
     const std::string name = entry->d_name;
@@ -74,10 +93,12 @@ void remove_abandoned_run_directories() {
     const std::string digits = name.substr(prefix, dash - prefix);
     if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) continue;
     const pid_t pid = static_cast<pid_t>(std::stol(digits));
-    if (kill(pid, 0) != 0 && errno == ESRCH) abandoned.push_back("/tmp/" + name);
+    if (kill(pid, 0) != 0 && errno == ESRCH) candidates.push_back("/tmp/" + name);
   }
   closedir(tmp);
-  for (const auto& dir : abandoned) remove_run_directory(dir);
+  for (const auto& dir : candidates) {
+    if (abandoned(dir)) remove_run_directory(dir);
+  }
 }
 
 std::string describe_exit(int status) {
@@ -133,10 +154,23 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
   const std::string dir = dir_template;
   struct RemoveDir {
     std::string path;
+    int lock = -1;
     ~RemoveDir() {
-      if (std::getenv("SHARDSCOPE_KEEP_RUN_DIR") == nullptr) remove_run_directory(path);
+      if (std::getenv("SHARDSCOPE_KEEP_RUN_DIR") != nullptr) {
+        try {
+          write_file_atomically(path + kKeptMarker, "kept: SHARDSCOPE_KEEP_RUN_DIR was set\n");
+        } catch (const std::exception&) {
+          // Without the marker it is swept once this launcher is gone; nothing else is lost.
+        }
+      } else {
+        remove_run_directory(path);
+      }
+      if (lock >= 0) close(lock);
     }
   } remove_dir{dir};
+  remove_dir.lock = open((dir + kRunLockFile).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (remove_dir.lock < 0 || flock(remove_dir.lock, LOCK_EX) != 0)
+    throw std::runtime_error("cannot lock the run directory " + dir + ": " + std::strerror(errno));
   Config child_config = config;
   child_config.reference = false;
   write_file_atomically(dir + "/config.json", to_json(child_config).dump(2));

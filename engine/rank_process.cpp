@@ -89,6 +89,10 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   //    never reaches the step boundary where it would stop, and SIGKILL follows two seconds
   //    later.
   // A rank that finishes or stops overwrites them with its whole outcome.
+  // SHARDSCOPE_SNAPSHOT_MS shortens both the first delay and the least interval (for tests).
+  const int snapshot_ms = int_from_env("SHARDSCOPE_SNAPSHOT_MS", false, 0);
+  const auto first = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 500);
+  const auto least = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 1000);
   std::atomic<bool> finished{false};
   std::thread keeper([&] {
     using Clock = std::chrono::steady_clock;
@@ -101,14 +105,13 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
         // Best effort: the rank's own outcome, if it gets that far, is what counts.
       }
     };
-    auto next_snapshot = Clock::now() + std::chrono::milliseconds(500);
+    auto next_snapshot = Clock::now() + first;
     while (!finished.load() && stop_requested() == 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (Clock::now() < next_snapshot || finished.load()) continue;
       const auto t0 = Clock::now();
       write_partial("snapshot");
-      next_snapshot = Clock::now() +
-                      std::max<Clock::duration>(std::chrono::seconds(1), 20 * (Clock::now() - t0));
+      next_snapshot = Clock::now() + std::max<Clock::duration>(least, 20 * (Clock::now() - t0));
     }
     if (!finished.load()) write_partial("asked to stop");
   });

@@ -23,6 +23,10 @@ LaunchQueue::~LaunchQueue() {
 
 int LaunchQueue::enqueue(const Config& config, const std::string& label) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return enqueue_locked(config, label);
+}
+
+int LaunchQueue::enqueue_locked(const Config& config, const std::string& label) {
   const int id = next_id_++;
   configs_[id] = config;
   queue_.push_back({id, config});
@@ -38,25 +42,30 @@ int LaunchQueue::enqueue(const Config& config, const std::string& label) {
 }
 
 int LaunchQueue::resume(int id) {
-  Config config;
-  std::string label;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto found = std::find_if(progress_.begin(), progress_.end(),
-                              [&](const Progress& p) { return p.id == id; });
-    if (found == progress_.end() || configs_.count(id) == 0)
-      throw std::invalid_argument("no run #" + std::to_string(id));
-    if (!found->resumable) {
-      throw std::invalid_argument("run #" + std::to_string(id) + " is " + found->status +
-                                  (found->checkpoint.empty() ? " and wrote no checkpoint" : "") +
-                                  ": nothing to resume");
-    }
-    config = configs_[id];
-    label = found->label;
+  // All under one lock: a second click cannot queue a second continuation.
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = std::find_if(progress_.begin(), progress_.end(),
+                            [&](const Progress& p) { return p.id == id; });
+  if (found == progress_.end() || configs_.count(id) == 0)
+    throw std::invalid_argument("no run #" + std::to_string(id));
+  if (found->resumed_as != 0) {
+    throw std::invalid_argument("run #" + std::to_string(id) + " was resumed already, as #" +
+                                std::to_string(found->resumed_as));
   }
-  config.resume = config.checkpoint_dir;
+  if (!found->resumable) {
+    throw std::invalid_argument("run #" + std::to_string(id) + " is " + found->status +
+                                (found->checkpoint.empty() ? " and wrote no checkpoint" : "") +
+                                ": nothing to resume");
+  }
+  Config config = configs_[id];
+  config.resume = found->checkpoint;
   config.fault = FaultInjection{};
-  return enqueue(config, label + " resumed");
+  const std::string label = found->label + " resumed";
+  found->resumable = false;
+  const size_t index = static_cast<size_t>(found - progress_.begin());
+  const int made = enqueue_locked(config, label);  // invalidates `found`
+  progress_[index].resumed_as = made;
+  return made;
 }
 
 void LaunchQueue::stop_all() {

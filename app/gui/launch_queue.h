@@ -30,8 +30,9 @@ class LaunchQueue {
     std::string failure;
     std::string resumed_from;  // the checkpoint folder the run started from, if any
     std::string checkpoint;    // the last checkpoint folder it wrote, if any
-    // Stopped or failed with a checkpoint written: resume(id) continues it.
+    // Stopped or failed with a checkpoint written, and not resumed yet: resume(id) continues it.
     bool resumable = false;
+    int resumed_as = 0;  // the id of the run that continues this one
   };
 
   LaunchQueue() = default;
@@ -44,9 +45,11 @@ class LaunchQueue {
   // Drops what is queued and stops the running run after the step its ranks are in (threads
   // and processes alike; see engine/stop_request.h).
   void stop_all();
-  // Queues the run that continues run `id` from its checkpoint directory (its newest valid
-  // checkpoint), as `--resume` does. Returns the new run's id; throws std::invalid_argument
-  // when run `id` is unknown or has nothing to resume from.
+  // Queues the run that continues run `id` from the last checkpoint it wrote (that step's
+  // folder, not the newest in the directory, which a later run may have written), as
+  // `--resume` does. A run is resumed once. Returns the new run's id; throws
+  // std::invalid_argument when run `id` is unknown, was resumed already, or has nothing to
+  // resume from.
   int resume(int id);
   std::vector<Progress> progress() const;
   bool idle() const;
@@ -66,6 +69,7 @@ class LaunchQueue {
     Config config;
   };
   void work();
+  int enqueue_locked(const Config& config, const std::string& label);  // mutex_ held
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;

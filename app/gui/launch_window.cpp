@@ -235,6 +235,7 @@ void draw_launch_window(GuiSession& session) {
     if (!p.failure.empty()) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "%s", p.failure.c_str());
     folder_line("resumed from", p.resumed_from);
     folder_line("last checkpoint", p.checkpoint);
+    if (p.resumed_as != 0) ImGui::TextDisabled("resumed as #%d", p.resumed_as);
     if (p.resumable) {
       ImGui::PushID(p.id);
       if (ImGui::SmallButton("Resume")) {

@@ -96,11 +96,11 @@ void measure_collectives(const PerfOptions& options, std::vector<PerfRow>& rows)
           run_raw();  // warm-up: connections, buffers
           std::vector<double> ours, raw, ratios;
           for (int r = 0; r < rounds; ++r) {
-            pg->barrier()->wait();
+            comm.barrier();
             auto t0 = std::chrono::steady_clock::now();
             run_ours();
             const double a = seconds_since(t0) / iterations;
-            pg->barrier()->wait();
+            comm.barrier();
             t0 = std::chrono::steady_clock::now();
             run_raw();
             const double b = seconds_since(t0) / iterations;

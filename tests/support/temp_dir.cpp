@@ -1,6 +1,7 @@
 #include "tests/support/temp_dir.h"
 
 #include <ftw.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -24,8 +25,8 @@ std::filesystem::path temp_dir_of(const ::testing::TestInfo& info) {
     if (ch == '/') ch = '_';
   }
   return std::filesystem::temp_directory_path() /
-         ("shardscope_test_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-          "_" + name);
+         ("shardscope_test_" + std::to_string(getpid()) + "_" +
+          std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" + name);
 }
 
 // A passing test's files are of no further use (SHARDSCOPE_KEEP_TEST_FILES=1 keeps them, to look

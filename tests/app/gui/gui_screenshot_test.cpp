@@ -205,7 +205,7 @@ TEST_F(GuiScreenshot, TheRunningRunsTimelineGrowsAndStopEndsIt) {
 }
 
 // The Launch form's checkpoint fields: a stopped run names its last checkpoint and offers
-// Resume, and the resumed run ends at the last step, starting where the stopped one ended.
+// Resume, and the resumed run ends at the last step, starting from that checkpoint's folder.
 TEST_F(GuiScreenshot, AStoppedRunResumesFromItsCheckpoint) {
   const std::string checkpoints = dir_ + "/checkpoints";
   const Session s = play("tab launch\nset steps 200\nset checkpoint_dir " + checkpoints +
@@ -215,7 +215,9 @@ TEST_F(GuiScreenshot, AStoppedRunResumesFromItsCheckpoint) {
   const auto& stopped = s.state["launches"][0];
   const auto& resumed = s.state["launches"][1];
   EXPECT_EQ(stopped["status"], "stopped");
-  EXPECT_TRUE(stopped["resumable"].get<bool>());
+  // Resumed once, by run #2: it offers Resume no more.
+  EXPECT_EQ(stopped["resumed_as"], 2);
+  EXPECT_FALSE(stopped["resumable"].get<bool>());
   const std::string checkpoint = stopped["checkpoint"].get<std::string>();
   const int stopped_at = stopped["step"].get<int>();
   EXPECT_NE(checkpoint.find(checkpoints + "/step-"), std::string::npos) << checkpoint;
