@@ -135,10 +135,12 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
       continue;
     }
     RunCallbacks progress;
-    progress.on_step = [&](const StepRecord& r) {
-      err << "\r[" << k + 1 << "/" << strategies.size() << "] " << strategies[k] << ": step "
-          << r.step + 1 << "/" << config.steps << "      " << std::flush;
-    };
+    if (options.live_progress) {
+      progress.on_step = [&](const StepRecord& r) {
+        err << "\r[" << k + 1 << "/" << strategies.size() << "] " << strategies[k] << ": step "
+            << r.step + 1 << "/" << config.steps << "      " << std::flush;
+      };
+    }
     RunSummary s;
     try {
       s = run_training(config, progress);
@@ -147,8 +149,9 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
       s.ok = false;
       s.failure = e.what();
     }
-    err << "\r[" << k + 1 << "/" << strategies.size() << "] " << strategies[k]
-        << (s.ok ? ": done" : ": FAILED") << "              \n";
+    err << (options.live_progress ? "\r[" : "[") << k + 1 << "/" << strategies.size() << "] "
+        << strategies[k] << (s.ok ? ": done" : ": FAILED")
+        << (options.live_progress ? "              \n" : "\n");
     if (!s.ok) ++failed;
     rows.push_back(measure(strategies[k], s, reference.weights));
     if (!options.out_dir.empty()) {

@@ -14,6 +14,9 @@ struct BenchOptions {
   bool quick = false;
   std::string format = "table";  // table | csv | json | markdown
   std::string out_dir;           // when set, each run's trace goes there
+  // Step-by-step progress rewritten on one line (for a terminal); otherwise a line per run, so
+  // that a log holds no carriage returns.
+  bool live_progress = false;
 };
 
 // `shardscope bench`: the same model, data, seed and steps under each strategy, one after

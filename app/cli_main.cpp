@@ -1,3 +1,5 @@
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -517,6 +519,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     for (std::string name; std::getline(list, name, ',');) {
       if (!name.empty()) bench_options.strategies.push_back(name);
     }
+    bench_options.live_progress = &err == &std::cerr && isatty(STDERR_FILENO);
     return bench_command(bench_flags, bench_options, out, err);
   }
   if (app.got_subcommand("strategies")) {

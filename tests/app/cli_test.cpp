@@ -287,7 +287,9 @@ TEST(CliBench, ComparesStrategiesInOneTableAgainstOneReference) {
   }
   EXPECT_TRUE(std::filesystem::exists(dir / "fsdp.sst"));
   EXPECT_TRUE(std::filesystem::exists(dir / "ddp_flat_zero1.sst"));
-  EXPECT_NE(r.err.find("[4/4] ddp_flat+zero1"), std::string::npos) << "progress lines";
+  // Not a terminal: a line per run, no carriage returns.
+  EXPECT_NE(r.err.find("[4/4] ddp_flat+zero1: done\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
 }
 
 TEST(CliBench, SkipsWhatCannotRunAndKeepsGoing) {
