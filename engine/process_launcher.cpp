@@ -284,7 +284,7 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
       // A crash, a kill, or termination after another's failure: its partial record, if any,
       // is kept, and the message says how far it goes.
       std::string why = describe_exit(statuses[r]);
-      if (rank.partial == "asked to stop") {
+      if (rank.partial == kPartialAskedToStop) {
         why +=
             "; it did not stop at a step boundary when the launcher asked; its record up to "
             "then is kept";

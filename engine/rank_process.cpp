@@ -110,10 +110,10 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
       if (Clock::now() < next_snapshot || finished.load()) continue;
       const auto t0 = Clock::now();
-      write_partial("snapshot");
+      write_partial(kPartialSnapshot);
       next_snapshot = Clock::now() + std::max<Clock::duration>(least, 20 * (Clock::now() - t0));
     }
-    if (!finished.load()) write_partial("asked to stop");
+    if (!finished.load()) write_partial(kPartialAskedToStop);
   });
   struct JoinOnExit {
     std::atomic<bool>& finished;

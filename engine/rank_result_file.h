@@ -17,10 +17,12 @@ struct RankOutcome {
   std::optional<RankResult> result;
   std::optional<RankFailure> failure;
   int64_t peak_allocated_bytes = 0;
-  // Non-empty: written while the rank process was still running (a periodic snapshot of its
-  // record, or what it had when asked to stop). Says why; the process's own end overwrites it.
+  // Non-empty: written while the rank process was still running, and why (one of the two
+  // below). The process's own end overwrites it.
   std::string partial;
 };
+constexpr const char* kPartialSnapshot = "snapshot";          // taken every second or so
+constexpr const char* kPartialAskedToStop = "asked to stop";  // the launcher's SIGTERM
 
 // A step's record as JSON and back (also how rank 0's progress travels through the store).
 nlohmann::json step_record_json(const StepRecord& record);

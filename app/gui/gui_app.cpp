@@ -459,7 +459,7 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
                                                       {"failure", p.failure},
                                                       {"resumed_from", p.resumed_from},
                                                       {"checkpoint", p.checkpoint},
-                                                      {"resumable", p.resumable},
+                                                      {"resumable", p.resumable()},
                                                       {"resumed_as", p.resumed_as}});
       }
       ImGui_ImplOpenGL3_NewFrame();

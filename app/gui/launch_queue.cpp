@@ -29,7 +29,7 @@ int LaunchQueue::enqueue(const Config& config, const std::string& label) {
 int LaunchQueue::enqueue_locked(const Config& config, const std::string& label) {
   const int id = next_id_++;
   configs_[id] = config;
-  queue_.push_back({id, config});
+  queue_.push_back(id);
   Progress p;
   p.id = id;
   p.label = label;
@@ -52,7 +52,7 @@ int LaunchQueue::resume(int id) {
     throw std::invalid_argument("run #" + std::to_string(id) + " was resumed already, as #" +
                                 std::to_string(found->resumed_as));
   }
-  if (!found->resumable) {
+  if (!found->resumable()) {
     throw std::invalid_argument("run #" + std::to_string(id) + " is " + found->status +
                                 (found->checkpoint.empty() ? " and wrote no checkpoint" : "") +
                                 ": nothing to resume");
@@ -61,7 +61,6 @@ int LaunchQueue::resume(int id) {
   config.resume = found->checkpoint;
   config.fault = FaultInjection{};
   const std::string label = found->label + " resumed";
-  found->resumable = false;
   const size_t index = static_cast<size_t>(found - progress_.begin());
   const int made = enqueue_locked(config, label);  // invalidates `found`
   progress_[index].resumed_as = made;
@@ -70,9 +69,9 @@ int LaunchQueue::resume(int id) {
 
 void LaunchQueue::stop_all() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& job : queue_) {
+  for (const int id : queue_) {
     for (auto& p : progress_) {
-      if (p.id == job.id) p.status = "stopped";
+      if (p.id == id) p.status = "stopped";
     }
   }
   queue_.clear();
@@ -108,12 +107,16 @@ std::vector<LaunchQueue::Finished> LaunchQueue::take_finished() {
 
 void LaunchQueue::work() {
   for (;;) {
-    Job job;
+    struct {
+      int id = 0;
+      Config config;
+    } job;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return shutting_down_ || !queue_.empty(); });
       if (shutting_down_) return;
-      job = queue_.front();
+      job.id = queue_.front();
+      job.config = configs_.at(job.id);
       queue_.pop_front();
       running_ = true;
       clear_stop_request();
@@ -171,7 +174,6 @@ void LaunchQueue::work() {
         p.failure = failure;
         p.resumed_from = resumed_from;
         p.checkpoint = checkpoint;
-        p.resumable = status != "done" && !checkpoint.empty();
         finished.label = p.label;
       }
       if (!finished.trace.ranks.empty()) finished_.push_back(std::move(finished));

@@ -30,9 +30,11 @@ class LaunchQueue {
     std::string failure;
     std::string resumed_from;  // the checkpoint folder the run started from, if any
     std::string checkpoint;    // the last checkpoint folder it wrote, if any
+    int resumed_as = 0;        // the id of the run that continues this one
     // Stopped or failed with a checkpoint written, and not resumed yet: resume(id) continues it.
-    bool resumable = false;
-    int resumed_as = 0;  // the id of the run that continues this one
+    bool resumable() const {
+      return (status == "stopped" || status == "failed") && !checkpoint.empty() && resumed_as == 0;
+    }
   };
 
   LaunchQueue() = default;
@@ -64,18 +66,14 @@ class LaunchQueue {
   bool live_trace(profiling::Trace* trace, int* id);
 
  private:
-  struct Job {
-    int id = 0;
-    Config config;
-  };
   void work();
   int enqueue_locked(const Config& config, const std::string& label);  // mutex_ held
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<Job> queue_;
+  std::deque<int> queue_;  // ids of the runs waiting, in order
   std::vector<Progress> progress_;
-  std::map<int, Config> configs_;  // by run id, for resume()
+  std::map<int, Config> configs_;  // every run's, by id
   std::vector<Finished> finished_;
   bool running_ = false;
   bool shutting_down_ = false;

@@ -236,7 +236,7 @@ void draw_launch_window(GuiSession& session) {
     folder_line("resumed from", p.resumed_from);
     folder_line("last checkpoint", p.checkpoint);
     if (p.resumed_as != 0) ImGui::TextDisabled("resumed as #%d", p.resumed_as);
-    if (p.resumable) {
+    if (p.resumable()) {
       ImGui::PushID(p.id);
       if (ImGui::SmallButton("Resume")) {
         try {

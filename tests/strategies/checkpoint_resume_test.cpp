@@ -182,6 +182,17 @@ INSTANTIATE_TEST_SUITE_P(Strategies, CheckpointReshard,
 
 // SIGINT/SIGTERM: every rank stops after the same step, the checkpoint is written, and resuming
 // from it ends where an uninterrupted run ends.
+// Trains `config`, with rank 0 asking to stop (as `signal` would) once step `step` is done.
+RunSummary run_stopped_after(const Config& config, int step, int signal) {
+  RunCallbacks callbacks;
+  callbacks.on_step = [=](const StepRecord& r) {
+    if (r.step == step) request_stop(signal);
+  };
+  RunSummary s = run_training(config, callbacks);
+  clear_stop_request();
+  return s;
+}
+
 TEST(CheckpointStop, AStopRequestEndsEveryRankAfterOneStepAndResumes) {
   Config config = test::tiny_config("zero2", 4, 1);
   config.steps = 6;
@@ -192,12 +203,7 @@ TEST(CheckpointStop, AStopRequestEndsEveryRankAfterOneStepAndResumes) {
   const std::string dir = test::test_temp_dir().string();
   Config stopped = config;
   stopped.checkpoint_dir = dir;  // no periodic checkpoints: only the one the stop writes
-  RunCallbacks callbacks;
-  callbacks.on_step = [](const StepRecord& r) {
-    if (r.step == 1) request_stop(SIGTERM);
-  };
-  const RunSummary s = run_training(stopped, callbacks);
-  clear_stop_request();
+  const RunSummary s = run_stopped_after(stopped, 1, SIGTERM);
   ASSERT_TRUE(s.ok) << s.failure;
   EXPECT_EQ(s.stopped_by_signal, SIGTERM);
   // Rank 0 asked after step 1's agreement; everyone learns of it at step 2's.
@@ -219,12 +225,7 @@ TEST(CheckpointStop, AStopRequestEndsEveryRankAfterOneStepAndResumes) {
 TEST(CheckpointStop, AStopDuringTheLastStepSkipsTheReferenceComparison) {
   Config config = test::tiny_config("ddp_bucketed", 2, 1);
   config.steps = 3;
-  RunCallbacks callbacks;
-  callbacks.on_step = [](const StepRecord& r) {
-    if (r.step == 2) request_stop(SIGINT);
-  };
-  const RunSummary s = run_training(config, callbacks);
-  clear_stop_request();
+  const RunSummary s = run_stopped_after(config, 2, SIGINT);
   ASSERT_TRUE(s.ok) << s.failure;
   EXPECT_EQ(s.steps.size(), 3u);
   EXPECT_EQ(s.stopped_by_signal, SIGINT);
