@@ -1,5 +1,6 @@
 #include "app/cli_flags.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -52,6 +53,39 @@ nlohmann::json parse_value(const FlagSpec& spec, const std::string& text) {
       break;
   }
   return nlohmann::json(text);
+}
+
+std::string key_pointer(const std::string& key) {
+  std::string pointer = "/" + key;
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  return pointer;
+}
+
+const char* type_name(Kind kind) {
+  switch (kind) {
+    case Kind::Int:
+      return "INT";
+    case Kind::Uint:
+      return "UINT";
+    case Kind::Double:
+      return "FLOAT";
+    case Kind::List:
+      return "NAME,...";
+    case Kind::String:
+      return "TEXT";
+    case Kind::Bool:
+    case Kind::BoolOff:
+      break;
+  }
+  return "";
+}
+
+// A default as the user would type it: strings bare, and "none" for an empty one.
+std::string default_text(const nlohmann::json& value) {
+  if (value.is_string())
+    return value.get<std::string>().empty() ? "none" : value.get<std::string>();
+  if (value.is_array()) return value.empty() ? "none" : value.dump();
+  return value.dump();
 }
 
 }  // namespace
@@ -156,13 +190,22 @@ const std::vector<FlagSpec>& run_flag_specs() {
 }
 
 void RunFlags::add_to(CLI::App& app) {
+  // Values are held as text until every flag is known (see overrides()), so CLI11 would call
+  // each one TEXT: the help names the real type, and the default of a fresh Config.
+  const nlohmann::json defaults = to_json(Config{});
   for (const auto& spec : run_flag_specs()) {
     CLI::Option* option = nullptr;
     if (spec.kind == Kind::Bool || spec.kind == Kind::BoolOff) {
       option = app.add_flag(spec.flag, bools_[spec.flag], spec.help);
+    } else if (spec.key.rfind("model.", 0) == 0) {
+      option =
+          app.add_option(spec.flag, values_[spec.flag], spec.help + " (default: the preset's)");
     } else {
       option = app.add_option(spec.flag, values_[spec.flag], spec.help);
+      const auto pointer = nlohmann::json::json_pointer(key_pointer(spec.key));
+      if (defaults.contains(pointer)) option->default_str(default_text(defaults.at(pointer)));
     }
+    option->type_name(type_name(spec.kind));
     option->group("Training");
     given_[spec.flag] = option;
   }
@@ -176,9 +219,7 @@ nlohmann::json RunFlags::overrides() const {
     nlohmann::json value = spec.kind == Kind::Bool      ? nlohmann::json(true)
                            : spec.kind == Kind::BoolOff ? nlohmann::json(false)
                                                         : parse_value(spec, values_.at(spec.flag));
-    std::string pointer = "/" + spec.key;
-    std::replace(pointer.begin(), pointer.end(), '.', '/');
-    out[nlohmann::json::json_pointer(pointer)] = value;
+    out[nlohmann::json::json_pointer(key_pointer(spec.key))] = value;
   }
   return out;
 }
