@@ -197,7 +197,7 @@ void RunFlags::add_to(CLI::App& app) {
     CLI::Option* option = nullptr;
     if (spec.kind == Kind::Bool || spec.kind == Kind::BoolOff) {
       option = app.add_flag(spec.flag, bools_[spec.flag], spec.help);
-    } else if (spec.key.rfind("model.", 0) == 0) {
+    } else if (spec.kind == Kind::Int && spec.key.rfind("model.", 0) == 0) {
       option =
           app.add_option(spec.flag, values_[spec.flag], spec.help + " (default: the preset's)");
     } else {

@@ -129,6 +129,7 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
     pg_spec.world = spec.world;
     pg_spec.timeout = spec.timeout;
     pg_spec.store = store;
+    pg_spec.network = spec.gloo_network;
     Comm::Options comm_options;
     comm_options.emulate_flat_collectives = spec.emulate_flat_collectives;
     Comm comm(make_process_group(pg_spec), log, comm_options);
@@ -176,6 +177,9 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
   } catch (const c10::OutOfMemoryError& e) {
     return RankFailure{rank, out_of_memory_report(e.what(), spec, rank, memory, log),
                        t_failed ? t_failed : profiling::now_ns()};
+  } catch (const c10::Error& e) {
+    // LibTorch's own errors carry a stack dump of its internals: the report wants the sentence.
+    return RankFailure{rank, e.what_without_backtrace(), t_failed ? t_failed : profiling::now_ns()};
   } catch (const std::exception& e) {
     // By now the group is destroyed (it lived in the try scope), which closes this rank's
     // connections and wakes peers blocked on it.

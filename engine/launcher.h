@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/gloo_network.h"
 #include "engine/rank_context.h"
 #include "profiling/rank_event_log.h"
 
@@ -19,9 +20,10 @@ struct LaunchSpec {
   std::chrono::milliseconds timeout{60000};
   int threads_per_rank = 0;  // 0: cores / world, at least 1
   bool emulate_flat_collectives = false;
-  bool tracing = true;             // false: ranks record nothing (their logs stay empty)
-  bool serialize_compute = false;  // ranks take turns on the device (DeviceTurns)
+  bool tracing = true;                // false: ranks record nothing (their logs stay empty)
+  bool serialize_compute = false;     // ranks take turns on the device (DeviceTurns)
   int64_t memory_capacity_bytes = 0;  // a simulated device capacity per rank (host memory); 0: none
+  GlooNetwork gloo_network;           // rank threads: loopback
   // Watches the ranks' logs while they train (the GUI's live timeline): called with the logs
   // before the ranks start, and with null once they have all stopped, after which the logs
   // must not be touched. Called on the launching thread.

@@ -33,8 +33,15 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec
   });
   auto store = c10::make_intrusive<c10d::PrefixStore>("shardscope/" + spec.name, spec.store);
   auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
-  // Loopback: ranks of this launcher share one machine, and it needs no name resolution.
-  options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  // Peers connect to the address a device is bound to: loopback for ranks of this machine's own
+  // launcher, a routable address (or the named interfaces) for ranks on other hosts.
+  if (spec.network.interfaces.empty()) {
+    options->devices.push_back(
+        c10d::ProcessGroupGloo::createDeviceForHostname(spec.network.address));
+  } else {
+    for (const auto& name : spec.network.interfaces)
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+  }
   options->threads = 2;
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, spec.rank, spec.world, options);
 

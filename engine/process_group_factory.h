@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string>
 
+#include "engine/gloo_network.h"
+
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -15,6 +17,7 @@ struct ProcessGroupSpec {
   std::chrono::milliseconds timeout{60000};
   c10::intrusive_ptr<c10d::Store> store;
   std::string name = "world";  // keys of different groups are kept apart in the store
+  GlooNetwork network;         // where this rank's Gloo connections bind (loopback by default)
 };
 
 // Creates and connects one rank's process group (blocks until every rank of the group joined or

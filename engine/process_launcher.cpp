@@ -25,6 +25,7 @@
 #include "engine/rank_process.h"
 #include "engine/rank_result_file.h"
 #include "engine/stop_request.h"
+#include "engine/store_socket.h"
 #include "profiling/clock.h"
 
 namespace shardscope {
@@ -176,7 +177,9 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
   write_file_atomically(dir + "/config.json", to_json(child_config).dump(2));
 
   c10d::TCPStoreOptions options;
-  options.port = 0;  // any free port
+  // Loopback only, on any free port: every rank is on this machine, and nothing else may join.
+  options.masterListenFd = listen_on("127.0.0.1", 0);
+  options.port = port_of(*options.masterListenFd);
   options.isServer = true;
   options.waitWorkers = false;
   options.timeout = std::chrono::seconds(config.collective_timeout_s);
@@ -188,7 +191,8 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
     const std::string entry = *e;
     const std::string key = entry.substr(0, entry.find('='));
     if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
-        key == "MASTER_PORT" || key == "SHARDSCOPE_STORE_HOSTED")
+        key == "MASTER_PORT" || key == "SHARDSCOPE_STORE_HOSTED" || key == "GLOO_SOCKET_IFNAME" ||
+        key == "SHARDSCOPE_GLOO_ADDRESS")
       continue;
     inherited.push_back(entry);
   }
@@ -203,6 +207,8 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
     c.env.push_back("MASTER_ADDR=127.0.0.1");
     c.env.push_back("MASTER_PORT=" + std::to_string(store->getPort()));
     c.env.push_back("SHARDSCOPE_STORE_HOSTED=1");
+    // Every rank is on this machine: Gloo stays on loopback whatever interfaces the user named.
+    c.env.push_back("SHARDSCOPE_GLOO_ADDRESS=127.0.0.1");
     c.finish();
   }
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +14,7 @@
 #include "engine/rank_result_file.h"
 #include "engine/rank_runner.h"
 #include "engine/stop_request.h"
+#include "engine/store_socket.h"
 #include "engine/strategy_registry.h"
 #include "engine/token_data.h"
 #include "profiling/clock.h"
@@ -55,6 +58,7 @@ RankEnvironment rank_environment_from_env() {
                                   std::to_string(env.world));
   }
   env.store_hosted_elsewhere = std::getenv("SHARDSCOPE_STORE_HOSTED") != nullptr;
+  env.gloo_network = gloo_network_from_env(env.master_addr);
   return env;
 }
 
@@ -67,15 +71,9 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
   auto sampler = std::make_shared<const BatchSampler>(corpus, config.model.seq, config.micro_batch,
                                                       config.world, config.grad_accum, config.seed);
-  c10d::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(env.master_port);
-  options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
-  options.numWorkers = config.world;
-  options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(config.collective_timeout_s);
-  auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
 
   LaunchSpec spec = launch_spec(config);
+  spec.gloo_network = env.gloo_network;
   // One GPU per process with NCCL: the one of its local rank on its node.
   if (config.backend == "nccl") spec.device = "cuda:" + std::to_string(env.local_rank);
 
@@ -90,30 +88,68 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   //    later.
   // A rank that finishes or stops overwrites them with its whole outcome.
   // SHARDSCOPE_SNAPSHOT_MS shortens both the first delay and the least interval (for tests).
+  //
+  // It also ends a rank that cannot end itself: one blocked in a connect or a store wait that
+  // only gives up long after its timeout (a peer on another host that never answers), or that
+  // does not heed a SIGTERM because it has not met the other ranks and so never reaches a step
+  // boundary. A worker started by a scheduler must end within its own timeout: the keeper
+  // records why, says so on stderr and ends the process.
   const int snapshot_ms = int_from_env("SHARDSCOPE_SNAPSHOT_MS", false, 0);
   const auto first = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 500);
   const auto least = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 1000);
+  const auto timeout = std::chrono::seconds(config.collective_timeout_s);
   std::atomic<bool> finished{false};
+  std::atomic<bool> met{false};  // every rank connected: training has begun
   std::thread keeper([&] {
     using Clock = std::chrono::steady_clock;
-    auto write_partial = [&](const std::string& why) {
+    auto write_partial = [&](const std::string& why, const std::string& failure = "") {
       RankOutcome partial;
       partial.partial = why;
+      if (!failure.empty()) partial.failure = RankFailure{env.rank, failure, profiling::now_ns()};
       try {
         write_rank_outcome(out_dir, env.rank, partial, log);
       } catch (const std::exception&) {
         // Best effort: the rank's own outcome, if it gets that far, is what counts.
       }
     };
+    auto give_up = [&](const std::string& why) {
+      write_partial(kPartialAskedToStop, why);
+      std::fprintf(stderr, "rank %d: failed: %s\n", env.rank, why.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);
+    };
+    const std::string where = env.master_addr + ":" + std::to_string(env.master_port) +
+                              ", Gloo on " + env.gloo_network.describe();
+    // Meeting has its own deadline, a little past the timeout the connects themselves use, so
+    // that their own, more precise error wins when they do give up in time.
+    const auto meet_by = Clock::now() + timeout + std::chrono::seconds(2);
     auto next_snapshot = Clock::now() + first;
-    while (!finished.load() && stop_requested() == 0) {
+    std::optional<Clock::time_point> asked_at;
+    while (!finished.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      if (Clock::now() < next_snapshot || finished.load()) continue;
-      const auto t0 = Clock::now();
+      if (finished.load()) break;
+      const auto now = Clock::now();
+      if (!met.load() && now > meet_by) {
+        give_up("could not meet the other ranks within the " +
+                std::to_string(config.collective_timeout_s) + " s timeout (" + where + ")");
+      }
+      if (!asked_at && stop_requested() != 0) {
+        asked_at = now;
+        write_partial(kPartialAskedToStop);
+      }
+      if (asked_at) {
+        // Before meeting there is no step boundary to stop at; after, a step ends within the
+        // collective timeout, or the collective fails.
+        if (!met.load() && now > *asked_at + std::chrono::seconds(1))
+          give_up("stopped by a signal while waiting for the other ranks (" + where + ")");
+        if (now > *asked_at + timeout + std::chrono::seconds(5))
+          give_up("did not reach a step boundary within the timeout after a stop request");
+        continue;
+      }
+      if (now < next_snapshot) continue;
       write_partial(kPartialSnapshot);
-      next_snapshot = Clock::now() + std::max<Clock::duration>(least, 20 * (Clock::now() - t0));
+      next_snapshot = Clock::now() + std::max<Clock::duration>(least, 20 * (Clock::now() - now));
     }
-    if (!finished.load()) write_partial(kPartialAskedToStop);
   });
   struct JoinOnExit {
     std::atomic<bool>& finished;
@@ -123,18 +159,43 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       if (keeper.joinable()) keeper.join();
     }
   } join_on_exit{finished, keeper};
+  // Connecting to the store waits for rank 0 to listen: under the keeper's deadline, too.
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env.master_port);
+  options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
+  options.numWorkers = config.world;
+  options.waitWorkers = false;
+  options.timeout = std::chrono::seconds(config.collective_timeout_s);
+  c10::intrusive_ptr<c10d::TCPStore> store;
   RankOutcome outcome;
-  outcome.failure =
-      run_rank(spec, env.rank, store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
-        ctx.config = &config;
-        ctx.sampler = sampler;
-        auto strategy = info->make();
-        int reported = 0;  // a resumed run's first record is not step 0
-        outcome.result = train_rank(ctx, *strategy, [&](const StepRecord& s) {
-          const std::string text = step_record_json(s).dump();
-          store->set(progress_key(reported++), std::vector<uint8_t>(text.begin(), text.end()));
+  try {
+    // Rank 0 listens on MASTER_ADDR alone, not on every interface of its host.
+    if (options.isServer) options.masterListenFd = listen_on(env.master_addr, options.port);
+    store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
+  } catch (const std::runtime_error& e) {
+    outcome.failure = RankFailure{env.rank, e.what(), profiling::now_ns()};
+  } catch (const c10::Error& e) {
+    // One line, not LibTorch's stack dump, and into the rank's outcome like any failure.
+    outcome.failure =
+        RankFailure{env.rank,
+                    std::string(options.isServer ? "cannot host" : "cannot reach") +
+                        " the store at " + env.master_addr + ":" + std::to_string(env.master_port) +
+                        ": " + e.what_without_backtrace(),
+                    profiling::now_ns()};
+  }
+  if (store)
+    outcome.failure =
+        run_rank(spec, env.rank, store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
+          met = true;
+          ctx.config = &config;
+          ctx.sampler = sampler;
+          auto strategy = info->make();
+          int reported = 0;  // a resumed run's first record is not step 0
+          outcome.result = train_rank(ctx, *strategy, [&](const StepRecord& s) {
+            const std::string text = step_record_json(s).dump();
+            store->set(progress_key(reported++), std::vector<uint8_t>(text.begin(), text.end()));
+          });
         });
-      });
   if (outcome.failure) outcome.result.reset();
   finished = true;
   keeper.join();  // before the final write, which shares its temporary file name

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "engine/config.h"
+#include "engine/gloo_network.h"
 
 namespace shardscope {
 
@@ -16,6 +17,7 @@ struct RankEnvironment {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool store_hosted_elsewhere = false;
+  GlooNetwork gloo_network;  // GLOO_SOCKET_IFNAME, or this host's address toward MASTER_ADDR
 };
 
 // Reads the environment; throws ConfigError naming the variable when one is missing or wrong.
