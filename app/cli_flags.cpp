@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -36,6 +38,7 @@ nlohmann::json parse_value(const FlagSpec& spec, const std::string& text) {
       char* end = nullptr;
       double v = std::strtod(text.c_str(), &end);
       if (text.empty() || *end != '\0' || errno == ERANGE) fail("expected a number");
+      if (!std::isfinite(v)) fail("expected a finite number");
       return nlohmann::json(v);
     }
     case Kind::List: {
@@ -227,13 +230,22 @@ nlohmann::json RunFlags::overrides() const {
 nlohmann::json RunFlags::config_overrides(const std::string& config_file) const {
   nlohmann::json merged = nlohmann::json::object();
   if (!config_file.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(config_file, ec))
+      throw ConfigError("config", "'" + config_file + "' is a directory, not a config file");
     std::ifstream in(config_file);
     if (!in) throw ConfigError("config", "cannot read config file '" + config_file + "'");
     try {
       merged = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/true,
                                      /*ignore_comments=*/true);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
+      // parse_error, and out_of_range for a number no double holds (1e400).
       throw ConfigError("config", "'" + config_file + "' is not valid JSON: " + e.what());
+    }
+    // Merging flags into anything but an object would silently replace it.
+    if (!merged.is_object()) {
+      throw ConfigError("config", "'" + config_file + "' must hold a JSON object, got " +
+                                      std::string(merged.type_name()));
     }
   }
   merged.merge_patch(overrides());

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/config_bounds.h"
 #include "engine/strategy_registry.h"
 
 namespace shardscope {
@@ -350,20 +351,23 @@ void validate(const Config& c) {
   const OptimizerConfig& o = c.optimizer;
   require(o.name == "adamw" || o.name == "sgd", "optimizer.name",
           "unknown optimizer '" + o.name + "' (adamw, sgd)");
-  require(o.lr > 0, "optimizer.lr", "must be positive");
-  require(o.weight_decay >= 0, "optimizer.weight_decay", "must not be negative");
+  require(o.lr > 0 && std::isfinite(o.lr), "optimizer.lr", "must be positive and finite");
+  require(o.weight_decay >= 0 && std::isfinite(o.weight_decay), "optimizer.weight_decay",
+          "must not be negative");
   require(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", "must be in [0, 1)");
   require(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", "must be in [0, 1)");
-  require(o.eps > 0, "optimizer.eps", "must be positive");
-  require(o.momentum >= 0, "optimizer.momentum", "must not be negative");
+  require(o.eps > 0 && std::isfinite(o.eps), "optimizer.eps", "must be positive and finite");
+  require(o.momentum >= 0 && std::isfinite(o.momentum), "optimizer.momentum",
+          "must not be negative");
   require(o.schedule == "constant" || o.schedule == "cosine" || o.schedule == "linear",
           "optimizer.schedule", "unknown schedule '" + o.schedule + "' (constant, cosine, linear)");
   require(o.warmup_steps >= 0, "optimizer.warmup_steps", "must not be negative");
   require(o.min_lr_ratio >= 0 && o.min_lr_ratio <= 1, "optimizer.min_lr_ratio",
           "must be in [0, 1]");
-  require(o.clip_grad_norm >= 0, "optimizer.clip_grad_norm", "must not be negative (0 = off)");
-  require(c.strategy_options.bucket_mb >= 0, "strategy_options.bucket_mb",
-          "must not be negative (0 = DDP's default)");
+  require(o.clip_grad_norm >= 0 && std::isfinite(o.clip_grad_norm), "optimizer.clip_grad_norm",
+          "must not be negative (0 = off)");
+  require(c.strategy_options.bucket_mb >= 0 && std::isfinite(c.strategy_options.bucket_mb),
+          "strategy_options.bucket_mb", "must not be negative (0 = DDP's default)");
   const StrategyOptions& so = c.strategy_options;
   require(so.precision == "fp32" || so.precision == "bf16", "strategy_options.precision",
           "unknown precision '" + so.precision + "' (fp32, bf16)");
@@ -392,6 +396,8 @@ void validate(const Config& c) {
             "step " + std::to_string(c.fault.step) + " is past the last step");
   }
 
+  check_config_bounds(c);
+
   const auto& registry = StrategyRegistry::instance();
   const StrategyInfo* strategy = registry.find(c.strategy);
   require(strategy != nullptr, "strategy",
@@ -406,6 +412,7 @@ void finalize(Config& config) {
     if (config.micro_batch < 1) {
       throw ConfigError("global_batch", "fewer sequences than world x grad_accum");
     }
+    check_config_bounds(config);  // again, for the micro-batch the global batch gave
   }
 }
 

@@ -92,8 +92,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlags{{"--inject-fault", "rank=9"}, "--inject-fault (inject_fault)"},
         BadFlags{{"--resume", "/nonexistent/checkpoints"}, "--resume (resume): no such directory"},
         BadFlags{{"--checkpoint-every", "2"}, "--checkpoint-every (checkpoint_every)"},
-        BadFlags{{"--checkpoint-dir", "/proc/version/ck"}, "--checkpoint-dir (checkpoint_dir)"}),
+        BadFlags{{"--checkpoint-dir", "/proc/version/ck"}, "--checkpoint-dir (checkpoint_dir)"},
+        BadFlags{{"--lr", "inf"}, "--lr (optimizer.lr): expected a finite number"},
+        BadFlags{{"--lr", "nan"}, "--lr (optimizer.lr): expected a finite number"},
+        BadFlags{{"--memory-limit-mb", "-inf"}, "expected a finite number"},
+        BadFlags{{"--config", "/"}, "is a directory"}),
     flag_case_name);
+
+TEST(Cli, ANumberNoDoubleHoldsIsBadJsonNotACrash) {
+  auto path = temp_dir() / "huge.json";
+  std::ofstream(path) << R"({"optimizer":{"lr":1e400}})";
+  CliResult r = cli({"run", "--config", path.string()});
+  EXPECT_EQ(r.code, cli::kExitBadInput) << r.err;
+  EXPECT_NE(r.err.find("not valid JSON"), std::string::npos) << r.err;
+}
 
 TEST(Cli, HelpDocumentsEveryFlag) {
   CliResult top = cli({"--help"});

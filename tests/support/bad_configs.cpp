@@ -118,6 +118,17 @@ std::vector<BadConfigCase> bad_config_cases() {
        "strategy_options.micro_batches", "no parallel layout"},
       {R"({"strategy_options":{"pipeline_parallel":-1}})", "strategy_options.pipeline_parallel",
        "must not be negative"},
+      // Not an object: neither ignored nor run with defaults.
+      {R"([1,2,3])", "config", "JSON object"},
+      {R"("str")", "config", "JSON object"},
+      {R"(null)", "config", "JSON object"},
+      // Sizes bounded before anything is allocated.
+      {R"({"micro_batch":2000000000})", "micro_batch", "of memory"},
+      {R"({"micro_batch":2000000000,"world":2,"strategy":"ddp_bucketed"})", "micro_batch",
+       "overflows"},
+      {R"({"global_batch":2000000000})", "micro_batch", "of memory"},
+      {R"({"model":{"d_model":65536,"heads":1}})", "model", "of memory"},
+      {R"({"threads_per_rank":100000})", "threads_per_rank", "at most"},
   };
 }
 
