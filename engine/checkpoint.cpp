@@ -98,12 +98,24 @@ std::string inspect(const std::string& folder, CheckpointInfo& info) {
     info.directory = folder;
     info.step = manifest.at("step").get<int>();
     info.world = manifest.at("world").get<int>();
+    // A manifest is data from disk: its numbers and names are checked before anything trusts
+    // them (a resumed run starts at its step; its file names are opened in this folder).
+    if (info.step < 1) return "its manifest says step " + std::to_string(info.step);
+    const std::string base = folder.substr(folder.rfind('/') + 1);
+    if (base.rfind("step-", 0) == 0 && base != checkpoint_step_directory("", info.step).substr(1))
+      return "its manifest says step " + std::to_string(info.step) + ", its folder " + base;
+    if (info.world < 1) return "its manifest says world " + std::to_string(info.world);
     info.strategy = manifest.at("strategy").get<std::string>();
     info.config_json = manifest.at("config").dump();
     info.shards.clear();
     for (const json& shard : manifest.at("shards")) {
       const std::string file = shard.at("file").get<std::string>();
-      if (file.find('/') != std::string::npos) return "its manifest names a file outside it";
+      if (file.empty() || file == "." || file == ".." || file.find('/') != std::string::npos ||
+          file.find('\0') != std::string::npos)
+        return "its manifest names a file outside it ('" + file + "')";
+      struct stat entry {};
+      if (stat((folder + "/" + file).c_str(), &entry) == 0 && !S_ISREG(entry.st_mode))
+        return file + " is not a file";
       std::string bytes;
       if (!read_bytes(folder + "/" + file, bytes)) return file + " is missing";
       if (static_cast<int64_t>(bytes.size()) != shard.at("bytes").get<int64_t>())
@@ -115,6 +127,8 @@ std::string inspect(const std::string& folder, CheckpointInfo& info) {
     }
   } catch (const json::exception& e) {
     return std::string("its manifest is malformed: ") + e.what();
+  } catch (const std::exception& e) {
+    return std::string("it cannot be read: ") + e.what();
   }
   if (info.shards.empty()) return "its manifest lists no shards";
   return "";

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "engine/run.h"
 #include "tests/support/reference_check.h"
@@ -88,6 +89,48 @@ TEST_F(CheckpointFiles, ACorruptedOrTruncatedShardIsSkipped) {
   ASSERT_EQ(skipped.size(), 2u);
   EXPECT_NE(skipped[0].find("checksum"), std::string::npos) << skipped[0];
   EXPECT_NE(skipped[1].find("bytes"), std::string::npos) << skipped[1];
+}
+
+// The newest manifest edited as a hostile user would; it must be skipped with its reason and the
+// checkpoint before it taken, never trusted or crashed on.
+class HostileManifest : public CheckpointFiles,
+                        public testing::WithParamInterface<std::pair<std::string, std::string>> {};
+
+TEST_P(HostileManifest, IsSkippedForThePreviousCheckpoint) {
+  const std::string path = checkpoint_step_directory(dir_, 3) + "/manifest.json";
+  nlohmann::json manifest;
+  std::ifstream(path) >> manifest;
+  manifest.merge_patch(nlohmann::json::parse(GetParam().first));
+  std::ofstream(path) << manifest.dump();
+  std::vector<std::string> skipped;
+  const CheckpointInfo info = find_checkpoint(dir_, &skipped);
+  EXPECT_EQ(info.step, 2);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find(GetParam().second), std::string::npos) << skipped[0];
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Edits, HostileManifest,
+    testing::Values(
+        std::make_pair(R"({"step":-5})", "says step -5"),
+        std::make_pair(R"({"step":0})", "says step 0"),
+        std::make_pair(R"({"step":7})", "says step 7, its folder step-000003"),
+        std::make_pair(R"({"world":0})", "says world 0"),
+        std::make_pair(R"({"shards":[{"file":"..","bytes":1,"fnv1a":"0"}]})", "outside it ('..')"),
+        std::make_pair(R"({"shards":[{"file":".","bytes":1,"fnv1a":"0"}]})", "outside it ('.')"),
+        std::make_pair(R"({"shards":[{"file":"../step-000002/rank-0.ckpt"}]})", "outside it"),
+        std::make_pair(R"({"shards":[{"file":"","bytes":1,"fnv1a":"0"}]})", "outside it"),
+        std::make_pair(R"({"step":"three"})", "malformed"),
+        std::make_pair(R"({"shards":7})", "malformed")));
+
+TEST_F(CheckpointFiles, AShardThatIsAFolderIsSkipped) {
+  const std::string folder = checkpoint_step_directory(dir_, 3);
+  fs::remove(folder + "/rank-1.ckpt");
+  fs::create_directory(folder + "/rank-1.ckpt");
+  std::vector<std::string> skipped;
+  EXPECT_EQ(find_checkpoint(dir_, &skipped).step, 2);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("rank-1.ckpt is not a file"), std::string::npos) << skipped[0];
 }
 
 TEST_F(CheckpointFiles, NoValidCheckpointIsAnErrorOnResume) {
