@@ -1,6 +1,7 @@
 #include "engine/checkpoint.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,6 +13,8 @@
 #include <stdexcept>
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -150,6 +153,32 @@ void check_checkpoint_directory(const std::string& root) {
   }
   if (access(root.c_str(), W_OK) != 0)
     throw ConfigError("checkpoint_dir", root + " is not writable: " + std::strerror(errno));
+}
+
+CheckpointDirectoryLock::CheckpointDirectoryLock(const std::string& root) {
+  const std::string path = root + "/.lock";
+  fd_ = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw ConfigError("checkpoint_dir", "cannot open " + path + ": " + std::strerror(errno));
+  if (flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder;
+    read_bytes(path, holder);
+    close(fd_);
+    fd_ = -1;
+    while (!holder.empty() && std::isspace(static_cast<unsigned char>(holder.back())))
+      holder.pop_back();
+    throw ConfigError("checkpoint_dir", root + " is in use by another run" +
+                                            (holder.empty() ? "" : " (pid " + holder + ")") +
+                                            "; give each run its own --checkpoint-dir");
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd_, 0) != 0 || pwrite(fd_, pid.data(), pid.size(), 0) < 0) {
+    // Only the message to a second run lacks the pid; the lock itself holds.
+  }
+}
+
+CheckpointDirectoryLock::~CheckpointDirectoryLock() {
+  if (fd_ >= 0) close(fd_);
 }
 
 void write_checkpoint_shard(const std::string& root, int step, int rank,

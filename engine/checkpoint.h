@@ -28,6 +28,21 @@ std::string checkpoint_step_directory(const std::string& root, int step);
 // so a bad directory is reported before training rather than at the first checkpoint.
 void check_checkpoint_directory(const std::string& root);
 
+// Holds `root` for one run: a second run on the same directory would overwrite this one's
+// checkpoints and point its resume hint at the other's state. The lock (flock on root/.lock, so
+// it dies with the process however it ends) is released when this is destroyed.
+class CheckpointDirectoryLock {
+ public:
+  // Throws ConfigError on "checkpoint_dir" naming the process that holds it.
+  explicit CheckpointDirectoryLock(const std::string& root);
+  ~CheckpointDirectoryLock();
+  CheckpointDirectoryLock(const CheckpointDirectoryLock&) = delete;
+  CheckpointDirectoryLock& operator=(const CheckpointDirectoryLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Writes this rank's pieces into root/step-NNNNNN/rank-R.ckpt (atomically; creates folders).
 void write_checkpoint_shard(const std::string& root, int step, int rank,
                             const std::vector<StatePiece>& pieces);

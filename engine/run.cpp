@@ -168,7 +168,11 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     summary.resumed_step = checkpoint.step;
     if (callbacks.on_resume) callbacks.on_resume(checkpoint, summary.resume_skipped);
   }
-  if (!config.checkpoint_dir.empty()) check_checkpoint_directory(config.checkpoint_dir);
+  std::optional<CheckpointDirectoryLock> checkpoint_lock;  // until this run has ended
+  if (!config.checkpoint_dir.empty()) {
+    check_checkpoint_directory(config.checkpoint_dir);
+    checkpoint_lock.emplace(config.checkpoint_dir);
+  }
   summary.config = config;
   auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
   summary.data = corpus->description();

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -131,6 +133,22 @@ TEST_F(CheckpointFiles, AShardThatIsAFolderIsSkipped) {
   EXPECT_EQ(find_checkpoint(dir_, &skipped).step, 2);
   ASSERT_EQ(skipped.size(), 1u);
   EXPECT_NE(skipped[0].find("rank-1.ckpt is not a file"), std::string::npos) << skipped[0];
+}
+
+TEST_F(CheckpointFiles, ASecondRunOnTheSameDirectoryIsRefusedAndTouchesNothing) {
+  const std::string manifest = checkpoint_step_directory(dir_, 3) + "/manifest.json";
+  const auto written = fs::last_write_time(manifest);
+  CheckpointDirectoryLock first_run(dir_);
+  try {
+    run_training(config_);
+    FAIL() << "a second run started on a directory in use";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "checkpoint_dir");
+    EXPECT_NE(std::string(e.what()).find("in use by another run (pid " + std::to_string(getpid())),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(fs::last_write_time(manifest), written);
 }
 
 TEST_F(CheckpointFiles, NoValidCheckpointIsAnErrorOnResume) {
