@@ -343,8 +343,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ->add_option("--bytes", project_options.bytes,
                    "size of the collective's buffer, e.g. 1GiB (default: a sweep 8 B .. 1 GiB)")
       ->group("Projection");
-  project->add_option("--ranks", project_options.ranks, "ranks (default: every GPU)")
-      ->group("Projection");
+  CLI::Option* project_ranks =
+      project->add_option("--ranks", project_options.ranks, "ranks (default: every GPU)")
+          ->group("Projection");
   project->add_option("--algorithm", project_options.algorithm, "ring, tree or auto")
       ->group("Projection");
   project->add_option("trace", project_options.trace,
@@ -510,6 +511,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
           << std::string(e.what()).substr(e.field().size() + 2) << "\n";
       return kExitBadInput;
     }
+    project_options.ranks_given = project_ranks->count() > 0;
     project_options.micro_batch = config.micro_batch;
     project_options.micro_batches = config.strategy_options.micro_batches;
     return project_command(project_options, config, out, err);

@@ -1,5 +1,7 @@
 #include "app/project_command.h"
 
+#include <cmath>
+
 #include "app/trace_projection.h"
 
 #include <algorithm>
@@ -42,7 +44,9 @@ std::string pad(const std::string& s, size_t width) {
 
 int project_collective(const ProjectOptions& o, const profiling::HardwareProfile& hw,
                        std::ostream& out) {
-  const int ranks = o.ranks > 0 ? o.ranks : hw.gpus();
+  if (o.ranks_given && o.ranks < 2)
+    throw std::invalid_argument("--ranks must be at least 2, got " + std::to_string(o.ranks));
+  const int ranks = o.ranks_given ? o.ranks : hw.gpus();
   std::vector<int64_t> sizes;
   if (!o.bytes.empty()) {
     sizes.push_back(profiling::parse_bytes(o.bytes));
@@ -146,6 +150,11 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
 int project_command(const ProjectOptions& o, const Config& config, std::ostream& out,
                     std::ostream& err) {
   try {
+    // 0 is the default (from the profiles); anything else must be a usable ratio.
+    if (!std::isfinite(o.compute_scale) || o.compute_scale < 0) {
+      throw std::invalid_argument("--compute-scale must be a positive number, got " +
+                                  fmt("%g", o.compute_scale));
+    }
     const auto hw = profiling::load_hardware_profile(o.hardware);
     if (!o.trace.empty()) return project_trace(o, hw, out);
     if (!o.collective.empty()) return project_collective(o, hw, out);

@@ -11,7 +11,8 @@ struct ProjectOptions {
   std::string hardware = "8xH100";
   std::string collective;  // all_reduce, all_gather, ...: project one collective
   std::string bytes;       // its size ("1GiB"); empty: a sweep of sizes
-  int ranks = 0;           // 0: every GPU of the profile
+  int ranks = 0;           // when ranks_given; else every GPU of the profile
+  bool ranks_given = false;
   std::string algorithm = "auto";
   bool memory = false;       // project per-GPU memory for the model in `config`
   int micro_batch = 1;       // sequences per micro-batch for the memory projection

@@ -124,7 +124,12 @@ int64_t parse_bytes(const std::string& text) {
          (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
     ++digits;
   if (digits == 0) throw std::invalid_argument("expected a size like 1GiB, got '" + text + "'");
-  const double number = std::stod(text.substr(0, digits));
+  double number = 0;
+  try {
+    number = std::stod(text.substr(0, digits));
+  } catch (const std::exception&) {
+    throw std::invalid_argument("expected a size like 1GiB, got '" + text + "'");
+  }
   const std::string unit = text.substr(digits);
   double scale = 0;
   if (unit.empty() || unit == "B") scale = 1;
@@ -136,6 +141,9 @@ int64_t parse_bytes(const std::string& text) {
   if (unit == "GiB" || unit == "G") scale = 1024.0 * 1024 * 1024;
   if (scale == 0)
     throw std::invalid_argument("unknown size unit '" + unit + "' (B, KB, MB, GB, KiB, MiB, GiB)");
+  // A size beyond a petabyte is a typo, and past 2^63 it would wrap negative.
+  if (!(number * scale <= 1e15))
+    throw std::invalid_argument("size '" + text + "' is too large (at most 1 PB)");
   return static_cast<int64_t>(std::llround(number * scale));
 }
 

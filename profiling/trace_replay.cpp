@@ -57,6 +57,8 @@ struct Point {
 
 Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const ReplayOptions& options) {
   const size_t n_ranks = measured.ranks.size();
+  if (n_ranks == 0)
+    throw std::runtime_error("the trace holds no ranks: there is nothing to replay");
   if (static_cast<int>(n_ranks) > hw.gpus())
     throw std::runtime_error(std::to_string(n_ranks) + " ranks do not fit on " + hw.name + " (" +
                              std::to_string(hw.gpus()) + " GPUs)");

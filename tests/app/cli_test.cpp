@@ -364,5 +364,31 @@ TEST(CliProject, BadInputExitsWithTwo) {
   EXPECT_EQ(cli({"project", "--memory", "--preset", "huge"}).code, 2);
 }
 
+// Each bad value says what is wrong with it, not what to give instead of it.
+TEST(CliProject, BadValuesAreNamed) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const auto empty = temp_dir() / "empty.json";
+  std::ofstream(empty) << R"({"traceEvents":[]})";
+  for (const Case& c : std::vector<Case>{
+           {{"project", empty.string(), "--hardware", "8xH100", "--compute-scale", "0.5"},
+            "no ranks"},
+           {{"project", empty.string(), "--hardware", "8xH100", "--compute-scale", "-1"},
+            "--compute-scale must be a positive number, got -1"},
+           {{"project", "--collective", "all_reduce", "--bytes", "99999999999999999999GiB"},
+            "too large"},
+           {{"project", "--collective", "all_reduce", "--ranks", "0"},
+            "--ranks must be at least 2"},
+           {{"project", "--collective", "all_reduce", "--ranks", "-4"},
+            "--ranks must be at least 2"},
+       }) {
+    CliResult r = cli(c.args);
+    EXPECT_EQ(r.code, 2) << c.args[1] << " " << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace shardscope
