@@ -1,6 +1,8 @@
 // The native trace format (.sst): a 32-byte header, then the payload.
 //   header: magic "SSTRACE\0", u32 version, u32 header size, u64 payload size,
 //           u64 FNV-1a checksum of the payload
+//   version 2 is written; version 1, read too, differs only in its checksum's offset basis
+//   (1469598103934665603, FNV-1a's 14695981039346656037 with a digit lost).
 //   payload: run JSON, string table, then per rank: rank, lanes, failure, events (fixed
 //            52-byte records), memory counters (17-byte records). Little-endian throughout.
 // The reader trusts nothing: every count is checked against the bytes that remain before
@@ -15,13 +17,16 @@ namespace shardscope::profiling {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'S', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
+constexpr uint64_t kFnvOffset = 14695981039346656037ull;
+constexpr uint64_t kVersion1Offset = 1469598103934665603ull;
 constexpr uint32_t kHeaderSize = 32;
 constexpr size_t kEventRecord = 8 * 4 + 4 * 2 + 4 + 2 * 3 + 1 + 1;
 constexpr size_t kCounterRecord = 8 + 8 + 1;
 
-uint64_t fnv1a(const char* data, size_t size) {
-  uint64_t h = 1469598103934665603ull;
+uint64_t fnv1a(const char* data, size_t size, uint64_t offset_basis) {
+  uint64_t h = offset_basis;
   for (size_t i = 0; i < size; ++i) {
     h ^= static_cast<unsigned char>(data[i]);
     h *= 1099511628211ull;
@@ -130,7 +135,7 @@ std::string to_native(const Trace& trace) {
   header.put<uint32_t>(kVersion);
   header.put<uint32_t>(kHeaderSize);
   header.put<uint64_t>(payload.size());
-  header.put<uint64_t>(fnv1a(payload.data(), payload.size()));
+  header.put<uint64_t>(fnv1a(payload.data(), payload.size(), kFnvOffset));
   return header.bytes() + payload;
 }
 
@@ -144,9 +149,10 @@ Trace from_native(const std::string& bytes) {
   const uint32_t header_size = header.get<uint32_t>("header size");
   const uint64_t payload_size = header.get<uint64_t>("payload size");
   const uint64_t checksum = header.get<uint64_t>("checksum");
-  if (version != kVersion) {
+  if (version < kOldestVersion || version > kVersion) {
     throw TraceFormatError("unsupported trace version " + std::to_string(version) +
-                           " (this build reads " + std::to_string(kVersion) + ")");
+                           " (this build reads " + std::to_string(kOldestVersion) + " to " +
+                           std::to_string(kVersion) + ")");
   }
   if (header_size != kHeaderSize) throw TraceFormatError("corrupt trace: bad header size");
   if (payload_size != bytes.size() - kHeaderSize) {
@@ -155,7 +161,7 @@ Trace from_native(const std::string& bytes) {
                            std::to_string(bytes.size() - kHeaderSize));
   }
   const char* payload = bytes.data() + kHeaderSize;
-  if (fnv1a(payload, payload_size) != checksum) {
+  if (fnv1a(payload, payload_size, version == 1 ? kVersion1Offset : kFnvOffset) != checksum) {
     throw TraceFormatError("corrupt trace: checksum mismatch");
   }
 
