@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/config_bounds.h"
+#include "engine/gpt_model.h"
 #include "engine/strategy_registry.h"
 
 namespace shardscope {
@@ -221,7 +222,12 @@ void apply_json(Config& config, const json& overrides) {
   flatten(overrides, "", flat);
   const auto& table = field_table();
   for (const auto& [key, value] : flat) {
-    if (table.find(key) == table.end()) throw ConfigError(key, "unknown key");
+    if (table.find(key) != table.end()) continue;
+    // A section ("model", "optimizer", ...) given something other than an object.
+    const auto inside = table.lower_bound(key + ".");
+    if (inside != table.end() && inside->first.rfind(key + ".", 0) == 0)
+      throw ConfigError(key, std::string("expected an object, got ") + value.type_name());
+    throw ConfigError(key, "unknown key");
   }
   if (auto it = flat.find("preset"); it != flat.end()) {
     table.at("preset").set(config, it->second, "preset");
@@ -326,6 +332,15 @@ void validate(const Config& c) {
   require(m.layers >= 1, "model.layers", "must be positive");
   require(m.seq >= 1, "model.seq", "must be positive");
   require(m.mlp_ratio >= 1, "model.mlp_ratio", "must be positive");
+  require(m.layers <= 1024, "model.layers", "at most 1024, got " + std::to_string(m.layers));
+  if (!m.frozen.empty()) {
+    const std::vector<std::string> names = parameter_names(m);
+    for (const auto& name : m.frozen) {
+      require(std::find(names.begin(), names.end(), name) != names.end(), "model.frozen",
+              "no parameter named '" + name + "' (names look like " + names.front() + ", " +
+                  names[std::min<size_t>(2, names.size() - 1)] + ")");
+    }
+  }
   require(c.data == "synthetic" || m.vocab >= 256, "model.vocab",
           "byte-level text needs a vocabulary of at least 256, got " + std::to_string(m.vocab));
   require(c.steps >= 1, "steps", "must be at least 1");

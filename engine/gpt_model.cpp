@@ -203,6 +203,17 @@ int64_t parameter_count(const ModelConfig& c) {
          (c.unused_parameter ? d : 0);
 }
 
+std::vector<std::string> parameter_names(const ModelConfig& config) {
+  ModelConfig shape = config;
+  shape.vocab = 2, shape.seq = 1, shape.mlp_ratio = 1;
+  shape.heads = 1, shape.d_model = 1;
+  shape.frozen.clear();
+  std::vector<std::string> names;
+  for (const auto& item : GptModel(shape, 0)->named_parameters(/*recurse=*/true))
+    names.push_back(item.key());
+  return names;
+}
+
 int64_t GptModelImpl::parameter_count() const {
   int64_t count = 0;
   for (const auto& p : parameters()) count += p.numel();

@@ -98,6 +98,10 @@ TORCH_MODULE(GptModel);
 // Parameters of the model `config` describes, without building it.
 int64_t parameter_count(const ModelConfig& config);
 
+// The parameter names of the model `config` describes, in model order, without building it at
+// size (the names depend on its structure alone): for checking names a user gives.
+std::vector<std::string> parameter_names(const ModelConfig& config);
+
 // The value every run starts from for one named parameter (also used by tests).
 uint64_t parameter_seed(uint64_t seed, const std::string& name);
 

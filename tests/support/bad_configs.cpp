@@ -118,6 +118,13 @@ std::vector<BadConfigCase> bad_config_cases() {
        "strategy_options.micro_batches", "no parallel layout"},
       {R"({"strategy_options":{"pipeline_parallel":-1}})", "strategy_options.pipeline_parallel",
        "must not be negative"},
+      {R"({"model":{"frozen":["blocks.0.nope"]}})", "model.frozen",
+       "no parameter named 'blocks.0.nope'"},
+      {R"({"model":{"layers":100000}})", "model.layers", "at most 1024"},
+      // A section that is not an object.
+      {R"({"model":"big"})", "model", "expected an object, got string"},
+      {R"({"optimizer":null})", "optimizer", "expected an object, got null"},
+      {R"({"strategy_options":[1]})", "strategy_options", "expected an object, got array"},
       // Not an object: neither ignored nor run with defaults.
       {R"([1,2,3])", "config", "JSON object"},
       {R"("str")", "config", "JSON object"},
