@@ -7,7 +7,9 @@
 //            52-byte records), memory counters (17-byte records). Little-endian throughout.
 // The reader trusts nothing: every count is checked against the bytes that remain before
 // anything is allocated, every index against its table, every enum against its range.
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -220,8 +222,22 @@ Trace from_native(const std::string& bytes) {
 }
 
 Trace parse_trace(const std::string& bytes) {
-  if (bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0) {
+  const size_t prefix = std::min(bytes.size(), sizeof(kMagic));
+  if (prefix > 0 && std::memcmp(bytes.data(), kMagic, prefix) == 0) {
+    if (bytes.size() < sizeof(kMagic))
+      throw TraceFormatError("truncated trace: no complete header");
     return from_native(bytes);
+  }
+  // Say what the file is not, rather than where a JSON parser first stumbled in it.
+  const size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    throw TraceFormatError(bytes.empty() ? "the file is empty: not a trace"
+                                         : "the file holds only white space: not a trace");
+  }
+  if (bytes[first] != '{' && bytes[first] != '[') {
+    throw TraceFormatError(
+        "not a trace: a shardscope trace (.sst) starts with SSTRACE, a Chrome trace (JSON) with { "
+        "or [");
   }
   return from_chrome_json(bytes);
 }
@@ -232,6 +248,9 @@ std::string serialise_trace(const Trace& trace, const std::string& path) {
 }
 
 Trace read_trace_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw TraceFormatError(path + " is a directory, not a trace file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceFormatError("cannot open trace file '" + path + "'");
   std::ostringstream buffer;

@@ -157,6 +157,37 @@ TEST(ChromeTrace, BrokenFilesAreClearErrors) {
   }
 }
 
+// A file that is not a trace says what it is not (not where a JSON parser stumbled in it).
+TEST(TraceFiles, WhatAFileIsNotIsNamed) {
+  const auto dir = test::test_temp_dir();
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "the file is empty"},
+      {"  \n", "only white space"},
+      {"SSTR", "truncated trace"},
+      {std::string("\x89PNG\r\n\x1a\n\0\0\0", 12), "starts with SSTRACE"},
+      {"hello world", "not a trace"},
+      {"SSTRACE", "truncated trace"},
+  };
+  int i = 0;
+  for (const auto& [bytes, phrase] : cases) {
+    const auto path = (dir / ("case" + std::to_string(i++) + ".sst")).string();
+    std::ofstream(path, std::ios::binary) << bytes;
+    try {
+      read_trace_file(path);
+      ADD_FAILURE() << "read: " << path;
+    } catch (const TraceFormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  }
+  try {
+    read_trace_file(dir.string());
+    ADD_FAILURE() << "read a directory";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TraceFiles, ChosenByNameReadByContent) {
   const auto dir = test::test_temp_dir();
   Trace t = test::sample_trace();
