@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -134,6 +135,8 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
   try {
     config = config_from_json(flags.config_overrides(outputs.config_file));
     if (no_reference) config.reference = false;
+    if (outputs.tolerance_given && !std::isfinite(outputs.tolerance))
+      throw ConfigError("tolerance", "must be a finite number");
     if (outputs.tolerance_given && !(outputs.tolerance >= 0))
       throw ConfigError("tolerance", "must not be negative");
     finalize(config);

@@ -94,6 +94,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlags{{"--checkpoint-every", "2"}, "--checkpoint-every (checkpoint_every)"},
         BadFlags{{"--checkpoint-dir", "/proc/version/ck"}, "--checkpoint-dir (checkpoint_dir)"},
         BadFlags{{"--lr", "inf"}, "--lr (optimizer.lr): expected a finite number"},
+        BadFlags{{"--tolerance", "nan"}, "must be a finite number"},
         BadFlags{{"--lr", "nan"}, "--lr (optimizer.lr): expected a finite number"},
         BadFlags{{"--memory-limit-mb", "-inf"}, "expected a finite number"},
         BadFlags{{"--config", "/"}, "is a directory"}),
