@@ -183,6 +183,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "make a rank fail: rank=R,step=S,kind=throw|exit|hang (exit and hang: --mode processes)"},
       {"--checkpoint-every", "checkpoint_every", Kind::Int,
        "write a checkpoint every K steps (0: only when Ctrl-C or SIGTERM stops the run)"},
+      {"--checkpoint-keep", "checkpoint_keep", Kind::Int,
+       "keep the newest K checkpoints, removing older ones (0: keep every one)"},
       {"--checkpoint-dir", "checkpoint_dir", Kind::String,
        "where checkpoints go: D/step-NNNNNN/ with one shard per rank and a manifest"},
       {"--resume", "resume", Kind::String,

@@ -1,5 +1,7 @@
 #include "engine/atomic_file.h"
 
+#include <dirent.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +37,17 @@ void write_file_atomically(const std::string& path, const char* data, size_t siz
   }
   if (::close(fd) != 0) fail("failed closing");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename to " + path + ":");
+}
+
+void remove_directory_of_files(const std::string& path) {
+  if (DIR* dir = opendir(path.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") unlink((path + "/" + name).c_str());
+    }
+    closedir(dir);
+  }
+  rmdir(path.c_str());
 }
 
 }  // namespace shardscope

@@ -11,4 +11,9 @@ inline void write_file_atomically(const std::string& path, const std::string& te
   write_file_atomically(path, text.data(), text.size());
 }
 
+// Removes a folder that holds only plain files (a run directory, a checkpoint's step folder),
+// best effort. (Not std::filesystem::remove_all: LibTorch exports its own build of it, which
+// the dynamic linker may pick, and it crashes when called from here.)
+void remove_directory_of_files(const std::string& path);
+
 }  // namespace shardscope

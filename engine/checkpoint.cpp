@@ -232,6 +232,16 @@ std::string write_checkpoint_manifest(const std::string& root, int step, const C
   write_file_atomically(folder + "/manifest.json", manifest.dump(2));
   const std::string name = folder.substr(folder.rfind('/') + 1);
   write_file_atomically(root + "/latest", name + "\n");
+  // Only now, with a newer checkpoint complete, may the oldest go: the K newest up to this step
+  // stay (folders past it, left by another run, are not this run's to remove).
+  if (config.checkpoint_keep > 0) {
+    int kept = 0;
+    for (int saved : saved_steps(root)) {
+      if (saved > step || ++kept <= config.checkpoint_keep) continue;
+      // A folder that will not go is only disk space, not an error.
+      remove_directory_of_files(checkpoint_step_directory(root, saved));
+    }
+  }
   return folder;
 }
 

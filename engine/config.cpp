@@ -104,6 +104,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"reference", SHARDSCOPE_FIELD(bool, reference)},
       {"checkpoint_every", SHARDSCOPE_FIELD(int, checkpoint_every)},
       {"checkpoint_dir", SHARDSCOPE_FIELD(std::string, checkpoint_dir)},
+      {"checkpoint_keep", SHARDSCOPE_FIELD(int, checkpoint_keep)},
       {"resume", SHARDSCOPE_FIELD(std::string, resume)},
       {"model.vocab", SHARDSCOPE_FIELD(int, model.vocab)},
       {"model.d_model", SHARDSCOPE_FIELD(int, model.d_model)},
@@ -358,6 +359,7 @@ void validate(const Config& c) {
           "simulates a device's capacity on the CPU; on a GPU the device's own limit applies");
   require(c.checkpoint_every >= 0, "checkpoint_every",
           "must not be negative (0: only when a signal stops the run)");
+  require(c.checkpoint_keep >= 0, "checkpoint_keep", "must not be negative (0: keep every one)");
   require(c.checkpoint_every == 0 || !c.checkpoint_dir.empty(), "checkpoint_every",
           "needs a directory to write to (--checkpoint-dir)");
   require(!c.serialize_compute || c.mode == "threads", "serialize_compute",

@@ -108,6 +108,7 @@ struct Config {
   // `checkpoint_dir`. `resume` is a checkpoint directory to continue from (its newest valid
   // checkpoint); the run then trains the steps after it.
   int checkpoint_every = 0;
+  int checkpoint_keep = 3;  // the newest K checkpoints stay; older ones are removed (0: all stay)
   std::string checkpoint_dir;
   std::string resume;
 

@@ -50,14 +50,7 @@ std::string worker_executable() {
 
 // The run directory holds only plain files.
 void remove_run_directory(const std::string& path) {
-  if (DIR* dir = opendir(path.c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != "..") unlink((path + "/" + name).c_str());
-    }
-    closedir(dir);
-  }
-  rmdir(path.c_str());
+  remove_directory_of_files(path);
 }
 
 constexpr char kRunDirectoryPrefix[] = "shardscope-run-";

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -69,6 +70,30 @@ TEST_F(CheckpointFiles, TheNewestIsValidAndListsOneShardPerRank) {
   EXPECT_EQ(name, "step-000003");
   // One step's folder can be named directly too.
   EXPECT_EQ(find_checkpoint(checkpoint_step_directory(dir_, 2)).step, 2);
+}
+
+// Sixty tiny steps once left 95 MB: only the newest K stay, and 0 keeps them all.
+TEST(CheckpointKeep, OnlyTheNewestKStay) {
+  for (int keep : {2, 0}) {
+    const std::string dir = (test::test_temp_dir() / ("keep" + std::to_string(keep))).string();
+    Config config = test::tiny_config("ddp_bucketed", 2, 1);
+    config.steps = 5;
+    config.reference = false;
+    config.checkpoint_every = 1;
+    config.checkpoint_keep = keep;
+    config.checkpoint_dir = dir;
+    ASSERT_TRUE(run_training(config).ok);
+    std::vector<std::string> left;
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.is_directory()) left.push_back(entry.path().filename().string());
+    std::sort(left.begin(), left.end());
+    if (keep == 2) {
+      EXPECT_EQ(left, (std::vector<std::string>{"step-000004", "step-000005"}));
+    } else {
+      EXPECT_EQ(left.size(), 5u);
+    }
+    EXPECT_EQ(find_checkpoint(dir).step, 5);
+  }
 }
 
 TEST_F(CheckpointFiles, AFolderWithoutItsManifestIsSkippedAsHalfWritten) {

@@ -47,6 +47,7 @@ std::vector<BadConfigCase> bad_config_cases() {
       {R"({"checkpoint_every":-2,"checkpoint_dir":"/tmp/x"})", "checkpoint_every",
        "must not be negative"},
       {R"({"checkpoint_every":5})", "checkpoint_every", "--checkpoint-dir"},
+      {R"({"checkpoint_keep":-1})", "checkpoint_keep", "must not be negative"},
       {R"({"checkpoint_every":"often"})", "checkpoint_every", "expected an integer"},
       {R"({"checkpoint_dir":7})", "checkpoint_dir", "expected a string"},
       {R"({"memory_limit_mb":100,"device":"cuda"})", "memory_limit_mb", "on the CPU"},
