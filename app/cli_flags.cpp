@@ -116,7 +116,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--threads-per-rank", "threads_per_rank", Kind::Int,
        "intra-op threads per rank (0: cores / world)"},
       {"--timeout", "collective_timeout_s", Kind::Int,
-       "seconds before a stuck collective fails the run"},
+       "seconds before a stuck collective fails the run (0: adaptive, max(5 s, 10 x the slowest "
+       "step so far), 60 s before steps are timed)"},
       {"--memory-limit-mb", "memory_limit_mb", Kind::Double,
        "simulated device capacity per rank in MB (CPU): past it the run fails out of memory, "
        "with the rank's memory breakdown"},

@@ -81,6 +81,14 @@ c10::intrusive_ptr<c10::ivalue::Future> CommWork::future(
   return future;
 }
 
+void Comm::set_timeout(std::chrono::milliseconds timeout) {
+  try {
+    group_->setTimeout(timeout);
+  } catch (const c10::Error&) {
+    // NCCL keeps the timeout it was created with.
+  }
+}
+
 Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog* log,
            Options options)
     : group_(std::move(group)),

@@ -69,6 +69,9 @@ class Comm {
   // World rank of group rank `group_rank`.
   int world_rank(int group_rank) const;
   const c10::intrusive_ptr<c10d::ProcessGroup>& process_group() const { return group_; }
+  // How long a collective of this group may wait from now on (Gloo; a backend that cannot change
+  // it keeps its own).
+  void set_timeout(std::chrono::milliseconds timeout);
 
   // In place on `tensor`.
   CommWork all_reduce_async(at::Tensor& tensor, c10d::ReduceOp op = c10d::ReduceOp::SUM);

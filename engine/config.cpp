@@ -352,7 +352,8 @@ void validate(const Config& c) {
           std::to_string(c.global_batch) + " sequences do not divide evenly over world " +
               std::to_string(c.world) + " x grad_accum " + std::to_string(c.grad_accum));
   require(c.threads_per_rank >= 0, "threads_per_rank", "must not be negative");
-  require(c.collective_timeout_s >= 1, "collective_timeout_s", "must be at least 1 second");
+  require(c.collective_timeout_s >= 0, "collective_timeout_s",
+          "must not be negative (0: adaptive, from the step times)");
   require(std::isfinite(c.memory_limit_mb) && c.memory_limit_mb >= 0, "memory_limit_mb",
           "must be 0 (no limit) or a positive number of MB");
   require(c.memory_limit_mb == 0 || c.device == "cpu", "memory_limit_mb",

@@ -94,7 +94,10 @@ struct Config {
   uint64_t seed = 1234;
   std::string data = "auto";  // auto (licence texts, else synthetic) | synthetic | path to a text
   int threads_per_rank = 0;   // intra-op threads per rank; 0 = cores / world
-  int collective_timeout_s = 60;
+  // Seconds a collective may wait before the run is failed as hung. 0 (the default): adaptive,
+  // max(5 s, 10 x the slowest step so far) once steps are timed, and kSetupTimeoutS while ranks
+  // connect, before the first steps and around checkpoints.
+  int collective_timeout_s = 0;
   // A simulated device capacity per rank, in MB (CPU runs): an allocation past it fails as an
   // out-of-memory error with the rank's memory breakdown. 0: no limit.
   double memory_limit_mb = 0;
@@ -115,6 +118,13 @@ struct Config {
   // Sequences in one optimizer step across all ranks.
   int global_batch_size() const { return micro_batch * world * grad_accum; }
 };
+
+// The bound on waits that are not a step's collectives (connecting, the first steps, checkpoints)
+// when the collective timeout is adaptive; the fixed timeout when one is given.
+constexpr int kSetupTimeoutS = 60;
+inline int setup_timeout_s(const Config& config) {
+  return config.collective_timeout_s > 0 ? config.collective_timeout_s : kSetupTimeoutS;
+}
 
 // Model shapes of a named preset (tiny, small, gpt2-small).
 ModelConfig preset_model(const std::string& name);

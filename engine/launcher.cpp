@@ -33,7 +33,7 @@ LaunchSpec launch_spec(const Config& config) {
   spec.world = config.world;
   spec.backend = config.backend;
   spec.device = config.device;
-  spec.timeout = std::chrono::seconds(config.collective_timeout_s);
+  spec.timeout = std::chrono::seconds(setup_timeout_s(config));
   // Taking turns, each rank has the whole machine while it computes.
   spec.threads_per_rank = config.threads_per_rank > 0 || !config.serialize_compute
                               ? config.threads_per_rank
@@ -166,6 +166,11 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
       options.world_ranks = ranks;
       auto made = std::make_unique<Comm>(make_process_group(group_spec), log, options);
       return *subgroups.emplace(name, std::move(made)).first->second;
+    };
+    ctx.set_collective_timeout = [&](std::chrono::milliseconds timeout) {
+      pg_spec.timeout = timeout;
+      comm.set_timeout(timeout);
+      for (auto& [name, group] : subgroups) group->set_timeout(timeout);
     };
     try {
       DeviceTurns::Scope turn(spec.serialize_compute);

@@ -175,7 +175,7 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
   options.port = port_of(*options.masterListenFd);
   options.isServer = true;
   options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(config.collective_timeout_s);
+  options.timeout = std::chrono::seconds(setup_timeout_s(config));
   auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
 
   const std::string exe = worker_executable();

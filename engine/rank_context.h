@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +27,9 @@ struct RankContext {
   // the name identifies the group in the trace.
   std::function<Comm&(const std::string& name, const std::vector<int>& ranks)> subgroup;
   std::shared_ptr<const BatchSampler> sampler;
+  // How long collectives of every group of this rank may wait from now on (sub-groups created
+  // later start with it too).
+  std::function<void(std::chrono::milliseconds)> set_collective_timeout;
 };
 
 }  // namespace shardscope

@@ -97,7 +97,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   const int snapshot_ms = int_from_env("SHARDSCOPE_SNAPSHOT_MS", false, 0);
   const auto first = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 500);
   const auto least = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 1000);
-  const auto timeout = std::chrono::seconds(config.collective_timeout_s);
+  const auto timeout = std::chrono::seconds(setup_timeout_s(config));
   std::atomic<bool> finished{false};
   std::atomic<bool> met{false};  // every rank connected: training has begun
   std::thread keeper([&] {
@@ -131,7 +131,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       const auto now = Clock::now();
       if (!met.load() && now > meet_by) {
         give_up("could not meet the other ranks within the " +
-                std::to_string(config.collective_timeout_s) + " s timeout (" + where + ")");
+                std::to_string(setup_timeout_s(config)) + " s timeout (" + where + ")");
       }
       if (!asked_at && stop_requested() != 0) {
         asked_at = now;
@@ -165,7 +165,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
   options.numWorkers = config.world;
   options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(config.collective_timeout_s);
+  options.timeout = std::chrono::seconds(setup_timeout_s(config));
   c10::intrusive_ptr<c10d::TCPStore> store;
   RankOutcome outcome;
   try {

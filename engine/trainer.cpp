@@ -49,17 +49,52 @@ int resume(RankContext& ctx, Strategy& strategy) {
   return checkpoint->info.step;
 }
 
+// Hang detection that follows the model (collective_timeout_s 0): once two steps are timed, a
+// collective that waits more than max(5 s, 10 x the slowest step so far) is a hang, so a hung
+// rank of a tiny model is found in seconds and a large model's slow steps are not mistaken for
+// one. Waits that are not a step's (checkpoints, the final gather) get the generous setup bound.
+// Every rank sees the same slowest step (it rides on the step's all_gather), so all agree.
+class HangTimeout {
+ public:
+  explicit HangTimeout(RankContext& ctx)
+      : ctx_(ctx), adaptive_(ctx.config->collective_timeout_s == 0 && ctx.set_collective_timeout) {}
+
+  void step_timed(double slowest_rank_seconds) {
+    slowest_s_ = std::max(slowest_s_, slowest_rank_seconds);
+    ++timed_;
+    tighten();
+  }
+  void relax() {
+    if (adaptive_) ctx_.set_collective_timeout(std::chrono::seconds(kSetupTimeoutS));
+  }
+  void tighten() {
+    if (!adaptive_ || timed_ < 2) return;
+    const double seconds = std::min<double>(kSetupTimeoutS, std::max(5.0, 10.0 * slowest_s_));
+    ctx_.set_collective_timeout(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)));
+  }
+
+ private:
+  RankContext& ctx_;
+  bool adaptive_;
+  double slowest_s_ = 0.0;
+  int timed_ = 0;
+};
+
 // Every rank writes its shard; once all have (a barrier), rank 0 writes the manifest that makes
-// the checkpoint valid.
-void save_checkpoint(RankContext& ctx, Strategy& strategy, int steps_done) {
+// the checkpoint valid, and a second barrier holds the others until it has (so no rank's next
+// collective waits on rank 0's writing).
+void save_checkpoint(RankContext& ctx, Strategy& strategy, int steps_done, HangTimeout& hang) {
   const Config& config = *ctx.config;
   profiling::RankMemoryTracker::Paused not_training;
   profiling::ScopedSpan span(profiling::Category::kOther, "checkpoint");
   StateBinding binding;
   strategy.bind_state(binding);
+  hang.relax();
   write_checkpoint_shard(config.checkpoint_dir, steps_done, ctx.rank, binding.save());
   ctx.comm->barrier();
   if (ctx.rank == 0) write_checkpoint_manifest(config.checkpoint_dir, steps_done, config);
+  ctx.comm->barrier();
+  hang.tighten();
 }
 
 }  // namespace
@@ -73,6 +108,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   const int first_step = config.resume.empty() ? 0 : resume(ctx, strategy);
   result.first_step = first_step;
   if (log) record_memory(*log, strategy.memory());
+  HangTimeout hang(ctx);
 
   for (int step = first_step; step < config.steps; ++step) {
     if (config.fault.enabled() && config.fault.rank == ctx.rank && config.fault.step == step) {
@@ -130,12 +166,13 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     record.step_time_s = per_rank.select(1, 1).max().item<double>();
     record.lr = lr;
     result.steps.push_back(record);
+    hang.step_timed(record.step_time_s);
     if (ctx.rank == 0 && on_step) on_step(record);
 
     const int done = step + 1;
     const bool due = config.checkpoint_every > 0 && done % config.checkpoint_every == 0;
     if (!config.checkpoint_dir.empty() && (due || stop_signal != 0)) {
-      save_checkpoint(ctx, strategy, done);
+      save_checkpoint(ctx, strategy, done, hang);
       result.checkpoint_step = done;
     }
     if (stop_signal != 0 && done < config.steps) {
@@ -144,6 +181,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     }
   }
   if (log) log->set_position(-1, -1);
+  hang.relax();
   {
     // Gathering the weights for the check is not training: it stays out of the rank's peak.
     profiling::RankMemoryTracker::Paused not_training;

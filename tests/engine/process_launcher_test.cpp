@@ -149,6 +149,21 @@ TEST_F(ProcessMode, AHungRankIsTerminatedOnceTheOthersTimeOut) {
   EXPECT_TRUE(no_children_left());
 }
 
+// With the default (adaptive) timeout, the others give up on a hung rank after max(5 s, 10 x the
+// slowest step), not after a fixed minute: tiny steps take milliseconds, so 5 s.
+TEST_F(ProcessMode, AHangIsFoundFromTheStepTimes) {
+  Config c = test::tiny_config("ddp_bucketed", 2, 1);
+  c.reference = false;
+  c.steps = 6;
+  ASSERT_EQ(c.collective_timeout_s, 0) << "the default is adaptive";
+  c.fault = parse_fault("rank=1,step=3,kind=hang");
+  RunSummary s = run_training(processes(c));
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.failure.find("rank 1"), std::string::npos) << s.failure;
+  EXPECT_NE(s.failure.find("5000ms"), std::string::npos) << s.failure;
+  EXPECT_TRUE(no_children_left());
+}
+
 // The launcher is killed outright: its rank processes must not outlive it.
 TEST_F(ProcessMode, RankProcessesDieWithTheirLauncher) {
   const pid_t launcher = fork();
