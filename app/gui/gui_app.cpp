@@ -16,6 +16,7 @@
 #include "app/gui/gui_session.h"
 #include "app/gui/screenshot.h"
 #include "app/gui/windows.h"
+#include "profiling/trace_io.h"
 
 namespace shardscope::gui {
 
@@ -365,6 +366,16 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
     err << "error: --tab: " << e.what() << "\n";
     return 2;
   }
+  // The files first: a file that is not a trace is the user's error to hear about, display or not.
+  std::vector<std::unique_ptr<LoadedRun>> opened;
+  for (const auto& file : options.open_files) {
+    try {
+      opened.push_back(make_loaded_run(profiling::read_trace_file(file), file));
+    } catch (const std::exception& e) {
+      err << "error: " << e.what() << "\n";
+      return 2;
+    }
+  }
   std::string why;
   if (!have_display(&why)) {
     err << why << "\n";
@@ -401,12 +412,8 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
   int exit_code = 0;
   {
     GuiSession session;
-    for (const auto& file : options.open_files) {
-      if (!session.open_trace(file)) {
-        err << "error: " << session.message << "\n";
-        exit_code = 2;
-      }
-    }
+    for (auto& run : opened) session.add_run(std::move(run));
+    if (!options.open_files.empty()) session.message = "opened " + options.open_files.back();
     session.requested_tab = !first_tab.empty()     ? first_tab
                             : session.runs.empty() ? "Launch"
                                                    : "Timeline";
