@@ -18,12 +18,12 @@ struct DeviceActivity {
   // kKernel, kMemcpy for copies and memsets, kOther for a runtime call (cudaLaunchKernel, ...).
   Category category = Category::kKernel;
   uint32_t stream = 0;
-  // CUPTI's correlation id: the same on a kernel and on the runtime call that launched it, so
-  // an exported trace (Kineto) links each kernel to its launch and so to the step it ran for.
-  uint32_t correlation = 0;
   int64_t t0_ns = 0;
   int64_t t1_ns = 0;
   int64_t bytes = 0;
+  // CUPTI's correlation id: the same on a kernel and on the runtime call that launched it, so
+  // an exported trace (Kineto) links each kernel to its launch and so to the step it ran for.
+  uint32_t correlation = 0;
 };
 
 // GPU activity tracing with CUPTI (concurrent kernels, memcpy, memset, runtime API, external

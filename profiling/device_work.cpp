@@ -52,26 +52,28 @@ std::vector<int> measured_steps(const RankTrace& rank) {
   return out;
 }
 
-std::vector<const Event*> measured_step_spans(const RankTrace& rank) {
+std::vector<StepWindow> measured_step_windows(const RankTrace& rank) {
   const std::vector<int> steps = measured_steps(rank);
-  std::vector<const Event*> spans;
+  std::map<int, StepWindow> windows;
   for (const auto& e : rank.events) {
-    if (e.category == Category::kStep && std::binary_search(steps.begin(), steps.end(), e.step))
-      spans.push_back(&e);
+    if (!std::binary_search(steps.begin(), steps.end(), e.step)) continue;
+    auto [it, fresh] = windows.try_emplace(e.step, StepWindow{e.step, e.t0_ns, e.t1_ns});
+    it->second.t0_ns = std::min(it->second.t0_ns, e.t0_ns);
+    it->second.t1_ns = std::max(it->second.t1_ns, e.t1_ns);
   }
-  std::sort(spans.begin(), spans.end(),
-            [](const Event* a, const Event* b) { return a->t0_ns < b->t0_ns; });
-  return spans;
+  std::vector<StepWindow> out;
+  for (const auto& [step, w] : windows) out.push_back(w);
+  return out;
 }
 
 std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
   const std::vector<int> steps = measured_steps(rank);
-  const std::vector<const Event*> step_spans = measured_step_spans(rank);
+  const std::vector<StepWindow> windows = measured_step_windows(rank);
   auto measured = [&](int step) { return std::binary_search(steps.begin(), steps.end(), step); };
   // A device kernel carries no step: it belongs to the step its launch happened in.
   auto step_at = [&](int64_t t) {
-    for (const Event* s : step_spans) {
-      if (s->t0_ns <= t && t <= s->t1_ns) return static_cast<int>(s->step);
+    for (const StepWindow& w : windows) {
+      if (w.t0_ns <= t && t <= w.t1_ns) return w.step;
     }
     return -1;
   };

@@ -40,8 +40,15 @@ constexpr int kFirstCommStream = 1000;
 // set-up) when there are others, as `report`'s per-step medians do.
 std::vector<int> measured_steps(const RankTrace& rank);
 
-// The rank's step spans (Category::kStep) of its measured steps, in time order.
-std::vector<const Event*> measured_step_spans(const RankTrace& rank);
+// A measured step's window on one rank: from the first start to the last end of the rank's
+// events of that step (a collective issued after the step's own span still belongs to it), as
+// `report` measures a step. The Kineto export's ProfilerStep#N spans are these windows.
+struct StepWindow {
+  int step = -1;
+  int64_t t0_ns = 0;
+  int64_t t1_ns = 0;
+};
+std::vector<StepWindow> measured_step_windows(const RankTrace& rank);
 
 // The rank's device work launched in its measured steps, by start time.
 std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank);

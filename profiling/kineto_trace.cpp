@@ -116,15 +116,16 @@ std::string to_kineto_json(const Trace& trace, const RankTrace& rank) {
   w.name("thread_name", host_pid, kHostTid, "host");
   w.name("process_name", device_pid, 0, "rank " + std::to_string(rank.rank) + " device");
 
-  // Host spans of the measured steps: the step itself as ProfilerStep#N, the rest inside it.
+  // Each measured step as ProfilerStep#N over its whole window, the host spans inside it.
+  for (const StepWindow& step : measured_step_windows(rank)) {
+    w.complete("user_annotation", "ProfilerStep#" + std::to_string(step.step), host_pid, kHostTid,
+               step.t0_ns, step.t1_ns, "");
+  }
   const std::vector<int> steps = measured_steps(rank);
   for (const auto& e : rank.events) {
     if (e.lane != kHostLane || !std::binary_search(steps.begin(), steps.end(), e.step)) continue;
-    const bool step = e.category == Category::kStep;
-    w.complete("user_annotation",
-               step ? "ProfilerStep#" + std::to_string(e.step) : trace.str(e.name), host_pid,
-               kHostTid, e.t0_ns, e.t1_ns,
-               step ? "" : "\"category\": " + quoted(category_name(e.category)));
+    w.complete("user_annotation", trace.str(e.name), host_pid, kHostTid, e.t0_ns, e.t1_ns,
+               "\"category\": " + quoted(category_name(e.category)));
   }
 
   std::set<int> streams;

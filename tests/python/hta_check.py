@@ -6,9 +6,11 @@ goes on) writes `--trace DIR/`: DIR/rank-R.json in Kineto's shape and DIR/trace.
 trace of the same run. HTA loads the directory; `shardscope report DIR` reads trace.sst.
 
 Windows. HTA analyses the kernels launched inside the trace's ProfilerStep spans, except the
-last step unless include_last_profiler_step=True. The export writes a ProfilerStep for each
-measured step: every step but the first (warm-up), which report's per-step medians leave out
-too. With include_last_profiler_step=True HTA's window is therefore steps 1..last, and report's
+last step unless include_last_profiler_step=True; a kernel belongs to the step its launch falls
+in. The export writes a ProfilerStep for each measured step, over report's window of the step
+(first start to last end of the rank's events of that step, so a collective issued after the
+step's own span is in it), for every step but the first (warm-up), which report's per-step
+medians leave out too. With include_last_profiler_step=True HTA's window is therefore steps 1..last, and report's
 "as one window" table covers the same steps with the same definitions (our interval code over
 the native trace; HTA's pandas code over the JSON), so each figure must agree within 1
 percentage point (the export rounds times to whole microseconds).
@@ -121,8 +123,9 @@ def main():
             if not abs(theirs - mine) <= TOLERANCE_PP:  # NaN fails too
                 fail("rank %d %s: HTA %.2f, report %.2f" % (rank, name, theirs, mine))
             worst = max(worst, abs(theirs - mine))
-        # A comparison of nothing with nothing proves nothing: communication must overlap.
-        if not 1.0 < figures[0] < 99.0:
+        # A comparison of nothing with nothing proves nothing: communication must overlap (the
+        # first bucket is issued while backward goes on; how much overlaps depends on the load).
+        if not figures[0] > 0.0:
             fail("rank %d: overlap %.2f %% leaves nothing to compare" % (rank, figures[0]))
     print("OK: HTA and report agree within %.2f percentage points" % worst)
 
