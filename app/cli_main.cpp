@@ -19,6 +19,7 @@
 #include "app/perf/perf_suite.h"
 #include "app/project_command.h"
 #include "app/report_command.h"
+#include "app/trace_output.h"
 #include "engine/atomic_file.h"
 #include "engine/checkpoint.h"
 #include "engine/config.h"
@@ -146,6 +147,8 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
       outputs.tolerance = bf16 ? kBf16Tolerance : kDefaultTolerance;
     }
     backend_choice = check_environment(config);
+    if (const std::string problem = trace_target_problem(outputs.trace_file); !problem.empty())
+      throw ConfigError("--trace", problem);
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";
@@ -193,12 +196,8 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
       write_file_atomically(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
     // Also for a failed run: what was recorded up to the failure is what explains it.
     if (!outputs.trace_file.empty()) {
-      write_file_atomically(outputs.trace_file,
-                            profiling::serialise_trace(summary.trace, outputs.trace_file));
-      if (!outputs.quiet) {
-        out << "trace written to " << outputs.trace_file << " (" << summary.trace.event_count()
-            << " events)\n";
-      }
+      const std::string written = write_trace(summary.trace, outputs.trace_file);
+      if (!outputs.quiet) out << written << " (" << summary.trace.event_count() << " events)\n";
     }
     if (!outputs.weights_file.empty() && summary.ok && summary.stopped_by_signal == 0)
       export_weights(outputs.weights_file, summary.weights);
@@ -295,7 +294,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ->group("Output");
   run->add_option("--trace", outputs.trace_file,
                   "write the trace: FILE.json as Chrome trace JSON (Perfetto, chrome://tracing), "
-                  "any other name in the native format (for `shardscope report` and the GUI)")
+                  "DIR/ as one Kineto file per rank (Holistic Trace Analysis) plus "
+                  "DIR/trace.sst, any other name in the native format (for `shardscope report` "
+                  "and the GUI)")
       ->group("Output");
   run->add_option("--export-weights", outputs.weights_file,
                   "write the trained full weights (name -> tensor) for Python's torch.load")

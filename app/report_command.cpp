@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/trace_output.h"
 #include "engine/config.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
@@ -36,7 +37,7 @@ double median(std::vector<double> v) {
 int report_command(const std::string& path, std::ostream& out, std::ostream& err) {
   profiling::Trace trace;
   try {
-    trace = profiling::read_trace_file(path);
+    trace = profiling::read_trace_file(is_trace_directory(path) ? native_trace_in(path) : path);
   } catch (const profiling::TraceFormatError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
@@ -72,6 +73,21 @@ int report_command(const std::string& path, std::ostream& out, std::ostream& err
         << fixed(100 * med([](const auto& s) { return s.overlap_fraction(); }), 0) << " %  "
         << fixed(med([](const auto& s) { return ms(s.exposed_comm_ns); }), 1) << "  "
         << fixed(med([](const auto& s) { return ms(s.idle_ns); }), 1) << "\n";
+  }
+
+  // The same run as Holistic Trace Analysis sees it in the Kineto export (`run --trace DIR/`):
+  // the measured steps as one window, device work only, percentages as HTA prints them.
+  out << "\nper rank, measured steps as one window, as Holistic Trace Analysis computes them:\n"
+         "rank  steps  overlap %  idle %  compute %  non-compute %  (of first kernel start .. "
+         "last kernel end)\n";
+  for (const auto& w : profiling::window_metrics(trace)) {
+    auto pct = [](int64_t part, int64_t whole) {
+      return whole > 0 ? fixed(100.0 * double(part) / double(whole), 2) : std::string("-");
+    };
+    out << std::string(4 - std::min<size_t>(4, std::to_string(w.rank).size()), ' ') << w.rank
+        << "  " << w.first_step << "-" << w.last_step << "    " << pct(w.overlap_ns, w.comm_ns)
+        << "  " << pct(w.idle_ns(), w.kernel_span_ns) << "  " << pct(w.compute_ns, w.kernel_span_ns)
+        << "  " << pct(w.non_compute_ns(), w.kernel_span_ns) << "\n";
   }
 
   // A pipeline's bubble: the part of its micro-batches' time a stage does not compute, against

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "profiling/clock.h"
 
@@ -47,8 +48,24 @@ DeviceActivity copy_activity(const Record& r, const char* name) {
   a.t0_ns = static_cast<int64_t>(r.start);
   a.t1_ns = static_cast<int64_t>(r.end);
   a.bytes = static_cast<int64_t>(r.bytes);
-  a.rank = static_cast<int>(r.correlationId);
+  a.correlation = r.correlationId;
   return a;
+}
+
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel", the name the PyTorch profiler shows.
+std::string runtime_call_name(CUpti_CallbackId cbid) {
+  const char* raw = nullptr;
+  if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &raw) != CUPTI_SUCCESS ||
+      raw == nullptr) {
+    return "cudaRuntimeCall";
+  }
+  std::string name = raw;
+  const size_t version = name.rfind("_v");
+  if (version != std::string::npos && version + 2 < name.size() &&
+      name.find_first_not_of("0123456789", version + 2) == std::string::npos) {
+    name.resize(version);
+  }
+  return name;
 }
 
 void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
@@ -65,7 +82,17 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         a.stream = k->streamId;
         a.t0_ns = static_cast<int64_t>(k->start);
         a.t1_ns = static_cast<int64_t>(k->end);
-        a.rank = k->correlationId;  // resolved to a rank below
+        a.correlation = k->correlationId;  // resolved to a rank below
+        c.activity.push_back(a);
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_RUNTIME: {
+        auto* api = reinterpret_cast<CUpti_ActivityAPI*>(record);
+        a.name = runtime_call_name(api->cbid);
+        a.category = Category::kOther;
+        a.t0_ns = static_cast<int64_t>(api->start);
+        a.t1_ns = static_cast<int64_t>(api->end);
+        a.correlation = api->correlationId;
         c.activity.push_back(a);
         break;
       }
@@ -142,9 +169,16 @@ std::vector<DeviceActivity> DeviceTracer::collect() {
   cuptiActivityFlushAll(0);
   Collected& c = collected();
   std::lock_guard<std::mutex> lock(c.mutex);
+  // Of the runtime calls, only those that launched device work: the rest (cudaGetDevice, stream
+  // queries, ...) would outnumber the kernels and explain nothing about them.
+  std::set<uint32_t> launched;
+  for (const auto& a : c.activity) {
+    if (a.category != Category::kOther) launched.insert(a.correlation);
+  }
   std::vector<DeviceActivity> out;
   for (auto a : c.activity) {
-    auto it = c.rank_of_correlation.find(static_cast<uint32_t>(a.rank));
+    if (a.category == Category::kOther && launched.count(a.correlation) == 0) continue;
+    auto it = c.rank_of_correlation.find(a.correlation);
     a.rank = it != c.rank_of_correlation.end() ? it->second : -1;
     a.t0_ns += c.host_minus_device_ns;
     a.t1_ns += c.host_minus_device_ns;
@@ -192,7 +226,9 @@ void add_device_activity(Trace& trace, const std::vector<DeviceActivity>& activi
   for (const auto& a : activity) {
     for (auto& r : trace.ranks) {
       if (r.rank != a.rank) continue;
-      const std::string lane_name = "stream " + std::to_string(a.stream);
+      const std::string lane_name = a.category == Category::kOther
+                                        ? std::string(kCudaRuntimeLane)
+                                        : "stream " + std::to_string(a.stream);
       auto it = std::find(r.lanes.begin(), r.lanes.end(), lane_name);
       if (it == r.lanes.end()) {
         if (r.lanes.size() >= 255) break;
@@ -206,6 +242,7 @@ void add_device_activity(Trace& trace, const std::vector<DeviceActivity>& activi
       e.t0_ns = a.t0_ns;
       e.t1_ns = std::max(a.t0_ns, a.t1_ns);
       e.bytes = a.bytes;
+      e.seq = a.correlation;
       r.events.push_back(e);
     }
   }

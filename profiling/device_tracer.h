@@ -8,15 +8,22 @@
 
 namespace shardscope::profiling {
 
-// One piece of device work, attributed to the rank that launched it, on the host clock.
+constexpr const char* kCudaRuntimeLane = "cuda runtime";
+
+// One piece of device work, or the CUDA runtime call that launched it, attributed to the rank
+// that launched it, on the host clock.
 struct DeviceActivity {
   int rank = -1;
   std::string name;
-  Category category = Category::kKernel;  // kKernel, or kMemcpy for copies and memsets
+  // kKernel, kMemcpy for copies and memsets, kOther for a runtime call (cudaLaunchKernel, ...).
+  Category category = Category::kKernel;
   uint32_t stream = 0;
   int64_t t0_ns = 0;
   int64_t t1_ns = 0;
   int64_t bytes = 0;
+  // CUPTI's correlation id: the same on a kernel and on the runtime call that launched it, so
+  // an exported trace (Kineto) links each kernel to its launch and so to the step it ran for.
+  uint32_t correlation = 0;
 };
 
 // GPU activity tracing with CUPTI (concurrent kernels, memcpy, memset, runtime API, external
@@ -43,7 +50,9 @@ class DeviceTracer {
   bool enabled_ = false;
 };
 
-// Adds device activity to a trace: per rank, a lane per CUDA stream ("stream N").
+// Adds device activity to a trace: per rank, a lane per CUDA stream ("stream N") and the runtime
+// calls that launched it on a lane of their own (kCudaRuntimeLane); every event keeps its
+// correlation id in Event::seq.
 void add_device_activity(Trace& trace, const std::vector<DeviceActivity>& activity);
 
 }  // namespace shardscope::profiling

@@ -38,8 +38,10 @@ enum Lane : uint8_t { kHostLane = 0, kCommLane = 1 };
 struct Event {
   int64_t t0_ns = 0;
   int64_t t1_ns = 0;
-  int64_t bytes = 0;   // collectives: this rank's input payload
-  int64_t seq = -1;    // collectives: sequence number within the group (links ranks)
+  int64_t bytes = 0;  // collectives: this rank's input payload
+  // Collectives: sequence number within the group (links ranks). Device work and the CUDA
+  // runtime calls that launched it: CUPTI's correlation id (links a kernel to its launch).
+  int64_t seq = -1;
   uint32_t name = 0;   // index into Trace::strings
   uint32_t group = 0;  // collectives: process group name, index into Trace::strings
   int32_t step = -1;

@@ -4,6 +4,8 @@
 #include <map>
 #include <tuple>
 
+#include "profiling/device_work.h"
+
 namespace shardscope::profiling {
 namespace {
 
@@ -107,6 +109,37 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       }
       out.push_back(m);
     }
+  }
+  return out;
+}
+
+std::vector<WindowMetrics> window_metrics(const Trace& trace) {
+  std::vector<WindowMetrics> out;
+  for (const auto& r : trace.ranks) {
+    WindowMetrics m;
+    m.rank = r.rank;
+    const std::vector<int> steps = measured_steps(r);
+    if (!steps.empty()) {
+      m.first_step = steps.front();
+      m.last_step = steps.back();
+    }
+    Intervals compute, comm, all;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const DeviceWork& w : device_work(trace, r)) {
+      first = std::min(first, w.t0_ns);
+      last = std::max(last, w.t1_ns);
+      all.push_back({w.t0_ns, w.t1_ns});
+      if (w.kind == WorkKind::kCompute) compute.push_back({w.t0_ns, w.t1_ns});
+      if (w.kind == WorkKind::kCommunication) comm.push_back({w.t0_ns, w.t1_ns});
+    }
+    if (first < last) m.kernel_span_ns = last - first;
+    compute = merged(std::move(compute));
+    comm = merged(std::move(comm));
+    m.busy_ns = union_length(std::move(all));
+    m.compute_ns = total(compute);
+    m.comm_ns = total(comm);
+    m.overlap_ns = intersection_length(compute, comm);
+    out.push_back(m);
   }
   return out;
 }

@@ -34,6 +34,26 @@ struct StepMetrics {
 };
 std::vector<StepMetrics> step_metrics(const Trace& trace);
 
+// Holistic Trace Analysis's whole-trace figures, per rank, over the rank's device work in its
+// measured steps (device_work.h) taken as one window: what HTA's get_comm_comp_overlap and
+// get_temporal_breakdown compute from the Kineto export (`run --trace DIR/`). Overlap is
+// |compute ∩ communication| / |communication|; the breakdown splits the time from the first
+// kernel's start to the last kernel's end into idle (no kernel), compute and non-compute
+// (communication and copies not under compute).
+struct WindowMetrics {
+  int rank = 0;
+  int first_step = -1;
+  int last_step = -1;
+  int64_t kernel_span_ns = 0;
+  int64_t busy_ns = 0;  // |all kernels|
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  int64_t overlap_ns = 0;
+  int64_t idle_ns() const { return kernel_span_ns - busy_ns; }
+  int64_t non_compute_ns() const { return busy_ns - compute_ns; }
+};
+std::vector<WindowMetrics> window_metrics(const Trace& trace);
+
 // One collective matched across ranks by (group, sequence number, op).
 struct CollectiveMetrics {
   std::string op;

@@ -41,5 +41,19 @@ TEST(DeviceTracer, ActivityLandsOnItsRanksStreamLanes) {
   EXPECT_EQ(t.ranks[1].events[1].bytes, 4096);
 }
 
+TEST(DeviceTracer, LaunchesGetALaneOfTheirOwnAndEveryEventKeepsItsCorrelationId) {
+  Trace t;
+  RankTrace rank;
+  rank.lanes = {"host", "comm"};
+  t.ranks.push_back(rank);
+  add_device_activity(t, {{0, "cudaLaunchKernel", Category::kOther, 0, 90, 95, 0, 41},
+                          {0, "gemm", Category::kKernel, 7, 100, 200, 0, 41}});
+  ASSERT_EQ(t.ranks[0].lanes.size(), 4u);
+  EXPECT_EQ(t.ranks[0].lanes[2], kCudaRuntimeLane);
+  EXPECT_EQ(t.ranks[0].lanes[3], "stream 7");
+  ASSERT_EQ(t.ranks[0].events.size(), 2u);
+  for (const auto& e : t.ranks[0].events) EXPECT_EQ(e.seq, 41);
+}
+
 }  // namespace
 }  // namespace shardscope::profiling
