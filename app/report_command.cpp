@@ -1,5 +1,7 @@
 #include "app/report_command.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -37,7 +39,17 @@ double median(std::vector<double> v) {
 int report_command(const std::string& path, std::ostream& out, std::ostream& err) {
   profiling::Trace trace;
   try {
-    trace = profiling::read_trace_file(is_trace_directory(path) ? native_trace_in(path) : path);
+    std::string file = path;
+    if (is_trace_directory(path)) {
+      file = native_trace_in(path);
+      if (access(file.c_str(), F_OK) != 0) {
+        throw profiling::TraceFormatError(
+            path +
+            " is a directory without trace.sst: give a trace file, or a folder that "
+            "`run --trace DIR/` wrote");
+      }
+    }
+    trace = profiling::read_trace_file(file);
   } catch (const profiling::TraceFormatError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
