@@ -86,16 +86,16 @@ int start_workers_like_a_scheduler(int world, const std::filesystem::path& confi
                                    const std::filesystem::path& log,
                                    const std::string& extra_env = "") {
   const int port = free_port();
-  std::string command;
+  std::string command = "pids=; ";
   for (int r = 0; r < world; ++r) {
     command += "RANK=" + std::to_string(r) + " LOCAL_RANK=" + std::to_string(r) +
                " WORLD_SIZE=" + std::to_string(world) +
                " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + extra_env +
                " " SHARDSCOPE_BINARY " worker --config " + config.string() + " --out " +
-               out.string() + " & ";
+               out.string() + " & pids=\"$pids $!\"; ";
   }
-  // Every worker's own status: the first non-zero one is the command's.
-  command += "code=0; for p in $(jobs -p); do wait $p || code=$?; done; exit $code";
+  // Every worker's own status: the last non-zero one is the command's.
+  command += "code=0; for p in $pids; do wait $p || code=$?; done; exit $code";
   return shell(command, log);
 }
 
