@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -38,6 +39,13 @@ double median(std::vector<double> v) {
 
 int report_command(const std::string& path, std::ostream& out, std::ostream& err) {
   profiling::Trace trace;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    // Most likely the workers' --out folder of a torchrun or scheduler run.
+    err << "error: " << path << " is a folder, not a trace; for the --out folder of "
+        << "`shardscope worker`: shardscope collect " << path << " --trace FILE\n";
+    return 2;
+  }
   try {
     std::string file = path;
     if (is_trace_directory(path)) {

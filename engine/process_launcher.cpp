@@ -185,7 +185,8 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
     const std::string key = entry.substr(0, entry.find('='));
     if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
         key == "MASTER_PORT" || key == "SHARDSCOPE_STORE_HOSTED" || key == "GLOO_SOCKET_IFNAME" ||
-        key == "SHARDSCOPE_GLOO_ADDRESS")
+        key == "SHARDSCOPE_GLOO_ADDRESS" || key == "SHARDSCOPE_LAUNCHER_REPORTS" ||
+        key == "TORCHELASTIC_USE_AGENT_STORE")
       continue;
     inherited.push_back(entry);
   }
@@ -202,6 +203,8 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
     c.env.push_back("SHARDSCOPE_STORE_HOSTED=1");
     // Every rank is on this machine: Gloo stays on loopback whatever interfaces the user named.
     c.env.push_back("SHARDSCOPE_GLOO_ADDRESS=127.0.0.1");
+    // This launcher shows rank 0's steps and every failure: the workers keep quiet.
+    c.env.push_back("SHARDSCOPE_LAUNCHER_REPORTS=1");
     c.finish();
   }
 
@@ -265,24 +268,37 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
   }
   forward_progress();
 
+  std::vector<RankExit> exits(config.world);
+  for (int r = 0; r < config.world; ++r) exits[r] = {true, statuses[r], exited_ns[r]};
+  return read_rank_outcomes(dir, config.world, exits);
+}
+
+ProcessLaunchOutcome read_rank_outcomes(const std::string& dir, int world,
+                                        const std::vector<RankExit>& exits) {
   ProcessLaunchOutcome outcome;
-  outcome.results.resize(config.world);
-  outcome.launch.peak_allocated_bytes.assign(config.world, 0);
-  std::vector<bool> vanished(config.world, false);
-  for (int r = 0; r < config.world; ++r) {
+  outcome.results.resize(world);
+  outcome.launch.peak_allocated_bytes.assign(world, 0);
+  std::vector<bool> vanished(world, false);
+  for (int r = 0; r < world; ++r) {
     outcome.launch.logs.push_back(std::make_unique<profiling::RankEventLog>(r));
     RankOutcome rank;
     const bool read = read_rank_outcome(dir, r, rank, *outcome.launch.logs[r]);
     outcome.launch.peak_allocated_bytes[r] = rank.peak_allocated_bytes;
-    const bool exited_cleanly = WIFEXITED(statuses[r]) && WEXITSTATUS(statuses[r]) == 0;
-    const bool killed = WIFSIGNALED(statuses[r]);
+    const RankExit ended = exits.empty() ? RankExit{} : exits[r];
+    const bool exited_cleanly =
+        !ended.seen || (WIFEXITED(ended.wait_status) && WEXITSTATUS(ended.wait_status) == 0);
+    const bool killed = ended.seen && WIFSIGNALED(ended.wait_status);
     const bool partial = read && !rank.partial.empty();
     if (read && !partial && rank.failure && !killed) {
       outcome.launch.failures.push_back(*rank.failure);
     } else if (!read || partial || !exited_cleanly || !rank.result) {
       // A crash, a kill, or termination after another's failure: its partial record, if any,
       // is kept, and the message says how far it goes.
-      std::string why = describe_exit(statuses[r]);
+      std::string why = ended.seen
+                            ? describe_exit(ended.wait_status)
+                            : "rank process left " +
+                                  (read ? std::string("an unfinished ") : std::string("no ")) +
+                                  dir + "/rank-" + std::to_string(r) + ".json";
       if (rank.partial == kPartialAskedToStop) {
         why +=
             "; it did not stop at a step boundary when the launcher asked; its record up to "
@@ -292,7 +308,7 @@ ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallb
       } else if (read && rank.failure) {
         why += "; it " + rank.failure->message;
       }
-      outcome.launch.failures.push_back({r, why, exited_ns[r]});
+      outcome.launch.failures.push_back({r, why, ended.t_ns});
       vanished[r] = true;
     }
     if (rank.result) outcome.results[r] = std::move(*rank.result);

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/config.h"
@@ -21,5 +23,21 @@ struct ProcessLaunchOutcome {
 // dead rank's connections close), then SIGTERM, then SIGKILL: every child is reaped before this
 // returns, and children die with the launcher (PR_SET_PDEATHSIG).
 ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallback& on_step);
+
+// How a rank process ended, when whoever reads its outcome saw it end (the launcher); a folder
+// read later (`shardscope collect` after torchrun or a scheduler) knows only the files.
+struct RankExit {
+  bool seen = false;
+  int wait_status = 0;  // waitpid's status
+  int64_t t_ns = 0;     // when it was reaped
+};
+
+// The outcome of `world` rank processes from the files they left in `dir` (rank-R.json and
+// rank-R.weights): the launcher's own and `shardscope collect`'s one path. `exits` holds one
+// entry per rank or is empty (nothing seen). A rank whose file is missing, partial or
+// contradicted by its exit is a failure saying so; failures are ordered with the ranks that
+// vanished without a word first (their peers' errors follow from them), then by time.
+ProcessLaunchOutcome read_rank_outcomes(const std::string& dir, int world,
+                                        const std::vector<RankExit>& exits);
 
 }  // namespace shardscope

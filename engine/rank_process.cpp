@@ -57,15 +57,24 @@ RankEnvironment rank_environment_from_env() {
     throw ConfigError("RANK", "rank " + std::to_string(env.rank) + " is not below WORLD_SIZE " +
                                   std::to_string(env.world));
   }
-  env.store_hosted_elsewhere = std::getenv("SHARDSCOPE_STORE_HOSTED") != nullptr;
+  // torchrun's agent sets TORCHELASTIC_USE_AGENT_STORE to Python's str(True) when it hosts the
+  // store at MASTER_ADDR:MASTER_PORT; then every rank is a client, as in PyTorch's own
+  // torch/distributed/rendezvous.py (_create_c10d_store).
+  const char* agent_store = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  env.store_hosted_elsewhere = std::getenv("SHARDSCOPE_STORE_HOSTED") != nullptr ||
+                               (agent_store != nullptr && std::string(agent_store) == "True");
+  env.launcher_reports = std::getenv("SHARDSCOPE_LAUNCHER_REPORTS") != nullptr;
   env.gloo_network = gloo_network_from_env(env.master_addr);
   return env;
 }
 
-int run_rank_process(const Config& config, const RankEnvironment& env, const std::string& out_dir) {
+int run_rank_process(const Config& config, const RankEnvironment& env, const std::string& out_dir,
+                     const RankProcessReports& reports) {
   if (env.world != config.world) {
-    throw ConfigError("WORLD_SIZE", std::to_string(env.world) + " processes for a run of world " +
-                                        std::to_string(config.world));
+    throw ConfigError("WORLD_SIZE", std::to_string(env.world) +
+                                        " processes, but the config's world is " +
+                                        std::to_string(config.world) +
+                                        " (leave \"world\" out of the config to take WORLD_SIZE)");
   }
   const StrategyInfo* info = StrategyRegistry::instance().find(config.strategy);
   auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
@@ -114,7 +123,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
     };
     auto give_up = [&](const std::string& why) {
       write_partial(kPartialAskedToStop, why);
-      std::fprintf(stderr, "rank %d: failed: %s\n", env.rank, why.c_str());
+      if (reports.failed) reports.failed(RankFailure{env.rank, why, profiling::now_ns()});
       std::fflush(stderr);
       std::_Exit(1);
     };
@@ -194,9 +203,11 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
           outcome.result = train_rank(ctx, *strategy, [&](const StepRecord& s) {
             const std::string text = step_record_json(s).dump();
             store->set(progress_key(reported++), std::vector<uint8_t>(text.begin(), text.end()));
+            if (reports.on_step) reports.on_step(s);
           });
         });
   if (outcome.failure) outcome.result.reset();
+  if (outcome.failure && reports.failed) reports.failed(*outcome.failure);
   finished = true;
   keeper.join();  // before the final write, which shares its temporary file name
   write_rank_outcome(out_dir, env.rank, outcome, log);

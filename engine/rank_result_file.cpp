@@ -1,12 +1,12 @@
 #include "engine/rank_result_file.h"
 
 #include <fstream>
-#include <sstream>
 
 #include <torch/serialize.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/atomic_file.h"
+#include "engine/weights.h"
 
 // Each type's fields, listed once, give both directions of its JSON form.
 namespace shardscope::profiling {
@@ -51,16 +51,11 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
     const RankResult& r = *outcome.result;
     json steps = json::array();
     for (const auto& s : r.steps) steps.push_back(step_record_json(s));
-    std::vector<torch::Tensor> tensors;
     json names = json::array();
-    for (const auto& [name, tensor] : r.weights) {
-      names.push_back(name);
-      tensors.push_back(tensor);
-    }
-    // Written before the JSON: a reader that finds the JSON finds the weights complete.
-    std::ostringstream weights;
-    torch::save(tensors, weights);
-    write_file_atomically(path_of(dir, rank, ".weights"), weights.str());
+    for (const auto& [name, tensor] : r.weights) names.push_back(name);
+    // Written before the JSON: a reader that finds the JSON finds the weights complete. The
+    // format is --export-weights's, so Python's torch.load reads a rank's weights too.
+    export_weights(path_of(dir, rank, ".weights"), r.weights);
     out["result"] = {{"steps", steps},
                      {"weight_names", names},
                      {"replicated", r.replicated},
@@ -99,11 +94,21 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     RankResult result;
     result.rank = rank;
     for (const auto& s : r.at("steps")) result.steps.push_back(step_record_of(s));
-    std::vector<torch::Tensor> tensors;
-    torch::load(tensors, path_of(dir, rank, ".weights"));
+    const std::string weights_file = path_of(dir, rank, ".weights");
     const auto& names = r.at("weight_names");
-    if (names.size() != tensors.size()) return false;
-    for (size_t i = 0; i < tensors.size(); ++i) result.weights.emplace_back(names[i], tensors[i]);
+    try {
+      result.weights = read_exported_weights(weights_file);
+    } catch (const std::exception&) {
+      // Written before the weights were a dict (a TorchScript list of tensors, in name order).
+      std::vector<torch::Tensor> tensors;
+      torch::load(tensors, weights_file);
+      if (names.size() != tensors.size()) return false;
+      for (size_t i = 0; i < tensors.size(); ++i) result.weights.emplace_back(names[i], tensors[i]);
+    }
+    if (result.weights.size() != names.size()) return false;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (result.weights[i].first != names[i].get<std::string>()) return false;
+    }
     result.replicated = r.at("replicated");
     result.memory = r.at("memory").get<MemoryBytes>();
     result.first_step = r.at("first_step");

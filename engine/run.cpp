@@ -149,6 +149,11 @@ void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
   summary.trace.run_json = run.dump();
 }
 
+// What the ranks' outcome says, compared across ranks and, when config.reference is set, with
+// the single-device reference trained here: everything of the summary but how it was started.
+void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcome,
+               const std::shared_ptr<const TokenCorpus>& corpus, const RunCallbacks& callbacks);
+
 }  // namespace
 
 RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) {
@@ -185,6 +190,40 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
   }
   phase("training");
   TrainingOutcome outcome = train(config, corpus, callbacks.on_step, &callbacks);
+  summarise(summary, config, std::move(outcome), corpus, callbacks);
+  summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
+  return summary;
+}
+
+RunSummary summarise_rank_folder(const Config& config, const std::string& dir,
+                                 const RunCallbacks& callbacks) {
+  RunSummary summary;
+  summary.config = config;
+  auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
+  summary.data = corpus->description();
+  summary.parameters = parameter_count(config.model);
+  auto processes = read_rank_outcomes(dir, config.world, {});
+  // A worker resolves a resume itself: its first step says where it went on from.
+  if (!processes.results.empty()) summary.resumed_step = processes.results[0].first_step;
+  // Rank 0's steps through the callbacks, as a run shows them, before any reference trains.
+  if (callbacks.on_phase) callbacks.on_phase("training");
+  if (callbacks.on_step && !processes.results.empty()) {
+    for (const auto& step : processes.results[0].steps) callbacks.on_step(step);
+  }
+  TrainingOutcome outcome{std::move(processes.launch), std::move(processes.results)};
+  summarise(summary, config, std::move(outcome), corpus, callbacks);
+  // The ranks' own time, not this reading's: rank 0's steps, as the run's table shows them.
+  for (const auto& step : summary.steps) summary.wall_s += step.step_time_s;
+  return summary;
+}
+
+namespace {
+
+void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcome,
+               const std::shared_ptr<const TokenCorpus>& corpus, const RunCallbacks& callbacks) {
+  auto phase = [&](const std::string& what) {
+    if (callbacks.on_phase) callbacks.on_phase(what);
+  };
   for (int r = 0; r < config.world; ++r) {
     RankSummary rank;
     rank.rank = r;
@@ -194,7 +233,7 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     summary.ranks.push_back(std::move(rank));
   }
   summary.trace = trace_of(config, outcome.launch);
-  profiling::add_device_activity(summary.trace, device_tracer.collect());
+  profiling::add_device_activity(summary.trace, profiling::DeviceTracer::instance().collect());
   if (!outcome.launch.ok()) {
     summary.ok = false;
     summary.failed_rank = outcome.launch.root_failure()->rank;
@@ -205,9 +244,8 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
       } catch (const ConfigError&) {
       }
     }
-    summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
     attach_result(summary, outcome.results, nullptr);
-    return summary;
+    return;
   }
 
   if (outcome.results[0].checkpoint_step >= 0) {
@@ -255,14 +293,13 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
       if (step.step >= summary.resumed_step) comparison.losses.push_back(step.loss);
     }
     summary.reference = comparison;
-    summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
     attach_result(summary, outcome.results, &ref->results[0].weights);
-    return summary;
+    return;
   }
-  summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
   attach_result(summary, outcome.results, nullptr);
-  return summary;
 }
+
+}  // namespace
 
 nlohmann::json summary_to_json(const RunSummary& s) {
   using nlohmann::json;

@@ -76,6 +76,14 @@ struct RunCallbacks {
 // ConfigError escapes before any rank starts; a rank failure is reported in the summary.
 RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {});
 
+// A run whose rank processes were started by someone else (torchrun, a scheduler: `shardscope
+// worker --out DIR`) and left their outcomes in `dir`, summarised as run_training summarises its
+// own: across ranks, and against the single-device reference trained here when config.reference
+// is set. A rank whose file is missing or unfinished counts as failed; callers that want to
+// refuse such a folder check it first.
+RunSummary summarise_rank_folder(const Config& config, const std::string& dir,
+                                 const RunCallbacks& callbacks = {});
+
 // What a trace says about the run that recorded it (JSON): config, strategy, world, mode,
 // device, backend, LibTorch version. A finished run adds its result.
 std::string run_description(const Config& config);

@@ -14,6 +14,7 @@
 #include <ATen/core/Dict.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/export.h>
+#include <torch/csrc/jit/serialization/pickle.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
 namespace shardscope {
@@ -145,6 +146,28 @@ void export_weights(const std::string& path, const NamedTensors& weights) {
   for (const auto& [name, tensor] : weights) dict.insert(name, tensor.detach().cpu().contiguous());
   std::vector<char> bytes = pickle_for_torch_load(c10::IValue(dict));
   write_file_atomically(path, bytes.data(), bytes.size());
+}
+
+NamedTensors read_exported_weights(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw std::runtime_error("cannot read " + path);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
+                                std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + " is not a PyTorch archive of weights: " + e.what());
+  }
+  if (!value.isGenericDict())
+    throw std::runtime_error(path + " holds a " + value.tagKind() + ", not a dict name -> tensor");
+  NamedTensors weights;
+  for (const auto& entry : value.toGenericDict()) {  // c10::Dict keeps the order of insertion
+    if (!entry.key().isString() || !entry.value().isTensor())
+      throw std::runtime_error(path + ": an entry is not name -> tensor");
+    weights.emplace_back(entry.key().toStringRef(), entry.value().toTensor());
+  }
+  return weights;
 }
 
 }  // namespace shardscope

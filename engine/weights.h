@@ -45,4 +45,8 @@ std::vector<GroupDeviation> group_deviations(const NamedTensors& actual,
 // Writes name -> tensor in PyTorch's zip serialisation, readable by Python's torch.load.
 void export_weights(const std::string& path, const NamedTensors& weights);
 
+// Reads what export_weights wrote (or Python's torch.save of a dict name -> tensor) back, in the
+// file's order; throws naming `path` when it is not such a file.
+NamedTensors read_exported_weights(const std::string& path);
+
 }  // namespace shardscope

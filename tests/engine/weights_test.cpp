@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <torch/torch.h>
 
 #include "engine/weights.h"
+#include "tests/support/temp_dir.h"
 
 namespace shardscope {
 namespace {
@@ -40,6 +43,29 @@ TEST(Weights, MismatchedSetsAreErrors) {
   EXPECT_THROW(compare_weights(fewer, expected), std::runtime_error);
   NamedTensors renamed{{"x", expected[0].second}, expected[1]};
   EXPECT_THROW(compare_weights(renamed, expected), std::runtime_error);
+}
+
+// What export_weights writes reads back in the file's order, bitwise; names not in alphabetical
+// order show that the order is the file's, not a sorted map's.
+TEST(Weights, ExportedWeightsReadBackInOrder) {
+  const auto dir = test::test_temp_dir();
+  NamedTensors weights{{"z.last_first", torch::randn({3, 2})}, {"a", torch::arange(5.0)}};
+  const std::string path = (dir / "w.pt").string();
+  export_weights(path, weights);
+  const NamedTensors back = read_exported_weights(path);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].first, "z.last_first");
+  EXPECT_EQ(back[1].first, "a");
+  EXPECT_EQ(weights_checksum(back), weights_checksum(weights));
+
+  const std::string junk = (dir / "junk.pt").string();
+  std::ofstream(junk) << "not a zip";
+  try {
+    read_exported_weights(junk);
+    ADD_FAILURE() << "read a file that is not an archive";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(junk), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
