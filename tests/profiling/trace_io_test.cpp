@@ -64,10 +64,11 @@ TEST(ChromeTrace, IsAValidTraceEventFile) {
       EXPECT_EQ(e["bp"], "e");
     }
   }
-  EXPECT_EQ(named_processes, (std::set<int>{0, 1}));
+  // Ranks 0 and 1 as pids 1 and 2: Perfetto reserves pid 0.
+  EXPECT_EQ(named_processes, (std::set<int>{1, 2}));
   EXPECT_EQ(counters, 4);
-  // Two collectives matched across the two ranks (the send/recv pair is not a collective).
-  EXPECT_EQ(flow_ends.size(), 2u);
+  // Two collectives matched across the two ranks, and the send to its recv.
+  EXPECT_EQ(flow_ends.size(), 3u);
   for (const auto& [id, balance] : flow_ends) EXPECT_EQ(balance, 0) << "flow " << id;
   // Complete events on one thread must nest (Perfetto and chrome://tracing require it).
   for (auto& [thread, list] : spans) {
