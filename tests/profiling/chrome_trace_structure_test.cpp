@@ -296,8 +296,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ChromeTraceOfARun,
                            return info.param;
                          });
 
-// Files written before the comm tracks were split (pid = rank, tid = lane) still open as they
-// were: lanes by tid, ranks by pid.
+// The fuzzer's seed files open as the traces they were written from: two from before the comm
+// lane was split (pid = rank, tid = lane, no rank or lane in the metadata) and one after.
 TEST(ChromeTraceFiles, OldFilesStillOpen) {
   const std::string dir = std::string(SHARDSCOPE_SOURCE_DIR) + "/tests/fuzz/seeds/json";
   size_t files = 0;
