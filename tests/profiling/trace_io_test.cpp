@@ -158,6 +158,32 @@ TEST(ChromeTrace, BrokenFilesAreClearErrors) {
   }
 }
 
+// The process and thread metadata say which rank and lane a pid and tid are, wherever in the
+// file they come; what they say must make sense.
+TEST(ChromeTrace, MetadataPutsSlotsBackOnTheirLaneAndPidsOnTheirRank) {
+  const Trace t = from_chrome_json(R"({"traceEvents": [
+    {"ph":"X","name":"all_reduce","cat":"collective","pid":3,"tid":5,"ts":1,"dur":1},
+    {"ph":"X","name":"step","cat":"step","pid":3,"tid":1,"ts":0,"dur":4},
+    {"ph":"M","name":"thread_name","pid":3,"tid":5,"args":{"name":"comm 3","lane":1,"lane_name":"comm"}},
+    {"ph":"M","name":"thread_name","pid":3,"tid":1,"args":{"name":"host","lane":0,"lane_name":"host"}},
+    {"ph":"M","name":"process_name","pid":3,"args":{"name":"rank 2","rank":2}}]})");
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_EQ(t.ranks[0].rank, 2);
+  EXPECT_EQ(t.ranks[0].lanes, (std::vector<std::string>{"host", "comm"}));
+  ASSERT_EQ(t.ranks[0].events.size(), 2u);
+  EXPECT_EQ(t.ranks[0].events[0].lane, kHostLane);
+  EXPECT_EQ(t.ranks[0].events[1].lane, kCommLane);
+  for (
+      const char* text : {
+          R"({"traceEvents": [{"ph":"M","name":"process_name","pid":1,"args":{"rank":0}},
+                               {"ph":"M","name":"process_name","pid":2,"args":{"rank":0}}]})",
+          R"({"traceEvents": [{"ph":"M","name":"process_name","pid":1,"args":{"rank":70000}}]})",
+          R"({"traceEvents": [{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"lane":300}}]})",
+          R"({"traceEvents": [{"ph":"M","name":"thread_name","pid":1,"tid":300,"args":{}}]})"}) {
+    EXPECT_THROW(from_chrome_json(text), TraceFormatError) << text;
+  }
+}
+
 TEST(TraceFiles, ChosenByNameReadByContent) {
   const auto dir = test::test_temp_dir();
   Trace t = test::sample_trace();
