@@ -14,9 +14,12 @@ class TraceFormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Chrome Trace Event Format (opens in Perfetto UI and chrome://tracing): a process per rank, a
-// thread per lane, X events, C counters for memory, flow arrows linking each collective across
-// ranks; everything needed to read it back is in the events' args and in otherData.
+// Chrome Trace Event Format (opens in Perfetto UI and chrome://tracing): a process per rank
+// (pid rank + 1), a thread per lane with the comm lane one thread per concurrency slot
+// (chrome_tracks.h), X events, C counters for memory, flow arrows linking each call across
+// ranks (comm_links.h); everything needed to read it back is in the events' args, the
+// process and thread metadata and otherData. The reader also reads files written before the
+// slots (pid = rank, tid = lane).
 std::string to_chrome_json(const Trace& trace);
 Trace from_chrome_json(const std::string& text);
 

@@ -64,10 +64,11 @@ TEST(ChromeTrace, IsAValidTraceEventFile) {
       EXPECT_EQ(e["bp"], "e");
     }
   }
-  EXPECT_EQ(named_processes, (std::set<int>{0, 1}));
+  // Ranks 0 and 1 as pids 1 and 2: Perfetto reserves pid 0.
+  EXPECT_EQ(named_processes, (std::set<int>{1, 2}));
   EXPECT_EQ(counters, 4);
-  // Two collectives matched across the two ranks (the send/recv pair is not a collective).
-  EXPECT_EQ(flow_ends.size(), 2u);
+  // Two collectives matched across the two ranks, and the send to its recv.
+  EXPECT_EQ(flow_ends.size(), 3u);
   for (const auto& [id, balance] : flow_ends) EXPECT_EQ(balance, 0) << "flow " << id;
   // Complete events on one thread must nest (Perfetto and chrome://tracing require it).
   for (auto& [thread, list] : spans) {
@@ -185,6 +186,32 @@ TEST(TraceFiles, WhatAFileIsNotIsNamed) {
     ADD_FAILURE() << "read a directory";
   } catch (const TraceFormatError& e) {
     EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+}
+
+// The process and thread metadata say which rank and lane a pid and tid are, wherever in the
+// file they come; what they say must make sense.
+TEST(ChromeTrace, MetadataPutsSlotsBackOnTheirLaneAndPidsOnTheirRank) {
+  const Trace t = from_chrome_json(R"({"traceEvents": [
+    {"ph":"X","name":"all_reduce","cat":"collective","pid":3,"tid":5,"ts":1,"dur":1},
+    {"ph":"X","name":"step","cat":"step","pid":3,"tid":1,"ts":0,"dur":4},
+    {"ph":"M","name":"thread_name","pid":3,"tid":5,"args":{"name":"comm 3","lane":1,"lane_name":"comm"}},
+    {"ph":"M","name":"thread_name","pid":3,"tid":1,"args":{"name":"host","lane":0,"lane_name":"host"}},
+    {"ph":"M","name":"process_name","pid":3,"args":{"name":"rank 2","rank":2}}]})");
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_EQ(t.ranks[0].rank, 2);
+  EXPECT_EQ(t.ranks[0].lanes, (std::vector<std::string>{"host", "comm"}));
+  ASSERT_EQ(t.ranks[0].events.size(), 2u);
+  EXPECT_EQ(t.ranks[0].events[0].lane, kHostLane);
+  EXPECT_EQ(t.ranks[0].events[1].lane, kCommLane);
+  for (
+      const char* text : {
+          R"({"traceEvents": [{"ph":"M","name":"process_name","pid":1,"args":{"rank":0}},
+                               {"ph":"M","name":"process_name","pid":2,"args":{"rank":0}}]})",
+          R"({"traceEvents": [{"ph":"M","name":"process_name","pid":1,"args":{"rank":70000}}]})",
+          R"({"traceEvents": [{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"lane":300}}]})",
+          R"({"traceEvents": [{"ph":"M","name":"thread_name","pid":1,"tid":300,"args":{}}]})"}) {
+    EXPECT_THROW(from_chrome_json(text), TraceFormatError) << text;
   }
 }
 
