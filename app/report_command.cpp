@@ -40,10 +40,12 @@ double median(std::vector<double> v) {
 int report_command(const std::string& path, std::ostream& out, std::ostream& err) {
   profiling::Trace trace;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    // Most likely the workers' --out folder of a torchrun or scheduler run.
-    err << "error: " << path << " is a folder, not a trace; for the --out folder of "
-        << "`shardscope worker`: shardscope collect " << path << " --trace FILE\n";
+  const bool has_native = access(native_trace_in(path).c_str(), F_OK) == 0;
+  if (std::filesystem::is_directory(path, ec) && !has_native &&
+      access((std::filesystem::path(path) / "config.json").c_str(), F_OK) == 0) {
+    // The workers' --out folder of a torchrun or scheduler run: collect makes it a run.
+    err << "error: " << path << " is the --out folder of `shardscope worker`, not a trace: "
+        << "shardscope collect " << path << " --trace FILE\n";
     return 2;
   }
   try {
