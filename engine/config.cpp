@@ -103,6 +103,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"checkpoint_every", SHARDSCOPE_FIELD(int, checkpoint_every)},
       {"checkpoint_dir", SHARDSCOPE_FIELD(std::string, checkpoint_dir)},
       {"resume", SHARDSCOPE_FIELD(std::string, resume)},
+      {"init_weights", SHARDSCOPE_FIELD(std::string, init_weights)},
       {"model.vocab", SHARDSCOPE_FIELD(int, model.vocab)},
       {"model.d_model", SHARDSCOPE_FIELD(int, model.d_model)},
       {"model.heads", SHARDSCOPE_FIELD(int, model.heads)},
