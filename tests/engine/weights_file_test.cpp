@@ -4,6 +4,7 @@
 // writes and reads is tests/app/weights_roundtrip_test.cpp.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,8 +29,12 @@ NamedTensors sample() {
   torch::manual_seed(3);
   return {{"w", torch::randn({3, 5})},
           {"b", torch::randn({7})},
-          {"scalar", torch::tensor(2.5f).view({})},
+          {"scalar", torch::scalar_tensor(2.5, torch::kFloat)},
           {"empty", torch::empty({0, 4})}};
+}
+
+bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {
+  return a.sizes() == b.sizes() && a.scalar_type() == b.scalar_type() && torch::equal(a, b);
 }
 
 void expect_bitwise(const NamedTensors& actual, const NamedTensors& expected) {
@@ -37,7 +42,7 @@ void expect_bitwise(const NamedTensors& actual, const NamedTensors& expected) {
   for (size_t i = 0; i < actual.size(); ++i) {
     EXPECT_EQ(actual[i].first, expected[i].first);
     EXPECT_EQ(actual[i].second.scalar_type(), torch::kFloat) << actual[i].first;
-    EXPECT_TRUE(torch::equal(actual[i].second, expected[i].second)) << actual[i].first;
+    EXPECT_TRUE(same_bits(actual[i].second, expected[i].second)) << actual[i].first;
   }
 }
 
@@ -97,7 +102,7 @@ TEST(SafetensorsFormat, HalfBfloatAndDoubleBecomeFp32) {
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(read[i].second.scalar_type(), torch::kFloat);
     // Widening half and bfloat16 is exact; double rounds to the nearest float, as .float() does.
-    EXPECT_TRUE(torch::equal(read[i].second, stored[i].second.to(torch::kFloat))) << read[i].first;
+    EXPECT_TRUE(same_bits(read[i].second, stored[i].second.to(torch::kFloat))) << read[i].first;
   }
 }
 
@@ -290,9 +295,12 @@ TEST(InitialWeights, AFileRewrittenBetweenRunsIsReadAgain) {
   EXPECT_EQ(load_initial_weights(c).get(), first.get());
   NamedTensors changed = *first;
   changed[0].second = torch::full_like(changed[0].second, 2.0);
-  fs::remove(c.init_weights);  // a new inode, as an editor or torch.save leaves it
+  const auto written = fs::last_write_time(c.init_weights);
   write_weights_file(c.init_weights, changed);
+  // The same size, and maybe the same time within the clock's resolution: made later for sure.
+  fs::last_write_time(c.init_weights, written + std::chrono::seconds(2));
   EXPECT_EQ(load_initial_weights(c)->at(0).second[0][0].item<float>(), 2.0f);
+  EXPECT_EQ(first->at(0).second[0][0].item<float>(), 1.0f);  // a run holding it is unaffected
 }
 
 }  // namespace

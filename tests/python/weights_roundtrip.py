@@ -67,7 +67,7 @@ def train(args):
     torch.save({k: v.double() for k, v in state.items()}, os.path.join(d, "python_f64.pt"))
     moved = max(float((state[k] - from_pt[k]).abs().max()) for k in state)
     with open(os.path.join(d, "train.json"), "w") as f:
-        json.dump({"moved": moved, "loss": float(loss), "tensors": len(state)}, f)
+        json.dump({"moved": moved, "loss": loss.item(), "tensors": len(state)}, f)
 
 
 def verify(args):
