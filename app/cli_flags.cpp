@@ -191,6 +191,9 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--resume", "resume", Kind::String,
        "continue from the newest valid checkpoint in this directory (any world size for the "
        "data-parallel and ZeRO strategies)"},
+      {"--init-weights", "init_weights", Kind::String,
+       "start every rank and the reference from this name -> tensor file instead of the seed's "
+       "weights: torch.save(model.state_dict(), f) or .safetensors (fp32, fp16, bf16 or fp64)"},
   };
   return specs;
 }

@@ -30,6 +30,7 @@
 #include "engine/stop_request.h"
 #include "engine/strategy_registry.h"
 #include "engine/weights.h"
+#include "engine/weights_file.h"
 #include "profiling/trace_io.h"
 
 namespace shardscope::cli {
@@ -141,7 +142,7 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
       if (!outputs.quiet) out << written << " (" << summary.trace.event_count() << " events)\n";
     }
     if (!outputs.weights_file.empty() && summary.ok && summary.stopped_by_signal == 0)
-      export_weights(outputs.weights_file, summary.weights);
+      write_weights_file(outputs.weights_file, summary.weights);
   } catch (const std::exception& e) {
     err << "error: " << e.what() << "\n";
     return kExitRunFailed;
@@ -269,7 +270,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
                   "and the GUI)")
       ->group("Output");
   run->add_option("--export-weights", outputs.weights_file,
-                  "write the trained full weights (name -> tensor) for Python's torch.load")
+                  "write the trained full weights (name -> tensor): FILE.safetensors as "
+                  "safetensors, any other name for Python's torch.load")
       ->group("Output");
   run->add_flag("--quiet", outputs.quiet, "print only the final check")->group("Output");
 

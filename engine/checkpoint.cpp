@@ -279,6 +279,19 @@ void check_resumable(const Config& config, const CheckpointInfo& checkpoint) {
                                  now.at(key).dump());
     }
   }
+  // A resumed run takes every weight from the checkpoint; its reference trains from the start,
+  // so it must start where the checkpointed run started.
+  const std::string started_from = saved.value("init_weights", std::string());
+  if (started_from != config.init_weights) {
+    auto describe = [](const std::string& file) {
+      return file.empty() ? std::string("the seed's weights") : "--init-weights " + file;
+    };
+    throw ConfigError("init_weights", "the checkpoint's run started from " +
+                                          describe(started_from) + ", this run names " +
+                                          describe(config.init_weights) +
+                                          " (the checkpoint's weights are what a resumed run "
+                                          "continues from; the reference starts where it did)");
+  }
   for (const char* group : {"model", "optimizer"}) {
     for (const auto& [key, value] : saved.at(group).items()) {
       if (!now.at(group).contains(key) || now.at(group).at(key) != value) {

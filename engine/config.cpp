@@ -106,6 +106,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"checkpoint_dir", SHARDSCOPE_FIELD(std::string, checkpoint_dir)},
       {"checkpoint_keep", SHARDSCOPE_FIELD(int, checkpoint_keep)},
       {"resume", SHARDSCOPE_FIELD(std::string, resume)},
+      {"init_weights", SHARDSCOPE_FIELD(std::string, init_weights)},
       {"model.vocab", SHARDSCOPE_FIELD(int, model.vocab)},
       {"model.d_model", SHARDSCOPE_FIELD(int, model.d_model)},
       {"model.heads", SHARDSCOPE_FIELD(int, model.heads)},

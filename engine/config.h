@@ -114,6 +114,9 @@ struct Config {
   int checkpoint_keep = 3;  // the newest K checkpoints stay; older ones are removed (0: all stay)
   std::string checkpoint_dir;
   std::string resume;
+  // A name -> tensor file (torch.save of a state_dict, or safetensors) every rank and the
+  // reference start from instead of the seeded initialisation. Empty: the seed's weights.
+  std::string init_weights;
 
   // Sequences in one optimizer step across all ranks.
   int global_batch_size() const { return micro_batch * world * grad_accum; }

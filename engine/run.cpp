@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint.h"
+#include "engine/initial_weights.h"
 #include "engine/launcher.h"
 #include "engine/process_launcher.h"
 #include "engine/step_traffic.h"
@@ -178,6 +179,10 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
     check_checkpoint_directory(config.checkpoint_dir);
     checkpoint_lock.emplace(config.checkpoint_dir);
   }
+  // Read and checked once before any rank starts (a bad file is bad input); the rank threads and
+  // the reference then share this read while it is held.
+  std::shared_ptr<const NamedTensors> initial_weights;
+  if (!config.init_weights.empty()) initial_weights = load_initial_weights(config);
   summary.config = config;
   auto corpus = TokenCorpus::load(config.data, config.model.vocab, config.seed);
   summary.data = corpus->description();

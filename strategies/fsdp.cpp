@@ -13,6 +13,7 @@
 
 #include "engine/comm.h"
 #include "engine/config.h"
+#include "engine/initial_weights.h"
 #include "engine/mixed_precision.h"
 #include "engine/optimizer_factory.h"
 #include "engine/strategy_registry.h"
@@ -53,7 +54,7 @@ class Fsdp final : public Strategy {
     const Config& config = *ctx.config;
     prefetch_ = config.strategy_options.prefetch;
     reduce_dtype_ = gradient_reduce_dtype(config.strategy_options);
-    model_ = GptModel(config.model, config.seed);
+    model_ = initial_model(config);  // full weights first: the units shard them
     model_->to(ctx.device);
     model_->activation_checkpointing = config.strategy_options.activation_checkpointing;
     build_units();

@@ -7,6 +7,7 @@
 
 #include "engine/comm.h"
 #include "engine/config.h"
+#include "engine/initial_weights.h"
 #include "engine/mixed_precision.h"
 #include "engine/optimizer_factory.h"
 #include "engine/training_state.h"
@@ -17,7 +18,7 @@ namespace shardscope {
 
 void ReplicatedStrategy::setup(RankContext& ctx) {
   ctx_ = &ctx;
-  model_ = GptModel(ctx.config->model, ctx.config->seed);
+  model_ = initial_model(*ctx.config);
   model_->to(ctx.device);
   model_->activation_checkpointing = ctx.config->strategy_options.activation_checkpointing;
   for (const auto& [name, p] : model_->named_params()) {

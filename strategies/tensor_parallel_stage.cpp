@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "engine/comm.h"
+#include "engine/initial_weights.h"
 #include "profiling/host_tracing.h"
 #include "strategies/tensor_parallel.h"
 
@@ -33,7 +34,7 @@ TensorParallelStage::TensorParallelStage(const Config& config, const StageSpec& 
       comm_(tensor_comm),
       t_(tensor_comm.size()),
       rank_(tensor_comm.rank()) {
-  GptModel full(config.model, config.seed);
+  GptModel full = initial_model(config);  // the full weights, then this rank's cut
   torch::NoGradGuard no_grad;
   for (const auto& [name, p] : full->named_params()) {
     model_shapes_.emplace_back(name, p.sizes().vec());

@@ -13,7 +13,6 @@
 #include "engine/config.h"
 #include "engine/gpt_model.h"
 #include "engine/run.h"
-#include "engine/token_data.h"
 #include "engine/weights.h"
 #include "tests/support/reference_check.h"
 #include "tests/support/temp_dir.h"
@@ -38,25 +37,6 @@ bool python_has_torch() {
   return std::system(command.c_str()) == 0;
 }
 
-// Every rank's micro-batches of every step: [steps, world, accum, micro_batch, seq].
-NamedTensors batches_of(const Config& c) {
-  auto corpus = TokenCorpus::load(c.data, c.model.vocab, c.seed);
-  BatchSampler sampler(corpus, c.model.seq, c.micro_batch, c.world, c.grad_accum, c.seed);
-  std::vector<torch::Tensor> inputs, targets;
-  for (int step = 0; step < c.steps; ++step) {
-    for (int rank = 0; rank < c.world; ++rank) {
-      for (int micro = 0; micro < c.grad_accum; ++micro) {
-        Batch b = sampler.micro_batch(step, rank, micro);
-        inputs.push_back(b.inputs);
-        targets.push_back(b.targets);
-      }
-    }
-  }
-  auto shape = std::vector<int64_t>{c.steps, c.world, c.grad_accum, c.micro_batch, c.model.seq};
-  return {{"inputs", torch::stack(inputs).view(shape)},
-          {"targets", torch::stack(targets).view(shape)}};
-}
-
 class PyTorchCrossCheck : public testing::TestWithParam<CrossCheck> {};
 
 TEST_P(PyTorchCrossCheck, SameWeightsAsPyTorchAfterFiveSteps) {
@@ -73,7 +53,7 @@ TEST_P(PyTorchCrossCheck, SameWeightsAsPyTorchAfterFiveSteps) {
   const auto dir = test::test_temp_dir();
   export_weights((dir / "init.pt").string(),
                  to_cpu_copy(GptModel(c.model, c.seed)->named_params()));
-  export_weights((dir / "batches.pt").string(), batches_of(c));
+  export_weights((dir / "batches.pt").string(), test::batches_of(c));
   export_weights((dir / "ours.pt").string(), s.weights);
   std::ofstream(dir / "config.json") << to_json(c).dump();
 

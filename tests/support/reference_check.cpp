@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/gpt_model.h"
+#include "engine/token_data.h"
 
 namespace shardscope::test {
 
@@ -60,6 +61,24 @@ void expect_toy_models_match_reference(const std::string& strategy) {
       EXPECT_TRUE(torch::equal(w, initial->named_parameters()["unused"]));
     }
   }
+}
+
+NamedTensors batches_of(const Config& c) {
+  auto corpus = TokenCorpus::load(c.data, c.model.vocab, c.seed);
+  BatchSampler sampler(corpus, c.model.seq, c.micro_batch, c.world, c.grad_accum, c.seed);
+  std::vector<torch::Tensor> inputs, targets;
+  for (int step = 0; step < c.steps; ++step) {
+    for (int rank = 0; rank < c.world; ++rank) {
+      for (int micro = 0; micro < c.grad_accum; ++micro) {
+        Batch b = sampler.micro_batch(step, rank, micro);
+        inputs.push_back(b.inputs);
+        targets.push_back(b.targets);
+      }
+    }
+  }
+  auto shape = std::vector<int64_t>{c.steps, c.world, c.grad_accum, c.micro_batch, c.model.seq};
+  return {{"inputs", torch::stack(inputs).view(shape)},
+          {"targets", torch::stack(targets).view(shape)}};
 }
 
 std::vector<StepTraffic> traffic_per_step(const RankSummary& rank) {

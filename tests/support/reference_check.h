@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "engine/gpt_model.h"
 #include "engine/run.h"
 #include "engine/step_traffic.h"
 
@@ -26,6 +27,10 @@ void expect_matches_reference(const RunSummary& summary);
 // parameters (world 4, accumulation 2), tied embeddings (world 4, accumulation 2), and a
 // parameter no rank uses (world 2, accumulation 2), which must end bitwise where it started.
 void expect_toy_models_match_reference(const std::string& strategy);
+
+// Every rank's micro-batches of every step, for tests/python/pytorch_reference.py's --batches:
+// "inputs" and "targets", each [steps, world, accum, micro_batch, seq].
+NamedTensors batches_of(const Config& config);
 
 // Per step, over one rank's trace (see engine/step_traffic.h).
 std::vector<StepTraffic> traffic_per_step(const RankSummary& rank);
