@@ -59,15 +59,22 @@ start_worker() {
     MASTER_PORT=29610 "$@" "$BIN" worker --config "$work/run.json" --out "$work/$case/host$rank" \
     >"$work/$case/rank$rank.log" 2>&1 &
 }
-# Waits for the background workers at most $1 seconds; prints their exit codes.
+# Waits for the background workers at most $1 seconds; sets `codes` to their exit codes (not in
+# a subshell: only this shell can wait for its children).
 wait_workers() {
-  local deadline=$((SECONDS + $1)) codes=""
+  local deadline=$((SECONDS + $1))
+  codes=""
   for pid in $(jobs -p); do
     while kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
-    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid"; codes="$codes hung"; else
-      wait "$pid"; codes="$codes $?"; fi
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -9 "$pid"
+      wait "$pid" 2>/dev/null
+      codes="$codes hung"
+    else
+      wait "$pid"
+      codes="$codes $?"
+    fi
   done
-  echo "$codes"
 }
 # The weights both hosts trained, as `collect` reads them (rank 1's files copied over as a user
 # would), against the thread run.
@@ -80,20 +87,20 @@ collected_checksums_match() {
 case=route
 start_worker 0 "$A"
 start_worker 1 "$B"
-codes=$(wait_workers 90)
+wait_workers 90
 check "two hosts, no GLOO_SOCKET_IFNAME: both workers exit 0 (got$codes)" '[ "$codes" = " 0 0" ]'
 check "two hosts, no GLOO_SOCKET_IFNAME: weights bitwise those of rank threads ($threads_sum)" collected_checksums_match
 
 case=ifname
 start_worker 0 "$A" GLOO_SOCKET_IFNAME="$VA"
 start_worker 1 "$B" GLOO_SOCKET_IFNAME="$VB"
-codes=$(wait_workers 90)
+wait_workers 90
 check "GLOO_SOCKET_IFNAME=$VA / $VB: both workers exit 0 (got$codes)" '[ "$codes" = " 0 0" ]'
 check "GLOO_SOCKET_IFNAME: weights bitwise those of rank threads" collected_checksums_match
 
 case=bad-ifname
 start_worker 1 "$B" GLOO_SOCKET_IFNAME=nosuch0
-codes=$(wait_workers 30)
+wait_workers 30
 check "GLOO_SOCKET_IFNAME=nosuch0: exit 2 (got$codes)" '[ "$codes" = " 2" ]'
 check "GLOO_SOCKET_IFNAME=nosuch0: the message names the variable" 'grep -q "GLOO_SOCKET_IFNAME.*nosuch0" "$work/$case/rank1.log"'
 
@@ -105,7 +112,7 @@ t0=$SECONDS
 mkdir -p "$work/$case/host0"
 ip netns exec "$A" env RANK=0 WORLD_SIZE=2 MASTER_ADDR=10.77.0.1 MASTER_PORT=29611 \
   "$BIN" worker --config "$work/lonely.json" --out "$work/$case/host0" >"$work/$case/rank0.log" 2>&1 &
-codes=$(wait_workers 60)
+wait_workers 60
 elapsed=$((SECONDS - t0))
 check "a worker whose peer never comes fails (got$codes)" '[ "$codes" = " 1" ]'
 check "... within its 5 s timeout plus start-up (took ${elapsed} s)" '[ $elapsed -le 25 ]'
@@ -120,7 +127,7 @@ pid=$!
 sleep 2
 t0=$SECONDS
 kill -TERM "$pid"
-codes=$(wait_workers 30)
+wait_workers 30
 elapsed=$((SECONDS - t0))
 check "SIGTERM ends a worker waiting for its master within 10 s (took ${elapsed} s, got$codes)" '[ $elapsed -le 10 ] && [ "$codes" != " hung" ]'
 
@@ -135,7 +142,7 @@ if [ -n "$TORCHRUN" ] && [ -x "$TORCHRUN" ]; then
       "$BIN" worker --config "$work/run.json" --out "$work/$case/host$rank" \
       >"$work/$case/rank$rank.log" 2>&1 &
   done
-  codes=$(wait_workers 120)
+  wait_workers 120
   check "torchrun --nnodes 2 across the two hosts: both exit 0 (got$codes)" '[ "$codes" = " 0 0" ]'
   check "torchrun: weights bitwise those of rank threads" collected_checksums_match
 else
