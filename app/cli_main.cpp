@@ -20,6 +20,7 @@
 #include "app/perf/perf_suite.h"
 #include "app/project_command.h"
 #include "app/report_command.h"
+#include "app/run_outputs.h"
 #include "app/run_summary_text.h"
 #include "app/trace_output.h"
 #include "engine/atomic_file.h"
@@ -76,6 +77,10 @@ std::string resume_command(const std::vector<std::string>& command, const std::s
   return text;
 }
 
+OutputFiles output_files(const RunOutputs& outputs) {
+  return {outputs.json_file, outputs.trace_file, outputs.weights_file};
+}
+
 int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ostream& out,
                 std::ostream& err) {
   Config config;
@@ -90,8 +95,7 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
     finalize(config);
     if (!outputs.tolerance_given) outputs.tolerance = default_tolerance(config);
     backend_choice = check_environment(config);
-    if (const std::string problem = trace_target_problem(outputs.trace_file); !problem.empty())
-      throw ConfigError("--trace", problem);
+    check_output_files(output_files(outputs));
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";
@@ -133,44 +137,11 @@ int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
     return kExitRunFailed;
   }
 
-  try {
-    if (!outputs.json_file.empty())
-      write_file_atomically(outputs.json_file, summary_to_json(summary).dump(2) + "\n");
-    // Also for a failed run: what was recorded up to the failure is what explains it.
-    if (!outputs.trace_file.empty()) {
-      const std::string written = write_trace(summary.trace, outputs.trace_file);
-      if (!outputs.quiet) out << written << " (" << summary.trace.event_count() << " events)\n";
-    }
-    if (!outputs.weights_file.empty() && summary.ok && summary.stopped_by_signal == 0)
-      write_weights_file(outputs.weights_file, summary.weights);
-  } catch (const std::exception& e) {
-    err << "error: " << e.what() << "\n";
-    return kExitRunFailed;
-  }
-
-  if (!summary.ok) {
-    err << "run failed: " << summary.failure << "\n";
-    if (!summary.checkpoint.empty()) {
-      err << "the newest valid checkpoint is " << summary.checkpoint << "; continue with:\n  "
-          << resume_command(outputs.command, config.checkpoint_dir) << "\n";
-    }
-    return kExitRunFailed;
-  }
-  if (summary.stopped_by_signal != 0) {
-    const int done = summary.steps.empty() ? summary.resumed_step : summary.steps.back().step + 1;
-    out << "\nstopped by " << signal_name(summary.stopped_by_signal) << " after " << done << " of "
-        << config.steps << " steps (every rank finished the same step)\n";
-    if (!summary.checkpoint.empty()) {
-      out << "checkpoint written to " << summary.checkpoint << "; continue with:\n  "
-          << resume_command(outputs.command, config.checkpoint_dir) << "\n";
-    } else {
-      out << "no checkpoint was written (no --checkpoint-dir): a new run starts from step 0\n";
-    }
-    return kExitStoppedBySignal + summary.stopped_by_signal;
-  }
-  print_run_results(summary, out);
-  if (!outputs.weights_file.empty()) out << "weights written to " << outputs.weights_file << "\n";
-  return check_run_results(summary, outputs.tolerance, err);
+  Conclusion how;
+  how.steps = config.steps;
+  how.tolerance = outputs.tolerance;
+  how.resume_command = resume_command(outputs.command, config.checkpoint_dir);
+  return write_outputs_and_conclude(output_files(outputs), summary, how, outputs.quiet, out, err);
 }
 
 // Rank 0 keeps the run's config (its world resolved) beside the ranks' outcomes, so that
@@ -380,11 +351,13 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ->group("Output");
   collect
       ->add_option("--trace", collect_options.trace_file,
-                   "write the trace: FILE.json as Chrome trace JSON, any other name native")
+                   "write the trace as run does: FILE.json Chrome trace JSON, DIR/ one Kineto "
+                   "file per rank (Holistic Trace Analysis), any other name native")
       ->group("Output");
   collect
       ->add_option("--export-weights", collect_options.weights_file,
-                   "write rank 0's trained weights (name -> tensor) for Python's torch.load")
+                   "write rank 0's trained weights (name -> tensor): FILE.safetensors, or a file "
+                   "Python's torch.load reads")
       ->group("Output");
   collect->add_flag("--quiet", collect_options.quiet, "print only the final check")
       ->group("Output");

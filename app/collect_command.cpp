@@ -1,4 +1,5 @@
 #include "app/collect_command.h"
+#include "app/run_outputs.h"
 
 #include <filesystem>
 #include <fstream>
@@ -87,6 +88,13 @@ int collect_command(const CollectOptions& options, std::ostream& out, std::ostre
     return kExitBadInput;
   }
   const double tolerance = options.tolerance >= 0 ? options.tolerance : default_tolerance(config);
+  const OutputFiles outputs{options.json_file, options.trace_file, options.weights_file};
+  try {
+    check_output_files(outputs);
+  } catch (const ConfigError& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitBadInput;
+  }
 
   RunSummary summary;
   try {
@@ -108,38 +116,11 @@ int collect_command(const CollectOptions& options, std::ostream& out, std::ostre
     err << "error: " << dir << ": " << e.what() << "\n";
     return kExitRunFailed;
   }
-  try {
-    if (!options.json_file.empty())
-      write_file_atomically(options.json_file, summary_to_json(summary).dump(2) + "\n");
-    // Also for a failed run: what was recorded up to the failure is what explains it.
-    if (!options.trace_file.empty()) {
-      write_file_atomically(options.trace_file,
-                            profiling::serialise_trace(summary.trace, options.trace_file));
-      if (!options.quiet) {
-        out << "trace written to " << options.trace_file << " (" << summary.trace.event_count()
-            << " events)\n";
-      }
-    }
-    if (!options.weights_file.empty() && summary.ok && summary.stopped_by_signal == 0)
-      export_weights(options.weights_file, summary.weights);
-  } catch (const std::exception& e) {
-    err << "error: " << e.what() << "\n";
-    return kExitRunFailed;
-  }
-
-  if (!summary.ok) {
-    err << "run failed: " << summary.failure << "\n";
-    return kExitRunFailed;
-  }
-  if (summary.stopped_by_signal != 0) {
-    const int done = summary.steps.empty() ? summary.resumed_step : summary.steps.back().step + 1;
-    out << "\nstopped by " << signal_name(summary.stopped_by_signal) << " after " << done << " of "
-        << config.steps << " steps (every rank finished the same step)\n";
-    return kExitStoppedBySignal + summary.stopped_by_signal;
-  }
-  print_run_results(summary, out, "not checked (--reference trains it here)");
-  if (!options.weights_file.empty()) out << "weights written to " << options.weights_file << "\n";
-  return check_run_results(summary, tolerance, err);
+  Conclusion how;
+  how.steps = config.steps;
+  how.tolerance = tolerance;
+  how.no_reference = "not checked (--reference trains it here)";
+  return write_outputs_and_conclude(outputs, summary, how, options.quiet, out, err);
 }
 
 }  // namespace shardscope::cli

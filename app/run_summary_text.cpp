@@ -98,4 +98,32 @@ int check_run_results(const RunSummary& summary, double tolerance, std::ostream&
   return kExitOk;
 }
 
+int conclude_run(const RunSummary& summary, const Conclusion& how, std::ostream& out,
+                 std::ostream& err) {
+  if (!summary.ok) {
+    err << "run failed: " << summary.failure << "\n";
+    if (!summary.checkpoint.empty() && !how.resume_command.empty()) {
+      err << "the newest valid checkpoint is " << summary.checkpoint << "; continue with:\n  "
+          << how.resume_command << "\n";
+    }
+    return kExitRunFailed;
+  }
+  if (summary.stopped_by_signal != 0) {
+    const int done = summary.steps.empty() ? summary.resumed_step : summary.steps.back().step + 1;
+    out << "\nstopped by " << signal_name(summary.stopped_by_signal) << " after " << done << " of "
+        << how.steps << " steps (every rank finished the same step)\n";
+    if (!how.resume_command.empty()) {
+      if (!summary.checkpoint.empty()) {
+        out << "checkpoint written to " << summary.checkpoint << "; continue with:\n  "
+            << how.resume_command << "\n";
+      } else {
+        out << "no checkpoint was written (no --checkpoint-dir): a new run starts from step 0\n";
+      }
+    }
+    return kExitStoppedBySignal + summary.stopped_by_signal;
+  }
+  print_run_results(summary, out, how.no_reference);
+  return check_run_results(summary, how.tolerance, err);
+}
+
 }  // namespace shardscope::cli

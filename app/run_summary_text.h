@@ -30,6 +30,18 @@ double default_tolerance(const Config& config);
 // the reason on `err` when one fails.
 int check_run_results(const RunSummary& summary, double tolerance, std::ostream& err);
 
+// How a run that has ended is told: its failure, its stop by a signal, or its results and checks.
+// Returns the exit code.
+struct Conclusion {
+  int steps = 0;           // the steps the run was asked for
+  double tolerance = 0.0;  // of the reference check
+  // The command that continues the run from its checkpoint; empty: none is offered (collect).
+  std::string resume_command;
+  const char* no_reference = "skipped (--no-reference)";
+};
+int conclude_run(const RunSummary& summary, const Conclusion& how, std::ostream& out,
+                 std::ostream& err);
+
 // "SIGINT (Ctrl-C)", "SIGTERM", "signal N".
 std::string signal_name(int signal_number);
 

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "engine/job_identity.h"
 #include "engine/rank_result_file.h"
 #include "engine/rank_runner.h"
 #include "engine/stop_request.h"
@@ -155,7 +156,9 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
           give_up("did not reach a step boundary within the timeout after a stop request");
         continue;
       }
-      if (now < next_snapshot) continue;
+      // Snapshots only once this rank is one of the job's (before, it has recorded nothing, and a
+      // rank refused by the job must not write over the files of the rank it claimed to be).
+      if (!met.load() || now < next_snapshot) continue;
       write_partial(kPartialSnapshot);
       next_snapshot = Clock::now() + std::max<Clock::duration>(least, 20 * (Clock::now() - now));
     }
@@ -192,9 +195,21 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
                         ": " + e.what_without_backtrace(),
                     profiling::now_ns()};
   }
-  if (store)
-    outcome.failure =
-        run_rank(spec, env.rank, store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
+  // Only ranks of this job, each once, meet under its keys.
+  c10::intrusive_ptr<c10d::Store> job_store;
+  if (store) {
+    try {
+      job_store = join_job(store, env.rank, job_identity(config), timeout,
+                           env.master_addr + ":" + std::to_string(env.master_port));
+    } catch (const ConfigError&) {
+      throw;  // another job's rank, or a second of ours: bad input, not a failure of this job
+    } catch (const std::exception& e) {
+      outcome.failure = RankFailure{env.rank, e.what(), profiling::now_ns()};
+    }
+  }
+  if (job_store)
+    outcome.failure = run_rank(
+        spec, env.rank, job_store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
           met = true;
           ctx.config = &config;
           ctx.sampler = sampler;

@@ -13,22 +13,14 @@
 
 #include "app/cli_main.h"
 #include "tests/support/bad_configs.h"
+#include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
 
 namespace shardscope {
 namespace {
 
-struct CliResult {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliResult cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  int code = cli::cli_main(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using test::cli;
+using CliResult = test::CliResult;
 
 std::filesystem::path temp_dir() {
   return test::test_temp_dir();

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,23 +21,15 @@
 #include "engine/rank_result_file.h"
 #include "engine/run.h"
 #include "engine/weights.h"
+#include "tests/support/cli_runner.h"
 #include "tests/support/reference_check.h"
 #include "tests/support/temp_dir.h"
 
 namespace shardscope {
 namespace {
 
-struct CliResult {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-CliResult cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = cli::cli_main(args, out, err);
-  return {code, out.str(), err.str()};
-}
+using test::cli;
+using CliResult = test::CliResult;
 
 std::string slurp(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -287,6 +280,73 @@ TEST(Collect, RefusesWhatIsNotAFinishedRunNamingTheFile) {
   const CliResult r = cli({"collect", run.string()});
   EXPECT_EQ(r.code, cli::kExitRunFailed) << r.err;
   EXPECT_NE(r.err.find("rank 1 failed: out of memory"), std::string::npos) << r.err;
+}
+
+// One worker started as `rank` of a job at `port` in the background of a shell command; its exit
+// status goes into DIR/code-NAME.
+std::string worker_in_background(const std::string& name, int rank, int port,
+                                 const std::filesystem::path& config,
+                                 const std::filesystem::path& dir) {
+  return "(RANK=" + std::to_string(rank) +
+         " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+         " " SHARDSCOPE_BINARY " worker --config " + config.string() + " --out " +
+         (dir / ("out-" + name)).string() + " > " + (dir / (name + ".log")).string() +
+         " 2>&1; echo $? > " + (dir / ("code-" + name)).string() + ") & ";
+}
+
+int code_of(const std::filesystem::path& dir, const std::string& name) {
+  return std::stoi(slurp(dir / ("code-" + name)));
+}
+
+// A second set of workers on the same MASTER_PORT with another config (seed 2) once joined the
+// first and trained with it, both exiting 0. Its rank is refused naming the config, and the
+// first job trains as threads do.
+TEST(SchedulerWorkers, ARankOfAnotherConfigOnTheSamePortIsRefused) {
+  const auto dir = test::test_temp_dir();
+  const Config mine = tiny_run();
+  nlohmann::json other = to_json(mine);
+  other["seed"] = 2;
+  const auto config = write_config(dir, to_json(mine)),
+             intruder = write_config(dir, other, "b.json");
+  const int port = free_port();
+  // Rank 0 first, then the intruder's rank 1 (which must be refused), then the real rank 1.
+  const std::string command = worker_in_background("rank0", 0, port, config, dir) + "sleep 1; " +
+                              worker_in_background("intruder", 1, port, intruder, dir) +
+                              "sleep 2; " + worker_in_background("rank1", 1, port, config, dir) +
+                              "wait";
+  shell(command, dir / "shell.log");
+  EXPECT_EQ(code_of(dir, "intruder"), 2) << slurp(dir / "intruder.log");
+  EXPECT_NE(slurp(dir / "intruder.log").find("runs another config"), std::string::npos)
+      << slurp(dir / "intruder.log");
+  EXPECT_EQ(code_of(dir, "rank0"), 0) << slurp(dir / "rank0.log");
+  EXPECT_EQ(code_of(dir, "rank1"), 0) << slurp(dir / "rank1.log");
+  std::filesystem::copy(dir / "out-rank1" / "rank-1.json", dir / "out-rank0" / "rank-1.json");
+  std::filesystem::copy(dir / "out-rank1" / "rank-1.weights", dir / "out-rank0" / "rank-1.weights");
+  const CliResult r =
+      cli({"collect", (dir / "out-rank0").string(), "--json", (dir / "collected.json").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_as_threads(mine, read_json(dir / "collected.json"));
+}
+
+// Two workers claim rank 1 of the same job: the second to join is refused, the job trains. Both
+// start once rank 0 listens (a client that finds nobody there backs off for up to a minute),
+// and the job is long enough (300 tiny steps) to be running when both arrive.
+TEST(SchedulerWorkers, ASecondWorkerForTheSameRankIsRefused) {
+  const auto dir = test::test_temp_dir();
+  Config run = tiny_run();
+  run.steps = 300;
+  const auto config = write_config(dir, to_json(run));
+  const int port = free_port();
+  shell(worker_in_background("rank0", 0, port, config, dir) + "sleep 2; " +
+            worker_in_background("a", 1, port, config, dir) +
+            worker_in_background("b", 1, port, config, dir) + "wait",
+        dir / "shell.log");
+  const int a = code_of(dir, "a"), b = code_of(dir, "b");
+  EXPECT_EQ(code_of(dir, "rank0"), 0) << slurp(dir / "rank0.log");
+  EXPECT_EQ(std::min(a, b), 0) << slurp(dir / "a.log") << slurp(dir / "b.log");
+  EXPECT_EQ(std::max(a, b), 2) << slurp(dir / "a.log") << slurp(dir / "b.log");
+  const std::string refused = slurp(dir / (a == 2 ? "a.log" : "b.log"));
+  EXPECT_NE(refused.find("has already joined"), std::string::npos) << refused;
 }
 
 TEST(Collect, HelpDocumentsIt) {

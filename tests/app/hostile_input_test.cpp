@@ -6,28 +6,22 @@
 // folders for --resume, and output paths.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "app/cli_main.h"
+#include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
 
 namespace shardscope {
 namespace {
 
+using test::cli;
+using CliResult = test::CliResult;
+
 namespace fs = std::filesystem;
-
-struct Outcome {
-  int code;
-  std::string out, err;
-};
-
-Outcome cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = cli::cli_main(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 std::string asset(const std::string& name) {
   return std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/" + name;
@@ -98,7 +92,7 @@ TEST_P(HostileTraceFile, ExitsTwoNamingWhatIsWrong) {
   }
   std::vector<std::string> args = c.command;
   args.push_back(path.string());
-  const Outcome r = cli(args);
+  const CliResult r = cli(args);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find(c.trace.phrase), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(path.filename().string()), std::string::npos)
@@ -116,7 +110,7 @@ TEST(HostileTraceFile, NoRanksReportsButDoesNotProject) {
   const fs::path path = test::test_temp_dir() / "empty.json";
   std::ofstream(path) << R"({"traceEvents":[]})";
   EXPECT_EQ(cli({"report", path.string()}).code, 0);
-  const Outcome r =
+  const CliResult r =
       cli({"project", path.string(), "--hardware", "8xH100", "--compute-scale", "0.5"});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no ranks"), std::string::npos) << r.err;
@@ -192,8 +186,8 @@ TEST_P(HostileCheckpoint, ResumeExitsTwoNamingTheReason) {
       std::ofstream(root / file, std::ios::binary) << contents;
     }
   }
-  const Outcome r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--steps", "3",
-                         "--resume", root.string(), "--no-reference"});
+  const CliResult r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--steps", "3",
+                           "--resume", root.string(), "--no-reference"});
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--resume"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(GetParam().phrase), std::string::npos) << r.err;
@@ -206,9 +200,89 @@ INSTANTIATE_TEST_SUITE_P(Table, HostileCheckpoint, testing::ValuesIn(bad_checkpo
 TEST(HostileCheckpoint, ResumeFromAFileIsNotADirectory) {
   const fs::path file = test::test_temp_dir() / "ck.txt";
   std::ofstream(file) << "x";
-  const Outcome r = cli({"run", "--resume", file.string()});
+  const CliResult r = cli({"run", "--resume", file.string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("no such directory"), std::string::npos) << r.err;
+}
+
+// ---- output paths, checked before training ----
+
+struct BadOutput {
+  std::string name;
+  std::string flag;
+  std::string target;  // under the test's folder; "file" there is a regular file
+  std::string phrase;
+};
+
+class HostileOutputPath : public testing::TestWithParam<BadOutput> {};
+
+TEST_P(HostileOutputPath, IsRefusedBeforeTraining) {
+  const fs::path dir = test::test_temp_dir();
+  std::ofstream(dir / "file") << "x";
+  fs::create_directories(dir / "folder");
+  const std::string target = (dir / GetParam().target).string();
+  const CliResult r = cli({"run", "--steps", "1", "--no-reference", GetParam().flag, target});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find(GetParam().flag), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(GetParam().phrase), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("step  loss"), std::string::npos) << "training started";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, HostileOutputPath,
+    testing::Values(
+        BadOutput{"json_is_a_folder", "--json", "folder", "is a directory"},
+        BadOutput{"json_under_a_file", "--json", "file/x.json", "cannot create"},
+        BadOutput{"weights_is_a_folder", "--export-weights", "folder", "is a directory"},
+        BadOutput{"weights_under_a_file", "--export-weights", "file/w.pt", "cannot create"},
+        BadOutput{"safetensors_under_a_file", "--export-weights", "file/w.safetensors",
+                  "cannot create"},
+        BadOutput{"trace_under_a_file", "--trace", "file/t.sst", "cannot create"},
+        BadOutput{"trace_folder_is_a_file", "--trace", "file/", "is a file"},
+        BadOutput{"trace_folder_under_a_file", "--trace", "file/deeper/", "is a file"}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(HostileOutputPath, MissingFoldersAreCreated) {
+  const fs::path dir = test::test_temp_dir() / "a" / "b";
+  const CliResult r = cli({"run", "--steps", "1", "--no-reference", "--json",
+                           (dir / "x.json").string(), "--trace", (dir / "t" / "").string()});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(dir / "x.json"));
+  EXPECT_TRUE(fs::exists(dir / "t" / "trace.sst"));
+}
+
+// ---- a full disk at the end of a run ----
+
+// A 16 KiB tmpfs, filled: the run's summary is printed anyway, every other output is written,
+// and the one that did not fit is named, exit 1. Needs mount (root); skipped elsewhere.
+TEST(HostileDisk, AFullDiskLosesOnlyTheFileThatDidNotFit) {
+  const fs::path dir = test::test_temp_dir();
+  const fs::path full = dir / "full";
+  fs::create_directories(full);
+  const std::string mount =
+      "mount -t tmpfs -o size=16k shardscope-full " + full.string() + " 2>/dev/null";
+  if (std::system(mount.c_str()) != 0) GTEST_SKIP() << "mount is not allowed here (needs root)";
+  struct Unmount {
+    std::string path;
+    ~Unmount() { std::system(("umount " + path).c_str()); }
+  } unmount{full.string()};
+  {
+    std::ofstream filler(full / "filler", std::ios::binary);
+    const std::string block(4096, 'x');
+    for (int i = 0; i < 8 && filler; ++i) filler << block;
+  }
+  const std::string json = (full / "x.json").string();
+  const fs::path trace = dir / "t.sst", weights = dir / "w.pt";
+  const CliResult r =
+      cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--steps", "2", "--json", json,
+           "--trace", trace.string(), "--export-weights", weights.string()});
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("ranks agree: yes"), std::string::npos) << "the summary comes first";
+  EXPECT_NE(r.out.find("reference (single device"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("cannot write --json " + json), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(trace)) << "the outputs after the failing one are written";
+  EXPECT_TRUE(fs::exists(weights));
+  EXPECT_FALSE(fs::exists(json));
 }
 
 }  // namespace

@@ -7,23 +7,16 @@
 #include <sstream>
 
 #include "app/cli_main.h"
+#include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
 
 namespace shardscope {
 namespace {
 
+using test::cli;
+using CliResult = test::CliResult;
+
 namespace fs = std::filesystem;
-
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-Result cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = cli::cli_main(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 TEST(CliTraceDirectory, WritesARankFilePerRankAndTheNativeTraceForReport) {
   const fs::path dir = test::test_temp_dir() / "run";
