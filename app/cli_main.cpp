@@ -39,9 +39,7 @@ namespace {
 
 struct RunOutputs {
   std::string config_file;
-  std::string json_file;
-  std::string weights_file;
-  std::string trace_file;
+  OutputFiles files;
   double tolerance = -1;  // unset: kDefaultTolerance, or kBf16Tolerance with bf16 anywhere
   bool quiet = false;
   bool tolerance_given = false;
@@ -77,8 +75,30 @@ std::string resume_command(const std::vector<std::string>& command, const std::s
   return text;
 }
 
+// The outputs of a run, in the same words for run and collect.
+void add_output_options(CLI::App& command, OutputFiles& files, bool& quiet) {
+  command.add_option("--json", files.json, "write a machine-readable summary here")
+      ->type_name("FILE")
+      ->group("Output");
+  command
+      .add_option("--trace", files.trace,
+                  "write the trace: FILE.json as Chrome trace JSON (Perfetto, chrome://tracing), "
+                  "DIR/ as one Kineto file per rank (Holistic Trace Analysis) plus "
+                  "DIR/trace.sst, any other name in the native format (for `shardscope report` "
+                  "and the GUI)")
+      ->type_name("FILE|DIR/")
+      ->group("Output");
+  command
+      .add_option("--export-weights", files.weights,
+                  "write the trained full weights (name -> tensor): FILE.safetensors as "
+                  "safetensors, any other name for Python's torch.load")
+      ->type_name("FILE")
+      ->group("Output");
+  command.add_flag("--quiet", quiet, "print only the final check")->group("Output");
+}
+
 OutputFiles output_files(const RunOutputs& outputs) {
-  return {outputs.json_file, outputs.trace_file, outputs.weights_file};
+  return outputs.files;
 }
 
 int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ostream& out,
@@ -232,19 +252,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
                       "relative deviation ||w - ref|| / ||ref|| above which the exit code is 3 "
                       "(default 1e-5; 2e-2 when bf16 is used)")
           ->group("Check");
-  run->add_option("--json", outputs.json_file, "write a machine-readable summary here")
-      ->group("Output");
-  run->add_option("--trace", outputs.trace_file,
-                  "write the trace: FILE.json as Chrome trace JSON (Perfetto, chrome://tracing), "
-                  "DIR/ as one Kineto file per rank (Holistic Trace Analysis) plus "
-                  "DIR/trace.sst, any other name in the native format (for `shardscope report` "
-                  "and the GUI)")
-      ->group("Output");
-  run->add_option("--export-weights", outputs.weights_file,
-                  "write the trained full weights (name -> tensor): FILE.safetensors as "
-                  "safetensors, any other name for Python's torch.load")
-      ->group("Output");
-  run->add_flag("--quiet", outputs.quiet, "print only the final check")->group("Output");
+  add_output_options(*run, outputs.files, outputs.quiet);
 
   RunFlags bench_flags;
   BenchOptions bench_options;
@@ -347,20 +355,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
                    "when bf16 is used)")
       ->check(CLI::NonNegativeNumber)
       ->group("Check");
-  collect->add_option("--json", collect_options.json_file, "write run --json's summary here")
-      ->group("Output");
-  collect
-      ->add_option("--trace", collect_options.trace_file,
-                   "write the trace as run does: FILE.json Chrome trace JSON, DIR/ one Kineto "
-                   "file per rank (Holistic Trace Analysis), any other name native")
-      ->group("Output");
-  collect
-      ->add_option("--export-weights", collect_options.weights_file,
-                   "write rank 0's trained weights (name -> tensor): FILE.safetensors, or a file "
-                   "Python's torch.load reads")
-      ->group("Output");
-  collect->add_flag("--quiet", collect_options.quiet, "print only the final check")
-      ->group("Output");
+  add_output_options(*collect, collect_options.outputs, collect_options.quiet);
 
   gui::GuiOptions gui_options;
   std::string gui_size;

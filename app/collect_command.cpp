@@ -88,7 +88,7 @@ int collect_command(const CollectOptions& options, std::ostream& out, std::ostre
     return kExitBadInput;
   }
   const double tolerance = options.tolerance >= 0 ? options.tolerance : default_tolerance(config);
-  const OutputFiles outputs{options.json_file, options.trace_file, options.weights_file};
+  const OutputFiles& outputs = options.outputs;
   try {
     check_output_files(outputs);
   } catch (const ConfigError& e) {

@@ -3,15 +3,15 @@
 #include <iosfwd>
 #include <string>
 
+#include "app/run_outputs.h"
+
 namespace shardscope::cli {
 
 struct CollectOptions {
-  std::string dir;           // the workers' --out folder
-  std::string json_file;     // --json: run --json's summary
-  std::string trace_file;    // --trace: .json Chrome trace, anything else native
-  std::string weights_file;  // --export-weights: rank 0's trained weights for torch.load
-  bool reference = false;    // --reference: train the single-device reference here and compare
-  double tolerance = -1;     // < 0: the default of `run` for this config
+  std::string dir;         // the workers' --out folder
+  OutputFiles outputs;     // --json, --trace, --export-weights: as run writes them
+  bool reference = false;  // --reference: train the single-device reference here and compare
+  double tolerance = -1;   // < 0: the default of `run` for this config
   bool quiet = false;
 };
 
