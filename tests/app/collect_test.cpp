@@ -349,6 +349,38 @@ TEST(SchedulerWorkers, ASecondWorkerForTheSameRankIsRefused) {
   EXPECT_NE(refused.find("has already joined"), std::string::npos) << refused;
 }
 
+// MASTER_PORT held by a program that accepts connections and never answers: rank 1 once waited
+// until that program went away (98 s, 400 s), past its timeout and a SIGTERM; rank 0 failed with
+// a stack dump. Rank 1 now gives up within its timeout saying why, and rank 0 says in one line
+// that the port is taken.
+TEST(SchedulerWorkers, APortHeldByASilentListenerEndsWithinTheTimeout) {
+  const auto dir = test::test_temp_dir();
+  nlohmann::json config = to_json(tiny_run());
+  config["collective_timeout_s"] = 3;
+  const auto path = write_config(dir, config);
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(listen(listener, 16), 0);  // the kernel completes connections; nobody reads them
+  socklen_t length = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const int port = ntohs(address.sin_port);
+  shell(worker_in_background("rank1", 1, port, path, dir) +
+            worker_in_background("rank0", 0, port, path, dir) + "wait",
+        dir / "shell.log");
+  close(listener);
+  EXPECT_EQ(code_of(dir, "rank1"), 1) << slurp(dir / "rank1.log");
+  EXPECT_NE(slurp(dir / "rank1.log").find("could not meet the other ranks within the 3 s"),
+            std::string::npos)
+      << slurp(dir / "rank1.log");
+  const std::string rank0 = slurp(dir / "rank0.log");
+  EXPECT_EQ(code_of(dir, "rank0"), 1) << rank0;
+  EXPECT_NE(rank0.find("Address already in use"), std::string::npos) << rank0;
+  EXPECT_EQ(rank0.find("frame #"), std::string::npos) << "a stack dump: " << rank0;
+}
+
 TEST(Collect, HelpDocumentsIt) {
   const CliResult top = cli({"--help"});
   EXPECT_NE(top.out.find("collect"), std::string::npos) << top.out;
