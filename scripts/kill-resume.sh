@@ -33,7 +33,7 @@ for trial in $(seq "$TRIALS"); do
   if "$BIN" "${ARGS[@]}" --checkpoint-dir "$ck" --checkpoint-every 1 --resume "$ck" \
     --json "$WORK/resumed$trial.json" >"$WORK/resume$trial.log" 2>&1; then
     got=$(checksum "$WORK/resumed$trial.json")
-  elif grep -q "no valid checkpoint" "$WORK/resume$trial.log"; then
+  elif grep -qE "no valid checkpoint|no such directory" "$WORK/resume$trial.log"; then
     # Killed before the first checkpoint was complete: a fresh start is the right answer.
     "$BIN" "${ARGS[@]}" --json "$WORK/resumed$trial.json" >/dev/null 2>&1
     got=$(checksum "$WORK/resumed$trial.json")
