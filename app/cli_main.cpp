@@ -208,7 +208,9 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
         };
       }
       reports.failed = [&](const RankFailure& f) {
-        err << who << " failed: " << f.message << "\n";
+        // One write for the whole line: ranks sharing a terminal or a log file must not
+        // interleave within a line.
+        err << (who + " failed: " + f.message + "\n");
         err.flush();
       };
     }

@@ -1,10 +1,9 @@
 #include "app/project_command.h"
 
-#include <cmath>
-
 #include "app/trace_projection.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/atomic_file.h"
+#include "engine/config_bounds.h"
 #include "profiling/collective_model.h"
 #include "profiling/memory_projection.h"
 #include "profiling/trace_io.h"
@@ -69,8 +69,7 @@ int project_collective(const ProjectOptions& o, const profiling::HardwareProfile
 int project_memory(const ProjectOptions& o, const Config& config,
                    const profiling::HardwareProfile& hw, std::ostream& out) {
   const ModelConfig& m = config.model;
-  profiling::ModelShape shape{m.vocab, m.d_model,   m.heads,         m.layers,
-                              m.seq,   m.mlp_ratio, m.tie_embeddings};
+  const profiling::ModelShape shape = model_shape(m);
   const int n = hw.gpus();
   out << "memory per GPU for " << config.preset << " ("
       << fmt("%.3g", profiling::model_parameters(shape) / 1e9) << " B parameters, seq " << m.seq

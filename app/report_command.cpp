@@ -39,26 +39,22 @@ double median(std::vector<double> v) {
 
 int report_command(const std::string& path, std::ostream& out, std::ostream& err) {
   profiling::Trace trace;
-  std::error_code ec;
-  const bool has_native = access(native_trace_in(path).c_str(), F_OK) == 0;
-  if (std::filesystem::is_directory(path, ec) && !has_native &&
-      access((std::filesystem::path(path) / "config.json").c_str(), F_OK) == 0) {
-    // The workers' --out folder of a torchrun or scheduler run: collect makes it a run.
-    err << "error: " << path << " is the --out folder of `shardscope worker`, not a trace: "
-        << "shardscope collect " << path << " --trace FILE\n";
+  // A folder is read through the trace.sst that `run --trace DIR/` leaves in it.
+  const bool folder = is_trace_directory(path);
+  const std::string file = folder ? native_trace_in(path) : path;
+  if (folder && access(file.c_str(), F_OK) != 0) {
+    if (access((std::filesystem::path(path) / "config.json").c_str(), F_OK) == 0) {
+      // The workers' --out folder of a torchrun or scheduler run: collect makes it a run.
+      err << "error: " << path << " is the --out folder of `shardscope worker`, not a trace: "
+          << "shardscope collect " << path << " --trace FILE\n";
+    } else {
+      err << "error: " << path
+          << " is a directory without trace.sst: give a trace file, or a folder that `run "
+             "--trace DIR/` wrote\n";
+    }
     return 2;
   }
   try {
-    std::string file = path;
-    if (is_trace_directory(path)) {
-      file = native_trace_in(path);
-      if (access(file.c_str(), F_OK) != 0) {
-        throw profiling::TraceFormatError(
-            path +
-            " is a directory without trace.sst: give a trace file, or a folder that "
-            "`run --trace DIR/` wrote");
-      }
-    }
     trace = profiling::read_trace_file(file);
   } catch (const profiling::TraceFormatError& e) {
     err << "error: " << e.what() << "\n";

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "engine/config.h"
-#include "profiling/memory_projection.h"
 
 namespace shardscope {
 namespace {
@@ -23,6 +22,10 @@ std::string gigabytes(double bytes) {
 
 }  // namespace
 
+profiling::ModelShape model_shape(const ModelConfig& m) {
+  return {m.vocab, m.d_model, m.heads, m.layers, m.seq, m.mlp_ratio, m.tie_embeddings};
+}
+
 int64_t usable_memory_bytes() {
   int64_t bytes = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGE_SIZE);
   // A container's own limit (cgroup v2), when it sets one lower than the machine's.
@@ -33,10 +36,7 @@ int64_t usable_memory_bytes() {
 }
 
 double estimated_run_bytes(const Config& c) {
-  profiling::ModelShape shape;
-  shape.vocab = c.model.vocab, shape.d_model = c.model.d_model, shape.heads = c.model.heads;
-  shape.layers = c.model.layers, shape.seq = c.model.seq, shape.mlp_ratio = c.model.mlp_ratio;
-  shape.tie_embeddings = c.model.tie_embeddings;
+  const profiling::ModelShape shape = model_shape(c.model);
   profiling::TrainingLayout layout;
   layout.micro_batch = c.micro_batch;
   layout.mixed_precision = false;
@@ -65,13 +65,9 @@ void check_config_bounds(const Config& c) {
   const double needed = estimated_run_bytes(c);
   const double usable = static_cast<double>(usable_memory_bytes());
   if (needed > usable) {
-    profiling::ModelShape shape;
-    shape.vocab = c.model.vocab, shape.d_model = c.model.d_model, shape.heads = c.model.heads;
-    shape.layers = c.model.layers, shape.seq = c.model.seq, shape.mlp_ratio = c.model.mlp_ratio;
-    shape.tie_embeddings = c.model.tie_embeddings;
     profiling::TrainingLayout one_sequence;
     one_sequence.mixed_precision = false;
-    const auto per_sequence = profiling::project_memory(shape, one_sequence);
+    const auto per_sequence = profiling::project_memory(model_shape(c.model), one_sequence);
     // Name what to change: the batch when activations dominate, else the model.
     const bool batch = per_sequence.activations * c.micro_batch > per_sequence.parameters +
                                                                       per_sequence.gradients +

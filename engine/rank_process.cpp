@@ -108,6 +108,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   const auto first = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 500);
   const auto least = std::chrono::milliseconds(snapshot_ms > 0 ? snapshot_ms : 1000);
   const auto timeout = std::chrono::seconds(setup_timeout_s(config));
+  const std::string master = env.master_addr + ":" + std::to_string(env.master_port);
   std::atomic<bool> finished{false};
   std::atomic<bool> met{false};  // every rank connected: training has begun
   std::thread keeper([&] {
@@ -128,8 +129,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       std::fflush(stderr);
       std::_Exit(1);
     };
-    const std::string where = env.master_addr + ":" + std::to_string(env.master_port) +
-                              ", Gloo on " + env.gloo_network.describe();
+    const std::string where = master + ", Gloo on " + env.gloo_network.describe();
     // Meeting has its own deadline, a little past the timeout the connects themselves use, so
     // that their own, more precise error wins when they do give up in time.
     const auto meet_by = Clock::now() + timeout + std::chrono::seconds(2);
@@ -177,7 +177,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   options.isServer = env.rank == 0 && !env.store_hosted_elsewhere;
   options.numWorkers = config.world;
   options.waitWorkers = false;
-  options.timeout = std::chrono::seconds(setup_timeout_s(config));
+  options.timeout = timeout;
   c10::intrusive_ptr<c10d::TCPStore> store;
   RankOutcome outcome;
   try {
@@ -188,19 +188,16 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
     outcome.failure = RankFailure{env.rank, e.what(), profiling::now_ns()};
   } catch (const c10::Error& e) {
     // One line, not LibTorch's stack dump, and into the rank's outcome like any failure.
-    outcome.failure =
-        RankFailure{env.rank,
-                    std::string(options.isServer ? "cannot host" : "cannot reach") +
-                        " the store at " + env.master_addr + ":" + std::to_string(env.master_port) +
-                        ": " + e.what_without_backtrace(),
-                    profiling::now_ns()};
+    outcome.failure = RankFailure{env.rank,
+                                  std::string(options.isServer ? "cannot host" : "cannot reach") +
+                                      " the store at " + master + ": " + e.what_without_backtrace(),
+                                  profiling::now_ns()};
   }
   // Only ranks of this job, each once, meet under its keys.
   c10::intrusive_ptr<c10d::Store> job_store;
   if (store) {
     try {
-      job_store = join_job(store, env.rank, job_identity(config), timeout,
-                           env.master_addr + ":" + std::to_string(env.master_port));
+      job_store = join_job(store, env.rank, job_identity(config), timeout, master);
     } catch (const ConfigError&) {
       throw;  // another job's rank, or a second of ours: bad input, not a failure of this job
     } catch (const std::exception& e) {

@@ -64,20 +64,27 @@ class HangTimeout {
     ++timed_;
     tighten();
   }
-  void relax() {
-    if (adaptive_) ctx_.set_collective_timeout(std::chrono::seconds(kSetupTimeoutS));
-  }
+  void relax() { apply(std::chrono::seconds(kSetupTimeoutS)); }
   void tighten() {
-    if (!adaptive_ || timed_ < 2) return;
+    if (timed_ < 2) return;
     const double seconds = std::min<double>(kSetupTimeoutS, std::max(5.0, 10.0 * slowest_s_));
-    ctx_.set_collective_timeout(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)));
+    apply(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1e3)));
   }
 
  private:
+  // Every group's backend is told only when the bound changes, not on every step.
+  void apply(std::chrono::milliseconds timeout) {
+    if (!adaptive_ || timeout == applied_) return;
+    ctx_.set_collective_timeout(timeout);
+    applied_ = timeout;
+  }
+
   RankContext& ctx_;
   bool adaptive_;
   double slowest_s_ = 0.0;
   int timed_ = 0;
+  std::chrono::milliseconds applied_ =
+      std::chrono::seconds(kSetupTimeoutS);  // what groups start with
 };
 
 // Every rank writes its shard; once all have (a barrier), rank 0 writes the manifest that makes
