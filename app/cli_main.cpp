@@ -278,6 +278,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   CLI::App* report =
       app.add_subcommand("report", "print per-rank overlap and collective metrics of a trace");
   report->add_option("trace", report_file, "trace file (native or Chrome JSON)")->required();
+  bool report_json = false;
+  report->add_flag("--json", report_json,
+                   "print the per-rank figures (step_s, exposed_comm_s, overlap, "
+                   "bubble_fraction) as JSON instead of the tables");
   app.add_subcommand("strategies", "list the registered strategies");
   app.add_subcommand("presets", "list the model presets");
   RunFlags project_flags;
@@ -313,6 +317,11 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
                    "calibrated this-machine profile against half the target's peak)")
       ->group("Projection");
   project->add_option("--out", project_options.out, "trace replay: write the projected trace here")
+      ->group("Projection");
+  project
+      ->add_flag("--json", project_options.json,
+                 "trace replay: print the measured and projected per-rank figures (step_s, "
+                 "exposed_comm_s, overlap, bubble_fraction) as JSON")
       ->group("Projection");
   project
       ->add_flag("--memory", project_options.memory,
@@ -474,7 +483,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return kExitRunFailed;
     }
   }
-  if (app.got_subcommand("report")) return report_command(report_file, out, err);
+  if (app.got_subcommand("report")) return report_command(report_file, out, err, report_json);
   if (app.got_subcommand("worker")) return worker_command(worker_config, worker_out, err);
   if (app.got_subcommand("collect")) return collect_command(collect_options, out, err);
   if (app.got_subcommand("calibrate")) return calibrate_command(calibrate_options, out, err);

@@ -9,12 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/trace_figures.h"
 #include "app/trace_output.h"
-#include "engine/config.h"
+#include "profiling/step_figures.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
-#include "strategies/parallel_layout.h"
-#include "strategies/pipeline_schedule.h"
 
 namespace shardscope::cli {
 namespace {
@@ -37,7 +36,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int report_command(const std::string& path, std::ostream& out, std::ostream& err) {
+int report_command(const std::string& path, std::ostream& out, std::ostream& err, bool json) {
   profiling::Trace trace;
   // A folder is read through the trace.sst that `run --trace DIR/` leaves in it.
   const bool folder = is_trace_directory(path);
@@ -61,6 +60,18 @@ int report_command(const std::string& path, std::ostream& out, std::ostream& err
     return 2;
   }
   auto run = nlohmann::json::parse(trace.run_json, nullptr, false);
+  if (json) {
+    // The figures alone, for checks outside the GUI (trace_figures.h says what each is).
+    nlohmann::json j = figures_json(trace);
+    j["trace"] = path;
+    if (run.is_object() && run.contains("strategy")) {
+      j["strategy"] = run.value("strategy", "");
+      j["world"] = run.value("world", 0);
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  const profiling::RunFigures figures = profiling::run_figures(trace);
   out << "trace " << path << ": " << trace.ranks.size() << " ranks, " << trace.event_count()
       << " events";
   if (run.is_object() && run.contains("strategy")) {
@@ -110,28 +121,16 @@ int report_command(const std::string& path, std::ostream& out, std::ostream& err
 
   // A pipeline's bubble: the part of its micro-batches' time a stage does not compute, against
   // the textbook (p - 1) / (m + p - 1) of equal stages.
-  if (run.is_object() && run.contains("config")) {
-    try {
-      Config config = config_from_json(run["config"]);
-      if (config.strategy == "pp" || config.strategy == "hybrid") {
-        const ParallelLayout layout = layout_of(config);
-        const int m = pipeline_micro_batches(config, layout);
-        if (layout.pipeline > 1) {
-          out << "\npipeline bubble (" << layout.describe() << ", " << m << " micro-batches, "
-              << config.strategy_options.schedule << "), median over steps:\n";
-          for (auto& [rank, steps] : by_rank) {
-            std::vector<double> v;
-            for (const auto& s : steps) v.push_back(s.bubble_fraction());
-            out << "  rank " << rank << " (stage " << layout.coordinates(rank).pipeline
-                << "): " << fixed(100 * median(v), 1) << " %\n";
-          }
-          out << "  formula (p-1)/(m+p-1): "
-              << fixed(100 * pipeline::bubble_formula(layout.pipeline, m), 1) << " %\n";
-        }
-      }
-    } catch (const std::exception&) {
-      // A trace from another version: its configuration is not ours to judge; skip the section.
+  if (const auto pipeline = pipeline_of_run(trace.run_json)) {
+    out << "\npipeline bubble (" << pipeline->stages << " stages, " << pipeline->micro_batches
+        << " micro-batches, " << pipeline->schedule << "), median over steps:\n";
+    for (const auto& f : figures.ranks) {
+      out << "  rank " << f.rank;
+      if (f.rank >= 0 && f.rank < static_cast<int>(pipeline->stage_of_rank.size()))
+        out << " (stage " << pipeline->stage_of_rank[f.rank] << ")";
+      out << ": " << fixed(100 * f.bubble_fraction, 1) << " %\n";
     }
+    out << "  formula (p-1)/(m+p-1): " << fixed(100 * pipeline->formula, 1) << " %\n";
   }
 
   struct OpSummary {

@@ -26,6 +26,7 @@ struct LoadedRun {
   cli::ComparisonRow row;
   std::vector<MemoryBreakdown> memory_peaks;  // per rank: what it held at its peak
   bool live = false;                          // a snapshot of a run still going: no result yet
+  double bubble_formula = -1;  // a pipeline run's (p - 1) / (m + p - 1); -1 for other runs
 };
 std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source);
 
