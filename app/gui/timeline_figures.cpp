@@ -81,7 +81,7 @@ void draw_bubble(ImDrawList* dl, const profiling::Intervals& idle, const TimeWin
     // Diagonal hatching, so the bubble reads as "nothing here" over whatever spans it covers.
     dl->PushClipRect(a, b, true);
     for (float x = x0 - strip.height; x < x1; x += 8) {
-      dl->AddLine(ImVec2(x, b.y), ImVec2(x + strip.height, a.y), 0x60FFFFFF);
+      dl->AddLine(ImVec2(x, b.y), ImVec2(x + strip.height, a.y), 0x40FFFFFF);
     }
     dl->PopClipRect();
   }

@@ -39,6 +39,6 @@ void draw_memory_strip(ImDrawList* dl, const std::vector<std::pair<int64_t, int6
                        float gutter_x);
 
 // The colour of the shaded bubble (0xAABBGGRR), for the legend.
-constexpr uint32_t kBubbleColour = 0x70D0B0A0;
+constexpr uint32_t kBubbleColour = 0x48D0B0A0;
 
 }  // namespace shardscope::gui

@@ -98,7 +98,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     ImGui::ColorButton("bubble", ImGui::ColorConvertU32ToFloat4(kBubbleColour),
                        ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
     ImGui::SameLine(0, 3);
-    ImGui::TextUnformatted("bubble (stage idle in the pipeline)");
+    ImGui::TextUnformatted("bubble");
   }
 
   // Selection details, above the canvas so the canvas does not move when it appears.
@@ -229,9 +229,11 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     std::string label = "rank " + std::to_string(rank.rank);
     dl->AddText(ImVec2(origin.x + 4, y + 1), failed ? failure_colour : 0xFFFFFFFF, label.c_str());
     int last_lane = -1;
+    float host_bottom = y;
     for (; r < index.rows.size() && index.rows[r].rank == static_cast<int>(rank_index); ++r) {
       const TimelineRow& row = index.rows[r];
       row_top_[r] = y;
+      if (row.lane == profiling::kHostLane) host_bottom = y + row_height_;
       if (row.lane != last_lane) {
         const std::string lane = row.lane < static_cast<int>(rank.lanes.size())
                                      ? rank.lanes[row.lane]
@@ -294,13 +296,13 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
       dl->PopClipRect();
       y += row_height_;
     }
-    // A pipeline's bubble, shaded over the rank's rows; then the rank's figures per step.
+    // A pipeline's bubble, shaded over the rank's host rows; then the rank's figures per step.
+    dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, "per step");
     dl->PushClipRect(clip_min, clip_max, true);
     if (bubble_formula_ >= 0 && rank_index < index.pipeline_idle.size()) {
       draw_bubble(dl, index.pipeline_idle[rank_index], window_,
-                  Strip{canvas_x_, canvas_w, rank_top + 1, y - rank_top - 1});
+                  Strip{canvas_x_, canvas_w, rank_top + 1, host_bottom - rank_top - 1});
     }
-    dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, "per step");
     if (rank_index < index.step_figures.size()) {
       if (const auto* f = draw_figures_row(dl, index.step_figures[rank_index], index.steps, window_,
                                            Strip{canvas_x_, canvas_w, y, row_height_},
@@ -310,6 +312,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
         hovered_figures_valid_ = true;
       }
     }
+    dl->PopClipRect();
     y += row_height_;
     // Memory strip: what the rank held, scaled to the largest peak of any rank.
     const float strip = row_height_ * kMemoryStrip;
@@ -327,7 +330,6 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
         }
       }
     }
-    dl->PopClipRect();
     y += strip + 0.4f * row_height_;
     if (failed) {
       dl->AddRect(ImVec2(origin.x + 1, rank_top), ImVec2(origin.x + avail.x - 1, y), failure_colour,
