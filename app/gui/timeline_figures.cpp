@@ -91,7 +91,8 @@ void draw_memory_strip(ImDrawList* dl, const std::vector<std::pair<int64_t, int6
                        int64_t scale_bytes, const TimeWindow& window, const Strip& strip,
                        float gutter_x) {
   // The scale: the strip's top is the largest peak of any rank; a faint line marks it.
-  const std::string scale = "memory 0-" + format_bytes(double(scale_bytes));
+  const std::string scale =
+      samples.empty() ? std::string("memory") : "memory 0-" + format_bytes(double(scale_bytes));
   dl->AddText(ImVec2(gutter_x, strip.y + 1), 0xFFA0A0A0, scale.c_str());
   dl->AddLine(ImVec2(strip.canvas_x, strip.y), ImVec2(strip.canvas_x + strip.canvas_w, strip.y),
               0x30C8A064);

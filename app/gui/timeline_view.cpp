@@ -201,8 +201,11 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     if (step_it->step % line_stride != 0) continue;
     ++drawn_step_marks_;
     const float sx = canvas_x_ + static_cast<float>(window_.x_of(step_it->t0_ns));
-    dl->AddLine(ImVec2(sx, origin.y + 12), ImVec2(sx, origin.y + avail.y), 0xA000D7FF, 1.5f);
-    if (step_it->step % label_stride == 0) {
+    const bool labelled = step_it->step % label_stride == 0;
+    // Unlabelled markers start below the labels' band, so they do not strike through them.
+    dl->AddLine(ImVec2(sx, origin.y + (labelled ? 12 : kAxisHeight)),
+                ImVec2(sx, origin.y + avail.y), 0xA000D7FF, 1.5f);
+    if (labelled) {
       dl->AddText(ImVec2(sx + 3, origin.y + 11), 0xFF00D7FF,
                   ("step " + std::to_string(step_it->step)).c_str());
     }
