@@ -1,5 +1,6 @@
 #include "app/trace_figures.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -35,13 +36,10 @@ TEST(TraceFigures, PipelineOfRunReadsStagesAndMicroBatchesFromTheConfig) {
   EXPECT_FALSE(cli::pipeline_of_run("{}"));
 }
 
-TEST(TraceFigures, ReportJsonGivesEachStagesBubbleNextToTheFormula) {
+TEST(TraceFigures, EachStagesBubbleIsTheFormulaOnAUniformPipeline) {
   // A 4-stage, 8-micro-batch uniform GPipe run resumed at step 3: every stage idles exactly
   // (p - 1) / (m + p - 1) = 3/11 of the pipeline window.
-  const std::string path = written(test::gpipe_trace(4, 8, 3, 3, 1000, 2000), "pipeline.sst");
-  const auto r = cli({"report", path, "--json"});
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto j = nlohmann::json::parse(r.out);
+  const auto j = cli::figures_json(test::gpipe_trace(4, 8, 3, 3, 1000, 2000));
   ASSERT_EQ(j["ranks"].size(), 4u);
   EXPECT_NEAR(j["pipeline"]["bubble_formula"].get<double>(), 3.0 / 11.0, 1e-12);
   EXPECT_EQ(j["pipeline"]["micro_batches"], 8);
@@ -52,14 +50,29 @@ TEST(TraceFigures, ReportJsonGivesEachStagesBubbleNextToTheFormula) {
     EXPECT_EQ(rank["steps"], 2) << rank;  // step 3, the first after the resume, left out
     EXPECT_EQ(rank["overlap"], 0.0);
     EXPECT_EQ(rank["exposed_comm_s"], 0.0);
+    EXPECT_EQ(rank["stage"], rank["rank"]);
   }
   EXPECT_NEAR(j["step_s"].get<double>(), window_s, 1e-15);
+}
+
+TEST(TraceFigures, ReportJsonGivesPerRankFiguresAndTheSlowestRanksStep) {
+  // Whichever lens `report` uses, its JSON has every rank's figures, the formula beside the
+  // bubbles, and the run's step is its slowest rank's.
+  const std::string path = written(test::gpipe_trace(4, 8, 3, 3), "pipeline.sst");
+  const auto r = cli({"report", path, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["ranks"].size(), 4u);
   EXPECT_EQ(j["strategy"], "pp");
-  // The text says the same.
-  const auto text = cli({"report", path});
-  ASSERT_EQ(text.code, 0) << text.err;
-  EXPECT_NE(text.out.find("rank 3 (stage 3): 27.3 %"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("formula (p-1)/(m+p-1): 27.3 %"), std::string::npos) << text.out;
+  EXPECT_NEAR(j["pipeline"]["bubble_formula"].get<double>(), 3.0 / 11.0, 1e-12);
+  double slowest = 0;
+  for (const auto& rank : j["ranks"]) {
+    for (const char* key : {"step_s", "exposed_comm_s", "overlap", "bubble_fraction"})
+      EXPECT_TRUE(rank[key].is_number()) << key << " in " << rank;
+    slowest = std::max(slowest, rank["step_s"].get<double>());
+  }
+  EXPECT_GT(slowest, 0);
+  EXPECT_DOUBLE_EQ(j["step_s"].get<double>(), slowest);
 }
 
 TEST(TraceFigures, RunStepIsTheSlowestRanksAndDataParallelHasNoBubble) {
@@ -79,7 +92,7 @@ TEST(TraceFigures, RunStepIsTheSlowestRanksAndDataParallelHasNoBubble) {
 
 TEST(TraceFigures, ProjectJsonGivesMeasuredAndProjectedFigures) {
   const std::string path = written(test::gpipe_trace(4, 8, 3, 0), "pipeline.sst");
-  const auto r = cli({"project", path, "--json", "--compute-scale", "0.5"});
+  const auto r = cli({"project", path, "--json", "--hardware", "8xH100", "--compute-scale", "0.5"});
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["hardware"], "8xH100");
