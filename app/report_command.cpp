@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/device_time_lens.h"
 #include "app/trace_figures.h"
 #include "app/trace_output.h"
 #include "profiling/step_figures.h"
@@ -36,7 +37,8 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int report_command(const std::string& path, std::ostream& out, std::ostream& err, bool json) {
+int report_command(const std::string& path, const ReportOptions& options, std::ostream& out,
+                   std::ostream& err) {
   profiling::Trace trace;
   // A folder is read through the trace.sst that `run --trace DIR/` leaves in it.
   const bool folder = is_trace_directory(path);
@@ -59,11 +61,31 @@ int report_command(const std::string& path, std::ostream& out, std::ostream& err
     err << "error: " << e.what() << "\n";
     return 2;
   }
+  Lens lens;
+  lens.measured = options.measured;
+  lens.hardware = options.hardware;
+  nlohmann::json lens_json;
+  try {
+    LensedTrace lensed = apply_lens(trace, lens);
+    lens_json = {{"title", lensed.title}, {"device_time", lensed.device_time}};
+    // The times below are the lens's; the header says which, and how to get the other.
+    if (!options.json) {
+      out << "times: " << lensed.title
+          << (lensed.device_time ? " (--measured for the wall clock)" : "") << "\n";
+      if (!lensed.note.empty()) out << "note: " << lensed.note << "\n";
+    }
+    trace = std::move(lensed.trace);
+  } catch (const std::exception& e) {
+    err << "error: --hardware: " << e.what() << "\n";
+    return 2;
+  }
   auto run = nlohmann::json::parse(trace.run_json, nullptr, false);
-  if (json) {
-    // The figures alone, for checks outside the GUI (trace_figures.h says what each is).
+  if (options.json) {
+    // The figures alone, through the same lens, for checks outside the GUI (trace_figures.h
+    // says what each is).
     nlohmann::json j = figures_json(trace);
     j["trace"] = path;
+    j["lens"] = lens_json;
     if (run.is_object() && run.contains("strategy")) {
       j["strategy"] = run.value("strategy", "");
       j["world"] = run.value("world", 0);

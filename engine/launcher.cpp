@@ -35,11 +35,11 @@ LaunchSpec launch_spec(const Config& config) {
   spec.device = config.device;
   spec.timeout = std::chrono::seconds(setup_timeout_s(config));
   // Taking turns, each rank has the whole machine while it computes.
-  spec.threads_per_rank = config.threads_per_rank > 0 || !config.serialize_compute
+  spec.threads_per_rank = config.threads_per_rank > 0 || !config.takes_turns()
                               ? config.threads_per_rank
                               : default_threads_per_rank(1);
   spec.tracing = config.tracing;
-  spec.serialize_compute = config.serialize_compute;
+  spec.take_turns = config.takes_turns();
   spec.memory_capacity_bytes = static_cast<int64_t>(config.memory_limit_mb * 1e6);
   return spec;
 }
@@ -173,7 +173,7 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
       for (auto& [name, group] : subgroups) group->set_timeout(timeout);
     };
     try {
-      DeviceTurns::Scope turn(spec.serialize_compute);
+      DeviceTurns::Scope turn(spec.take_turns);
       body(ctx);
     } catch (...) {
       t_failed = profiling::now_ns();

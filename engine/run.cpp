@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint.h"
+#include "engine/device_speed.h"
 #include "engine/initial_weights.h"
 #include "engine/launcher.h"
 #include "engine/process_launcher.h"
@@ -69,6 +70,9 @@ std::string run_description(const Config& config) {
                         {"world", config.world},     {"mode", config.mode},
                         {"device", config.device},   {"backend", config.backend},
                         {"torch", TORCH_VERSION}};
+  // The measuring device's speed travels with the trace: device time on another machine's
+  // hardware is priced from it (the compute scale), with no calibration step.
+  run["device_matmul_tflops"] = device_matmul_tflops(config.device);
   return run.dump();
 }
 
@@ -95,8 +99,8 @@ Config reference_config(const Config& config) {
   // The reference is plain fp32 training: options that change how (not what) a strategy
   // computes are what the comparison checks.
   ref.strategy_options = StrategyOptions{};
-  ref.tracing = false;  // only its weights and losses are used
-  ref.serialize_compute = false;
+  ref.tracing = false;       // only its weights and losses are used
+  ref.contended = true;      // one rank: nothing to take turns with
   ref.checkpoint_every = 0;  // it trains from scratch, and writes nothing
   ref.checkpoint_dir.clear();
   ref.resume.clear();

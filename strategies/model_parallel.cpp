@@ -15,6 +15,7 @@
 #include "engine/strategy_registry.h"
 #include "engine/training_state.h"
 #include "profiling/host_tracing.h"
+#include "strategies/bucket_plan.h"
 #include "strategies/flat_shard.h"
 #include "strategies/gradient_buckets.h"
 #include "strategies/gradient_ready_hooks.h"
@@ -56,13 +57,13 @@ class ModelParallelStrategy final : public Strategy {
     const StrategyOptions& options = config.strategy_options;
     const bool zero1 = data_comm_ && options.data_parallel_sync == "zero1";
     if (data_comm_ && options.data_parallel_sync == "torch_ddp") {
-      reducer_ =
-          std::make_unique<ReducerSync>(trainable, stage_->trainable_names(), *data_comm_, options,
-                                        ReplicatedStrategy::bucket_cap_bytes(config));
+      reducer_ = std::make_unique<ReducerSync>(
+          trainable, stage_->trainable_names(), *data_comm_, options,
+          bucket_cap_bytes(options.bucket_mb, gradient_bytes(trainable)));
     } else if (data_comm_) {
-      buckets_ = std::make_unique<GradientBuckets>(trainable, *data_comm_,
-                                                   ReplicatedStrategy::bucket_cap_bytes(config),
-                                                   gradient_reduce_dtype(options), options.overlap);
+      buckets_ = std::make_unique<GradientBuckets>(
+          trainable, *data_comm_, bucket_cap_bytes(options.bucket_mb, gradient_bytes(trainable)),
+          gradient_reduce_dtype(options), options.overlap);
       ready_.assign(trainable.size(), false);
       hooks_.attach(trainable, [this](size_t i) {
         if (!syncing_) return;
@@ -137,6 +138,7 @@ class ModelParallelStrategy final : public Strategy {
           slot.output.backward(grad.to(slot.output.dtype()));
         }
       }
+      if (reducer_) reducer_->after_backward();
       if (!first) {
         gradient_send.first.wait();
         auto buffer = slot.input.grad().contiguous();
@@ -312,7 +314,6 @@ void validate_model_parallel(const Config& config) {
   support.offload = layout.data > 1 && options.data_parallel_sync == "zero1";
   if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
     support.blocks_in_backward = "its Reducer's end-of-backward callback";
-    support.reducer = true;
   }
   validate_option_support(config, support);
 }

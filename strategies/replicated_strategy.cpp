@@ -111,11 +111,6 @@ void ReplicatedStrategy::validate_unused_parameters(const Config& config) {
   }
 }
 
-int64_t ReplicatedStrategy::bucket_cap_bytes(const Config& config) {
-  const double mb = config.strategy_options.bucket_mb;
-  return mb > 0 ? static_cast<int64_t>(mb * 1024 * 1024) : int64_t{25} * 1024 * 1024;
-}
-
 int64_t ReplicatedStrategy::trainable_bytes() const {
   int64_t bytes = 0;
   for (const auto& p : trainable_) bytes += p.numel() * p.element_size();

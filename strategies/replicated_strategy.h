@@ -46,7 +46,6 @@ class ReplicatedStrategy : public Strategy {
   // find_unused_parameters, or every step would wait for a gradient that never comes.
   static void validate_unused_parameters(const Config& config);
   // Gradient bucket cap in bytes from strategy_options.bucket_mb (0: DDP's default, 25 MiB).
-  static int64_t bucket_cap_bytes(const Config& config);
 
   RankContext* ctx_ = nullptr;
   GptModel model_{nullptr};

@@ -102,7 +102,8 @@ class Zero2 final : public HookedDataParallel {
     overlap_ = options.overlap;
     reduce_dtype_ = gradient_reduce_dtype(options);
     bucket_of_.assign(trainable_.size(), 0);
-    for (auto& members : plan_buckets(trainable_, bucket_cap_bytes(*ctx_->config))) {
+    for (auto& members : plan_buckets(
+             trainable_, bucket_cap_bytes(options.bucket_mb, gradient_bytes(trainable_)))) {
       std::vector<torch::Tensor> params;
       for (size_t i : members) {
         bucket_of_[i] = buckets_.size();
