@@ -50,12 +50,17 @@ std::vector<Intervals> pipeline_idle(const Trace& trace) {
   const auto windows = pipeline_windows(trace);
   std::vector<Intervals> out;
   for (const auto& r : trace.ranks) {
-    Intervals compute, window;
+    Intervals compute, waits, window;
     for (const auto& e : r.events) {
-      if (e.step >= 0 && is_compute(e.category)) compute.emplace_back(e.t0_ns, e.t1_ns);
+      if (e.step < 0) continue;
+      if (is_compute(e.category)) compute.emplace_back(e.t0_ns, e.t1_ns);
+      // As step_metrics counts it: a host blocked inside a forward or backward computes nothing.
+      if (e.lane == kHostLane && e.category == Category::kWait)
+        waits.emplace_back(e.t0_ns, e.t1_ns);
     }
     for (const auto& [step, w] : windows) window.push_back(w);
-    out.push_back(difference(merged(std::move(window)), merged(std::move(compute))));
+    const Intervals busy = difference(merged(std::move(compute)), merged(std::move(waits)));
+    out.push_back(difference(merged(std::move(window)), busy));
   }
   return out;
 }

@@ -65,13 +65,16 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
   for (size_t r = 0; r < trace.ranks.size(); ++r) {
     const auto& rank = trace.ranks[r];
     std::map<int, std::vector<uint32_t>> by_lane;
-    profiling::Intervals compute, comm;
+    profiling::Intervals compute, comm, waits;
     int ordinal = 0;
     for (uint32_t i = 0; i < rank.events.size(); ++i) {
       const Event& e = rank.events[i];
       by_lane[e.lane].push_back(i);
       if (profiling::is_compute(e.category)) compute.emplace_back(e.t0_ns, e.t1_ns);
       if (profiling::is_communication(e.category)) comm.emplace_back(e.t0_ns, e.t1_ns);
+      // A host blocked inside a forward or backward hides nothing (as step_metrics counts it).
+      if (e.lane == profiling::kHostLane && e.category == Category::kWait)
+        waits.emplace_back(e.t0_ns, e.t1_ns);
       lo = std::min(lo, e.t0_ns);
       hi = std::max(hi, e.t1_ns);
       if (e.category == Category::kStep) {
@@ -85,8 +88,9 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
         }
       }
     }
-    index.exposed_comm.push_back(profiling::difference(profiling::merged(std::move(comm)),
-                                                       profiling::merged(std::move(compute))));
+    const profiling::Intervals busy = profiling::difference(profiling::merged(std::move(compute)),
+                                                            profiling::merged(std::move(waits)));
+    index.exposed_comm.push_back(profiling::difference(profiling::merged(std::move(comm)), busy));
     for (auto& [lane, ids] : by_lane) pack_lane(rank, static_cast<int>(r), lane, ids, &index.rows);
     index.memory.push_back(memory_over_time(rank));
     int64_t peak = 0;
