@@ -12,7 +12,7 @@ constexpr const char* kCategoryNames[kCategoryCount] = {
 
 constexpr const char* kMemoryKindNames[kMemoryKindCount] = {
     "parameters",   "gradients", "optimizer_state", "activations",
-    "comm_buffers", "other",     "allocated"};
+    "comm_buffers", "temporaries", "allocated"};
 
 }  // namespace
 
