@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include "engine/comm.h"
+#include "profiling/memory_tags.h"
 
 namespace shardscope {
 namespace {
@@ -45,6 +46,8 @@ ReducerSync::ReducerSync(const std::vector<torch::Tensor>& params,
   std::vector<bool> sparse(params.size(), false);
   auto [buckets, per_bucket_limits] =
       c10d::compute_bucket_assignment_by_size(params, limits, sparse);
+  // The Reducer's buckets hold a copy of every gradient while it is reduced.
+  profiling::MemoryTag bucket_buffers(profiling::MemoryKind::kCommBuffers);
   (void)per_bucket_limits;
   std::reverse(buckets.begin(), buckets.end());
 
@@ -62,6 +65,7 @@ ReducerSync::ReducerSync(const std::vector<torch::Tensor>& params,
 ReducerSync::~ReducerSync() = default;
 
 void ReducerSync::before_forward() {
+  profiling::MemoryTag buckets(profiling::MemoryKind::kCommBuffers);  // rebuilt buckets
   reducer_->rebuild_buckets();
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/comm.h"
 #include "engine/optimizer_factory.h"
+#include "profiling/memory_tags.h"
 
 namespace shardscope {
 
@@ -73,6 +74,7 @@ void ShardedOptimizerState::broadcast_from_owners() {
       if (owner_[i] == owner) owned.push_back(params_[i]);
     }
     if (owned.empty()) continue;
+    profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
     auto flat = at::flatten_dense_tensors(owned);
     comm_.broadcast(flat, owner);
     if (owner == comm_.rank()) continue;

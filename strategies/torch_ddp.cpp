@@ -36,6 +36,7 @@ class TorchDdp final : public ReplicatedStrategy {
     // accumulate into .grad, exactly like DDP's no_sync().
     if (last_micro) reducer_->arm({scaled});
     scaled.backward();
+    tag_gradients();
     return loss.detach();
   }
 
