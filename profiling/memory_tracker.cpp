@@ -32,9 +32,13 @@ class Reporter final : public c10::MemoryReportingInfoBase {
     if (tracker_ == nullptr && bytes >= 0) return;
     // Autograd's backward runs on this thread (CPU) or on a device thread that inherits this
     // reporter: either way the graph task says whether this block is backward's.
-    const auto context = torch::autograd::get_current_graph_task_id() != -1
-                             ? RankMemoryTracker::Context::kBackward
-                             : RankMemoryTracker::Context::kOutsideBackward;
+    using Context = RankMemoryTracker::Context;
+    Context context = Context::kUnknown;
+    if (tracker_ != nullptr) {
+      context = torch::autograd::get_current_graph_task_id() != -1 ? Context::kBackward
+                : tracker_->on_owner_thread()                      ? Context::kOutsideBackward
+                                                                   : Context::kBackendThread;
+    }
     // A simulated capacity refuses host allocations only: throwing out of a device allocator's
     // bookkeeping is not safe, and a real device enforces its own.
     if ((tracker_ != nullptr && tracker_->record(ptr, bytes, device.is_cpu(), context)) ||
@@ -90,13 +94,17 @@ bool RankMemoryTracker::record(void* ptr, int64_t bytes, bool may_refuse, Contex
     TORCH_CHECK_WITH(OutOfMemoryError, false, "tried to allocate ", bytes, " bytes with ", live_,
                      " of ", capacity_, " in use (the simulated capacity, --memory-limit-mb)");
   }
-  if (context != Context::kUnknown) enter_locked(context == Context::kBackward);
+  if (context == Context::kBackward || context == Context::kOutsideBackward)
+    enter_locked(context == Context::kBackward);
   if (bytes >= 0) {
     Block block;
     block.bytes = bytes;
     block.seq = ++seq_;
     if (tag_depth_ > 0) {
       block.kind = tags_[tag_depth_ - 1];
+      block.epoch = kSettled;
+    } else if (context == Context::kBackendThread) {
+      block.kind = MemoryKind::kCommBuffers;
       block.epoch = kSettled;
     } else if (in_backward_) {
       block.kind = MemoryKind::kTemporaries;
@@ -247,6 +255,7 @@ int64_t RankMemoryTracker::peak_bytes() const {
 
 RankMemoryTracker::ThreadScope::ThreadScope(RankMemoryTracker* tracker) {
   if (tracker == nullptr) return;
+  tracker->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   guard_ = std::make_shared<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE,
                                                  std::make_shared<Reporter>(tracker));
 }

@@ -1,9 +1,11 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "profiling/rank_event_log.h"
@@ -17,8 +19,9 @@ namespace shardscope::profiling {
 //
 // Every block also carries what it is (its provenance), so no category is a remainder:
 // - the tag is set at allocation: a scope the strategy opened (communication buffers, ...) if
-//   any; else, inside autograd's backward, temporaries; else the rank's phase, which the trainer
-//   sets (set-up: parameters, forward: activations, optimizer step: optimizer state, other:
+//   any; else, inside autograd's backward, temporaries; else, on a communication backend's
+//   worker thread, communication buffers; else the rank's phase, which the trainer sets
+//   (set-up: parameters, forward: activations, optimizer step: optimizer state, other:
 //   temporaries);
 // - those three phase tags are provisional: a block freed in the same phase it was allocated in
 //   was scratch, a temporary. For a forward block that means "freed before any backward began",
@@ -43,8 +46,11 @@ class RankMemoryTracker {
   // The most activations live when a backward began (what forward saved for it).
   int64_t activations_at_backward() const;
 
-  // How an allocation is made, as the hook sees it.
-  enum class Context : uint8_t { kUnknown, kOutsideBackward, kBackward };
+  // How an allocation is made, as the hook sees it: in autograd's backward (on whatever
+  // thread), on the rank's own thread outside it, or on another thread that inherited the rank's
+  // hook outside backward: a communication backend's worker (Gloo copies into its own outputs
+  // there), whose blocks are communication buffers and which says nothing about the phase.
+  enum class Context : uint8_t { kUnknown, kOutsideBackward, kBackward, kBackendThread };
 
   // Called by the hook: `bytes` > 0 allocates `ptr`, < 0 frees it. Returns false when `ptr` is
   // not one of this rank's blocks (on a free). With a capacity set and `may_refuse`, an
@@ -68,6 +74,10 @@ class RankMemoryTracker {
 
   // The tracker this thread's allocations go to (null: none).
   static RankMemoryTracker* current();
+  // Whether the calling thread is the rank's own (see Context).
+  bool on_owner_thread() const {
+    return std::this_thread::get_id() == owner_.load(std::memory_order_relaxed);
+  }
 
   // A simulated device capacity for this rank's (host) allocations; 0: none.
   void set_capacity(int64_t bytes);
@@ -138,6 +148,8 @@ class RankMemoryTracker {
   uint64_t peak_seq_ = 0;
   int64_t peak_t_ns_ = 0;
   MemoryKind phase_ = MemoryKind::kTemporaries;
+  // The rank's own thread (the last ThreadScope opened for it).
+  std::atomic<std::thread::id> owner_{};
   uint32_t epoch_ = 0;  // bumped at every phase change, forward <-> backward included
   bool in_backward_ = false;
   int64_t activations_at_backward_ = 0;
