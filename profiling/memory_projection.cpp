@@ -124,12 +124,18 @@ MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout&
 MemoryProjection project_memory(const ModelShape& m, const TrainingLayout& l) {
   if (l.pp < 1) throw std::invalid_argument("degrees and batch sizes must be positive");
   if (l.pp > m.layers) throw std::invalid_argument("more pipeline stages than layers");
-  // The blocks split as evenly as possible, the first stages taking the extra ones.
+  // Without the engine's cut, every stage is given the most blocks any stage can have
+  // (ceil(layers / p)), and each category is the most any stage holds: a bound for the busiest
+  // GPU, as a hardware plan needs it.
+  const int64_t blocks = (m.layers + l.pp - 1) / l.pp;
   MemoryProjection busiest;
   for (int s = 0; s < l.pp; ++s) {
-    const int64_t blocks = m.layers / l.pp + (s < m.layers % l.pp ? 1 : 0);
     const MemoryProjection p = project_stage_memory(m, l, {s, blocks});
-    if (s == 0 || p.total() > busiest.total()) busiest = p;
+    busiest.parameters = std::max(busiest.parameters, p.parameters);
+    busiest.gradients = std::max(busiest.gradients, p.gradients);
+    busiest.optimizer_state = std::max(busiest.optimizer_state, p.optimizer_state);
+    busiest.activations = std::max(busiest.activations, p.activations);
+    busiest.parameters_per_gpu = std::max(busiest.parameters_per_gpu, p.parameters_per_gpu);
   }
   return busiest;
 }

@@ -39,7 +39,7 @@ struct MemoryProjection {
   double total() const { return parameters + gradients + optimizer_state + activations; }
 };
 
-// The busiest GPU (the pipeline stage holding the most).
+// The busiest GPU: per category, the most any pipeline stage holds.
 MemoryProjection project_memory(const ModelShape& model, const TrainingLayout& layout);
 
 // Which blocks a pipeline stage holds; the embeddings are on stage 0, the head on the last.

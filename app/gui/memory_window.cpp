@@ -192,7 +192,7 @@ void category_lines(const LoadedRun& run) {
   chosen = std::clamp(chosen, 0, ranks - 1);
   if (ranks > 1) {
     ImGui::SetNextItemWidth(160);
-    ImGui::SliderInt("rank##memory_categories", &chosen, 0, ranks - 1);
+    ImGui::SliderInt("##memory_categories", &chosen, 0, ranks - 1);
     ImGui::SameLine();
   }
   ImGui::Text("rank %d by category over time (ms)", run.trace.ranks[chosen].rank);
