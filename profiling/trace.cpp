@@ -11,7 +11,7 @@ constexpr const char* kCategoryNames[kCategoryCount] = {
     "collective", "wait",        "kernel",  "memcpy",   "other"};
 
 constexpr const char* kMemoryKindNames[kMemoryKindCount] = {
-    "parameters",   "gradients", "optimizer_state", "activations",
+    "parameters",   "gradients",   "optimizer_state", "activations",
     "comm_buffers", "temporaries", "allocated"};
 
 }  // namespace
