@@ -10,6 +10,7 @@
 #include "engine/device_speed.h"
 #include "engine/initial_weights.h"
 #include "engine/launcher.h"
+#include "engine/memory_formula_hook.h"
 #include "engine/process_launcher.h"
 #include "engine/step_traffic.h"
 #include "engine/stop_request.h"
@@ -239,6 +240,14 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
     rank.comm_events = outcome.launch.logs[r]->snapshot();
     rank.comm_bytes_per_step = typical_bytes_per_step(traffic_per_step(rank.comm_events));
     rank.peak_allocated_bytes = outcome.launch.peak_allocated_bytes[r];
+    profiling::logged_peak(outcome.launch.logs[r]->memory(), &rank.peak_breakdown);
+    if (memory_formula_hook()) {
+      try {
+        rank.formula_bytes = memory_formula_hook()(config, r);
+      } catch (const std::exception&) {
+        // A layout the formula cannot describe: the run stands, without a formula.
+      }
+    }
     summary.ranks.push_back(std::move(rank));
   }
   summary.trace = trace_of(config, outcome.launch);
@@ -308,6 +317,14 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
   attach_result(summary, outcome.results, nullptr);
 }
 
+// Bytes per memory category as an object keyed by the categories' names.
+nlohmann::json memory_categories_json(const profiling::MemoryCategories& bytes) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int k = 0; k < profiling::kMemoryCategoryCount; ++k)
+    out[profiling::memory_kind_name(static_cast<profiling::MemoryKind>(k))] = bytes[k];
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json summary_to_json(const RunSummary& s) {
@@ -335,6 +352,8 @@ nlohmann::json summary_to_json(const RunSummary& s) {
                      {"comm_calls", r.comm_events.size()},
                      {"comm_bytes_per_step", r.comm_bytes_per_step},
                      {"peak_allocated_bytes", r.peak_allocated_bytes},
+                     {"peak_breakdown", memory_categories_json(r.peak_breakdown)},
+                     {"formula_bytes", memory_categories_json(r.formula_bytes)},
                      {"memory_bytes",
                       {{"parameters", r.memory.parameters},
                        {"gradients", r.memory.gradients},

@@ -15,6 +15,7 @@
 #include "engine/strategy_registry.h"
 #include "engine/training_state.h"
 #include "profiling/host_tracing.h"
+#include "profiling/memory_tags.h"
 #include "strategies/bucket_plan.h"
 #include "strategies/flat_shard.h"
 #include "strategies/gradient_buckets.h"
@@ -105,6 +106,7 @@ class ModelParallelStrategy final : public Strategy {
       if (action.pass == pipeline::Pass::kForward) {
         torch::Tensor input = inputs[action.micro];
         if (!first) {
+          // Received, then saved for backward: an activation of this stage.
           input = torch::empty(stage_->hidden_shape(chunk), activation_options);
           pipeline_comm_->recv(input, at_.pipeline - 1, kActivationTag);
           input.requires_grad_(true);
@@ -115,6 +117,7 @@ class ModelParallelStrategy final : public Strategy {
         if (last) {
           loss_sum += slot.output.detach().item<double>();
         } else {
+          profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
           auto buffer = slot.output.detach().to(torch::kFloat).contiguous();
           activation_sends[action.micro] = {
               pipeline_comm_->send_async(buffer, at_.pipeline + 1, kActivationTag), buffer};
@@ -125,6 +128,7 @@ class ModelParallelStrategy final : public Strategy {
       if (last_micro && k + 1 == actions_.size()) arm_gradient_sync(slot.output);
       torch::Tensor grad;
       if (!last) {
+        profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
         grad = torch::empty(stage_->hidden_shape(chunk), activation_options);
         pipeline_comm_->recv(grad, at_.pipeline + 1, kGradientTag);
         activation_sends[action.micro].first.wait();
@@ -139,9 +143,12 @@ class ModelParallelStrategy final : public Strategy {
         }
       }
       if (reducer_) reducer_->after_backward();
+      for (const auto& p : stage_->trainable())
+        profiling::tag_memory(p.grad(), profiling::MemoryKind::kGradients);
       if (!first) {
         gradient_send.first.wait();
         auto buffer = slot.input.grad().contiguous();
+        profiling::tag_memory(buffer, profiling::MemoryKind::kCommBuffers);
         gradient_send = {pipeline_comm_->send_async(buffer, at_.pipeline - 1, kGradientTag),
                          buffer};
       }

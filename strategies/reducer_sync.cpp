@@ -10,6 +10,7 @@
 
 #include "engine/comm.h"
 #include "engine/device_turns.h"
+#include "profiling/memory_tags.h"
 
 namespace shardscope {
 namespace {
@@ -57,6 +58,8 @@ ReducerSync::ReducerSync(const std::vector<torch::Tensor>& params,
   std::vector<bool> sparse(params.size(), false);
   auto [buckets, per_bucket_limits] =
       c10d::compute_bucket_assignment_by_size(params, limits, sparse);
+  // The Reducer's buckets hold a copy of every gradient while it is reduced.
+  profiling::MemoryTag bucket_buffers(profiling::MemoryKind::kCommBuffers);
   (void)per_bucket_limits;
   std::reverse(buckets.begin(), buckets.end());
 
@@ -77,6 +80,7 @@ ReducerSync::~ReducerSync() = default;
 void ReducerSync::before_forward() {
   // Rebuilding broadcasts rank 0's bucket order, waiting outside our Comm: not on the device.
   DeviceTurns::Release give_up_the_device;
+  profiling::MemoryTag buckets(profiling::MemoryKind::kCommBuffers);  // rebuilt buckets
   reducer_->rebuild_buckets();
 }
 

@@ -36,6 +36,8 @@ class ReplicatedStrategy : public Strategy {
   // The loss of one micro-batch, computed in the configured precision.
   torch::Tensor forward(const Batch& batch);
   int64_t trainable_bytes() const;
+  // Tells the memory tracker that each trainable parameter's .grad is a gradient.
+  void tag_gradients() const;
   // Which trainable parameters got a gradient on at least one rank this step (a blocking
   // all-reduce of a bitmap, as DDP does with find_unused_parameters). A parameter no rank used
   // keeps an undefined gradient, so the optimizer skips it exactly as on a single device.

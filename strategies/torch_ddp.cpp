@@ -39,6 +39,7 @@ class TorchDdp final : public ReplicatedStrategy {
     if (last_micro) reducer_->arm({scaled});
     scaled.backward();
     if (last_micro) reducer_->after_backward();
+    tag_gradients();
     return loss.detach();
   }
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include "app/trace_projection.h"
@@ -69,16 +70,33 @@ Timing on(const profiling::Trace& measured, const std::string& hardware) {
   return best;
 }
 
+// The least over a few recordings of the same run, for the same reason.
+Timing best_of(const std::vector<profiling::Trace>& recordings, const std::string& hardware) {
+  Timing best{1e30, 1e30};
+  for (const auto& trace : recordings) {
+    const Timing t = on(trace, hardware);
+    best.step_s = std::min(best.step_s, t.step_s);
+    best.exposed_s = std::min(best.exposed_s, t.exposed_s);
+  }
+  return best;
+}
+
+std::vector<profiling::Trace> recordings(const Config& c, int n = 3) {
+  std::vector<profiling::Trace> out;
+  for (int i = 0; i < n; ++i) out.push_back(record(c));
+  return out;
+}
+
 TEST(DeviceTimePhysics, OverlapIsNeverSlowerAndHidesCommunicationOnEveryProfile) {
   const auto profiles = profiling::hardware_profile_names();
   ASSERT_FALSE(profiles.empty());
   for (const char* strategy : {"ddp_bucketed", "zero2", "fsdp"}) {
-    const profiling::Trace with = record(data_parallel(strategy, true));
-    const profiling::Trace without = record(data_parallel(strategy, false));
+    const auto with = recordings(data_parallel(strategy, true));
+    const auto without = recordings(data_parallel(strategy, false));
     for (const auto& hw : profiles) {
-      const Timing a = on(with, hw), b = on(without, hw);
-      // The two recordings are two measurements of the same compute: 3 % is their noise.
-      EXPECT_LE(a.step_s, b.step_s * 1.03)
+      const Timing a = best_of(with, hw), b = best_of(without, hw);
+      // Two recordings of the same compute still differ by a little noise: 2 %.
+      EXPECT_LE(a.step_s, b.step_s * 1.02)
           << strategy << " on " << hw << ": overlap on " << a.step_s * 1e3 << " ms, off "
           << b.step_s * 1e3 << " ms";
       EXPECT_LT(a.exposed_s, b.exposed_s)
@@ -89,10 +107,10 @@ TEST(DeviceTimePhysics, OverlapIsNeverSlowerAndHidesCommunicationOnEveryProfile)
 }
 
 TEST(DeviceTimePhysics, PyTorchDdpAndOursWithTheSameBucketsTakeTheSameTime) {
-  const profiling::Trace torch_ddp = record(data_parallel("torch_ddp", true));
-  const profiling::Trace ours = record(data_parallel("ddp_bucketed", true));
+  const auto torch_ddp = recordings(data_parallel("torch_ddp", true));
+  const auto ours = recordings(data_parallel("ddp_bucketed", true));
   for (const auto& hw : profiling::hardware_profile_names()) {
-    const double a = on(torch_ddp, hw).step_s, b = on(ours, hw).step_s;
+    const double a = best_of(torch_ddp, hw).step_s, b = best_of(ours, hw).step_s;
     EXPECT_NEAR(a / b, 1.0, 0.10) << hw << ": torch_ddp " << a * 1e3 << " ms, ddp_bucketed "
                                   << b * 1e3 << " ms";
   }
