@@ -271,11 +271,13 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ->group("Bench");
   bench->add_option("--out", bench_options.out_dir, "also write each run's trace into DIR")
       ->group("Bench");
-  bench->add_flag("--measured", bench_options.measured,
-                  "time steps by the measured wall clock instead of device time")
+  bench
+      ->add_flag("--measured", bench_options.measured,
+                 "time steps by the measured wall clock instead of device time")
       ->group("Bench");
-  bench->add_option("--hardware", bench_options.hardware,
-                    "device time's links: a hardware profile (default: cpu-10GbE on the CPU)")
+  bench
+      ->add_option("--hardware", bench_options.hardware,
+                   "device time's links: a hardware profile (default: cpu-10GbE on the CPU)")
       ->group("Bench");
   bench->add_option("--config", bench_options.config_file, "JSON config file (flags override it)")
       ->group("Input");
@@ -291,6 +293,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   report->add_option("--hardware", report_options.hardware,
                      "device time's links: a hardware profile (default: cpu-10GbE for a CPU "
                      "trace, 8xH100 for a GPU trace)");
+  report->add_flag("--json", report_options.json,
+                   "print the per-rank figures (step_s, exposed_comm_s, overlap, "
+                   "bubble_fraction) as JSON instead of the tables");
   app.add_subcommand("strategies", "list the registered strategies");
   app.add_subcommand("presets", "list the model presets");
   RunFlags project_flags;
@@ -326,6 +331,11 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
                    "calibrated this-machine profile against half the target's peak)")
       ->group("Projection");
   project->add_option("--out", project_options.out, "trace replay: write the projected trace here")
+      ->group("Projection");
+  project
+      ->add_flag("--json", project_options.json,
+                 "trace replay: print the measured and projected per-rank figures (step_s, "
+                 "exposed_comm_s, overlap, bubble_fraction) as JSON")
       ->group("Projection");
   project
       ->add_flag("--memory", project_options.memory,

@@ -1,5 +1,6 @@
 #include "app/project_command.h"
 
+#include "app/trace_figures.h"
 #include "app/trace_projection.h"
 
 #include <algorithm>
@@ -119,6 +120,20 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
                   std::ostream& out) {
   const profiling::Trace measured = profiling::read_trace_file(o.trace);
   const TraceProjection t = project_recorded_trace(measured, hw, o.compute_scale);
+  if (o.json) {
+    // Both traces' figures (trace_figures.h), machine-readable: what was measured and what the
+    // hardware would do.
+    const nlohmann::json j = {{"trace", o.trace},
+                              {"hardware", hw.name},
+                              {"compute_scale", t.compute_scale},
+                              {"compute_scale_source", t.scale_source},
+                              {"measured", figures_json(measured)},
+                              {"projected", figures_json(t.projected)}};
+    out << j.dump(2) << "\n";
+    if (!o.out.empty())
+      write_file_atomically(o.out, profiling::serialise_trace(t.projected, o.out));
+    return 0;
+  }
   const StepSummary &m = t.measured_summary, &p = t.projected_summary;
   out << "projection of " << o.trace << " (" << measured.ranks.size() << " ranks) onto " << hw.name
       << "\n"

@@ -10,12 +10,11 @@
 #include <nlohmann/json.hpp>
 
 #include "app/device_time_lens.h"
+#include "app/trace_figures.h"
 #include "app/trace_output.h"
-#include "engine/config.h"
+#include "profiling/step_figures.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
-#include "strategies/parallel_layout.h"
-#include "strategies/pipeline_schedule.h"
 
 namespace shardscope::cli {
 namespace {
@@ -65,18 +64,36 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
   Lens lens;
   lens.measured = options.measured;
   lens.hardware = options.hardware;
+  nlohmann::json lens_json;
   try {
     LensedTrace lensed = apply_lens(trace, lens);
+    lens_json = {{"title", lensed.title}, {"device_time", lensed.device_time}};
     // The times below are the lens's; the header says which, and how to get the other.
-    out << "times: " << lensed.title
-        << (lensed.device_time ? " (--measured for the wall clock)" : "") << "\n";
-    if (!lensed.note.empty()) out << "note: " << lensed.note << "\n";
+    if (!options.json) {
+      out << "times: " << lensed.title
+          << (lensed.device_time ? " (--measured for the wall clock)" : "") << "\n";
+      if (!lensed.note.empty()) out << "note: " << lensed.note << "\n";
+    }
     trace = std::move(lensed.trace);
   } catch (const std::exception& e) {
     err << "error: --hardware: " << e.what() << "\n";
     return 2;
   }
   auto run = nlohmann::json::parse(trace.run_json, nullptr, false);
+  if (options.json) {
+    // The figures alone, through the same lens, for checks outside the GUI (trace_figures.h
+    // says what each is).
+    nlohmann::json j = figures_json(trace);
+    j["trace"] = path;
+    j["lens"] = lens_json;
+    if (run.is_object() && run.contains("strategy")) {
+      j["strategy"] = run.value("strategy", "");
+      j["world"] = run.value("world", 0);
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  const profiling::RunFigures figures = profiling::run_figures(trace);
   out << "trace " << path << ": " << trace.ranks.size() << " ranks, " << trace.event_count()
       << " events";
   if (run.is_object() && run.contains("strategy")) {
@@ -126,28 +143,16 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
 
   // A pipeline's bubble: the part of its micro-batches' time a stage does not compute, against
   // the textbook (p - 1) / (m + p - 1) of equal stages.
-  if (run.is_object() && run.contains("config")) {
-    try {
-      Config config = config_from_json(run["config"]);
-      if (config.strategy == "pp" || config.strategy == "hybrid") {
-        const ParallelLayout layout = layout_of(config);
-        const int m = pipeline_micro_batches(config, layout);
-        if (layout.pipeline > 1) {
-          out << "\npipeline bubble (" << layout.describe() << ", " << m << " micro-batches, "
-              << config.strategy_options.schedule << "), median over steps:\n";
-          for (auto& [rank, steps] : by_rank) {
-            std::vector<double> v;
-            for (const auto& s : steps) v.push_back(s.bubble_fraction());
-            out << "  rank " << rank << " (stage " << layout.coordinates(rank).pipeline
-                << "): " << fixed(100 * median(v), 1) << " %\n";
-          }
-          out << "  formula (p-1)/(m+p-1): "
-              << fixed(100 * pipeline::bubble_formula(layout.pipeline, m), 1) << " %\n";
-        }
-      }
-    } catch (const std::exception&) {
-      // A trace from another version: its configuration is not ours to judge; skip the section.
+  if (const auto pipeline = pipeline_of_run(trace.run_json)) {
+    out << "\npipeline bubble (" << pipeline->stages << " stages, " << pipeline->micro_batches
+        << " micro-batches, " << pipeline->schedule << "), median over steps:\n";
+    for (const auto& f : figures.ranks) {
+      out << "  rank " << f.rank;
+      if (f.rank >= 0 && f.rank < static_cast<int>(pipeline->stage_of_rank.size()))
+        out << " (stage " << pipeline->stage_of_rank[f.rank] << ")";
+      out << ": " << fixed(100 * f.bubble_fraction, 1) << " %\n";
     }
+    out << "  formula (p-1)/(m+p-1): " << fixed(100 * pipeline->formula, 1) << " %\n";
   }
 
   struct OpSummary {

@@ -13,6 +13,7 @@ namespace shardscope::cli {
 struct ReportOptions {
   bool measured = false;
   std::string hardware;  // device time's profile; empty: the trace's default
+  bool json = false;     // only the per-rank figures (trace_figures.h), machine-readable
 };
 int report_command(const std::string& path, const ReportOptions& options, std::ostream& out,
                    std::ostream& err);

@@ -61,9 +61,7 @@ int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
   return total(merged(std::move(intervals)));
 }
 
-std::vector<StepMetrics> step_metrics(const Trace& trace) {
-  std::vector<StepMetrics> out;
-  // Per step, the pipeline window over every rank's micro-batch spans.
+std::map<int, std::pair<int64_t, int64_t>> pipeline_windows(const Trace& trace) {
   std::map<int, std::pair<int64_t, int64_t>> windows;
   for (const auto& r : trace.ranks) {
     for (const auto& e : r.events) {
@@ -75,6 +73,12 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       }
     }
   }
+  return windows;
+}
+
+std::vector<StepMetrics> step_metrics(const Trace& trace) {
+  std::vector<StepMetrics> out;
+  const auto windows = pipeline_windows(trace);
   for (const auto& r : trace.ranks) {
     struct Raw {
       Intervals compute, comm, waits;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct StepMetrics {
   }
 };
 std::vector<StepMetrics> step_metrics(const Trace& trace);
+// Per step, its pipeline window: from the first micro-batch span of any rank to the end of the
+// last one.
+std::map<int, std::pair<int64_t, int64_t>> pipeline_windows(const Trace& trace);
 
 // Holistic Trace Analysis's whole-trace figures, per rank, over the rank's device work in its
 // measured steps (device_work.h) taken as one window: what HTA's get_comm_comp_overlap and

@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "app/trace_figures.h"
 #include "app/trace_projection.h"
 #include "engine/atomic_file.h"
 #include "profiling/trace_io.h"
@@ -16,6 +17,8 @@ std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::st
   if (!run->run.is_object()) run->run = nlohmann::json::object();
   run->index = build_timeline_index(run->trace);
   run->row = cli::comparison_row(run->trace);
+  if (const auto pipeline = cli::pipeline_of_run(run->trace.run_json))
+    run->bubble_formula = pipeline->formula;
   for (const auto& rank : run->trace.ranks) run->memory_peaks.push_back(peak_breakdown(rank));
   std::string label = run->row.strategy.empty() || run->row.strategy == "?"
                           ? std::string("trace")

@@ -27,6 +27,7 @@ struct LoadedRun {
   cli::ComparisonRow row;
   std::vector<MemoryBreakdown> memory_peaks;  // per rank: what it held at its peak
   bool live = false;                          // a snapshot of a run still going: no result yet
+  double bubble_formula = -1;  // a pipeline run's (p - 1) / (m + p - 1); -1 for other runs
   // The run through the session's lens (device time), made when first shown under that lens.
   struct Lensed {
     std::string lens_key;

@@ -4,6 +4,8 @@
 #include <limits>
 #include <map>
 
+#include "profiling/step_figures.h"
+
 namespace shardscope::gui {
 
 using profiling::Category;
@@ -58,22 +60,37 @@ std::vector<std::pair<int64_t, int64_t>> memory_over_time(const profiling::RankT
 
 TimelineIndex build_timeline_index(const profiling::Trace& trace) {
   TimelineIndex index;
+  std::map<int, StepSpan> step_spans;
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (size_t r = 0; r < trace.ranks.size(); ++r) {
     const auto& rank = trace.ranks[r];
     std::map<int, std::vector<uint32_t>> by_lane;
-    profiling::Intervals compute, comm;
+    profiling::Intervals compute, comm, waits;
+    int ordinal = 0;
     for (uint32_t i = 0; i < rank.events.size(); ++i) {
       const Event& e = rank.events[i];
       by_lane[e.lane].push_back(i);
       if (profiling::is_compute(e.category)) compute.emplace_back(e.t0_ns, e.t1_ns);
       if (profiling::is_communication(e.category)) comm.emplace_back(e.t0_ns, e.t1_ns);
+      // A host blocked inside a forward or backward hides nothing (as step_metrics counts it).
+      if (e.lane == profiling::kHostLane && e.category == Category::kWait)
+        waits.emplace_back(e.t0_ns, e.t1_ns);
       lo = std::min(lo, e.t0_ns);
       hi = std::max(hi, e.t1_ns);
-      if (r == 0 && e.category == Category::kStep) index.steps.emplace_back(e.t0_ns, e.t1_ns);
+      if (e.category == Category::kStep) {
+        // Foreign traces may not number their steps: count them on each rank.
+        const int number = e.step >= 0 ? e.step : ordinal;
+        ++ordinal;
+        auto [it, fresh] = step_spans.try_emplace(number, StepSpan{number, e.t0_ns, e.t1_ns});
+        if (!fresh) {
+          it->second.t0_ns = std::min(it->second.t0_ns, e.t0_ns);
+          it->second.t1_ns = std::max(it->second.t1_ns, e.t1_ns);
+        }
+      }
     }
-    index.exposed_comm.push_back(profiling::difference(profiling::merged(std::move(comm)),
-                                                       profiling::merged(std::move(compute))));
+    const profiling::Intervals busy = profiling::difference(profiling::merged(std::move(compute)),
+                                                            profiling::merged(std::move(waits)));
+    index.exposed_comm.push_back(profiling::difference(profiling::merged(std::move(comm)), busy));
     for (auto& [lane, ids] : by_lane) pack_lane(rank, static_cast<int>(r), lane, ids, &index.rows);
     index.memory.push_back(memory_over_time(rank));
     int64_t peak = 0;
@@ -84,7 +101,16 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
     }
     index.memory_peak.push_back(peak);
   }
-  std::sort(index.steps.begin(), index.steps.end());
+  for (const auto& [number, span] : step_spans) index.steps.push_back(span);
+  // Figures per rank and step, in one place with `report` (profiling/step_figures.h).
+  index.step_figures.resize(trace.ranks.size());
+  std::map<int, size_t> rank_index;
+  for (size_t r = 0; r < trace.ranks.size(); ++r) rank_index[trace.ranks[r].rank] = r;
+  for (const auto& m : profiling::step_metrics(trace)) {
+    if (auto it = rank_index.find(m.rank); it != rank_index.end())
+      index.step_figures[it->second].push_back(m);
+  }
+  index.pipeline_idle = profiling::pipeline_idle(trace);
   if (lo > hi) lo = hi = 0;
   index.t_min = lo;
   index.t_max = std::max(hi, lo + 1);

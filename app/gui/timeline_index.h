@@ -18,12 +18,24 @@ struct TimelineRow {
   std::vector<uint32_t> events;  // indices into the rank's events
 };
 
+// One step of the run, by its own number (a resumed run's first is not 0): from the earliest
+// start of any rank's part of it to the latest end, so fitting it frames every rank.
+struct StepSpan {
+  int step = 0;
+  int64_t t0_ns = 0, t1_ns = 0;
+};
+
 // A trace arranged for drawing, built once when it is loaded.
 struct TimelineIndex {
   std::vector<TimelineRow> rows;  // by rank, then lane, then depth
   int64_t t_min = 0, t_max = 0;   // extent of every event and counter
-  // Start and end of every step (first rank's step spans), for step markers and fit-to-step.
-  std::vector<std::pair<int64_t, int64_t>> steps;
+  // Every step, by number, for step markers, the step slider and fit-to-step.
+  std::vector<StepSpan> steps;
+  // Per rank: each step's overlap, exposed communication and bubble (profiling/trace_metrics.h),
+  // by step number.
+  std::vector<std::vector<profiling::StepMetrics>> step_figures;
+  // Per rank: the time within the steps' pipeline windows that it does not compute, merged.
+  std::vector<profiling::Intervals> pipeline_idle;
   // Per rank: memory held over time (allocated bytes, or the sum of the categories where no
   // allocation samples were recorded), sorted by time.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> memory;

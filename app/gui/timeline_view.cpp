@@ -7,6 +7,8 @@
 #include <imgui.h>
 
 #include "app/gui/gui_style.h"
+#include "app/gui/timeline_figures.h"
+#include "app/gui/timeline_ticks.h"
 #include "profiling/trace_metrics.h"
 
 namespace shardscope::gui {
@@ -22,42 +24,8 @@ constexpr float kAxisHeight = 22;     // time axis
 constexpr float kMemoryStrip = 1.5f;  // memory strip height, in rows
 constexpr double kFoldPx = 3;         // events narrower than this are folded
 
-std::string format_ms(double ms) {
-  char buf[48];
-  if (std::fabs(ms) >= 1000) {
-    std::snprintf(buf, sizeof(buf), "%.3f s", ms / 1000);
-  } else if (std::fabs(ms) >= 1) {
-    std::snprintf(buf, sizeof(buf), "%.3f ms", ms);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.1f us", ms * 1000);
-  }
-  return buf;
-}
-
-std::string format_bytes(double bytes) {
-  char buf[48];
-  if (bytes >= 1e6) {
-    std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
-  } else if (bytes >= 1e3) {
-    std::snprintf(buf, sizeof(buf), "%.1f kB", bytes / 1e3);
-  } else {
-    std::snprintf(buf, sizeof(buf), "%.0f B", bytes);
-  }
-  return buf;
-}
-
 ImU32 dimmed(ImU32 colour) {
   return (colour & 0x00FFFFFF) | 0x50000000;
-}
-
-// A tick spacing of 1, 2 or 5 times a power of ten that leaves about `px` pixels between ticks.
-double tick_step_ns(double ns_per_px, double px) {
-  const double raw = ns_per_px * px;
-  const double p = std::pow(10.0, std::floor(std::log10(std::max(raw, 1.0))));
-  for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    if (p * m >= raw) return p * m;
-  }
-  return p * 10;
 }
 
 }  // namespace
@@ -73,126 +41,19 @@ void TimelineView::reset() {
 
 void TimelineView::apply_fit(const TimelineIndex& index, double width_px) {
   int64_t a = index.t_min, b = index.t_max;
-  if (pending_fit_ == kFitStep && !index.steps.empty()) {
-    const auto& s = index.steps[std::clamp<size_t>(fit_step_, 0, index.steps.size() - 1)];
-    a = s.first;
-    b = s.second;
+  if (const StepSpan* s = find_step(index.steps, fit_step_); pending_fit_ == kFitStep && s) {
+    fit_step_ = s->step;
+    a = s->t0_ns;
+    b = s->t1_ns;
   } else if (pending_fit_ == kFitRange) {
     a = index.t_min + static_cast<int64_t>(range_ms_[0] * 1e6);
     b = index.t_min + static_cast<int64_t>(range_ms_[1] * 1e6);
   }
   const int64_t margin = pending_fit_ == kFitRange ? 0 : (b - a) / 50;
   window_.t0_ns = a - margin;
-  window_.ns_per_px = std::max(1e-3, double(b - a + 2 * margin) / std::max(width_px, 1.0));
+  window_.ns_per_px =
+      std::clamp(double(b - a + 2 * margin) / std::max(width_px, 1.0), kMinNsPerPx, kMaxNsPerPx);
   pending_fit_ = kNone;
-}
-
-EventRef TimelineView::find_event(const Trace& trace, int rank, const std::string& name, int k) {
-  if (rank < 0 || rank >= static_cast<int>(trace.ranks.size())) return {};
-  std::vector<uint32_t> hits;
-  const auto& ev = trace.ranks[rank].events;
-  for (uint32_t i = 0; i < ev.size(); ++i) {
-    if (trace.str(ev[i].name) == name) hits.push_back(i);
-  }
-  std::stable_sort(hits.begin(), hits.end(),
-                   [&](uint32_t a, uint32_t b) { return ev[a].t0_ns < ev[b].t0_ns; });
-  if (k < 0 || k >= static_cast<int>(hits.size())) return {};
-  return EventRef{rank, hits[k], 1};
-}
-
-void TimelineView::select(const Trace& trace, EventRef ref) {
-  selected_ = ref;
-  linked_.clear();
-  if (!ref.valid()) return;
-  const Event& e = trace.ranks[ref.rank].events[ref.event];
-  if (e.seq < 0 || e.category != Category::kCollective) return;
-  // The same collective on every rank: same group, sequence number and op.
-  const std::string& group = trace.str(e.group);
-  const std::string& op = trace.str(e.name);
-  for (size_t r = 0; r < trace.ranks.size(); ++r) {
-    const auto& ev = trace.ranks[r].events;
-    for (uint32_t i = 0; i < ev.size(); ++i) {
-      if (ev[i].seq == e.seq && ev[i].category == Category::kCollective &&
-          trace.str(ev[i].group) == group && trace.str(ev[i].name) == op) {
-        linked_.push_back(EventRef{static_cast<int>(r), i, 1});
-      }
-    }
-  }
-}
-
-int TimelineView::row_of(const Trace& trace, const TimelineIndex& index, EventRef ref) const {
-  const Event& e = trace.ranks[ref.rank].events[ref.event];
-  const auto& ev = trace.ranks[ref.rank].events;
-  for (size_t r = 0; r < index.rows.size(); ++r) {
-    const auto& row = index.rows[r];
-    if (row.rank != ref.rank || row.lane != e.lane) continue;
-    auto it = std::lower_bound(row.events.begin(), row.events.end(), e.t0_ns,
-                               [&](uint32_t id, int64_t t) { return ev[id].t0_ns < t; });
-    for (; it != row.events.end() && ev[*it].t0_ns == e.t0_ns; ++it) {
-      if (*it == ref.event) return static_cast<int>(r);
-    }
-  }
-  return -1;
-}
-
-bool TimelineView::screen_position(const TimelineIndex& index, EventRef ref, float* x,
-                                   float* y) const {
-  if (!ref.valid() || row_top_.empty() || last_trace_ == nullptr) return false;
-  const int row = row_of(*last_trace_, index, ref);
-  if (row < 0) return false;
-  const Event& e = last_trace_->ranks[ref.rank].events[ref.event];
-  const double x0 = std::max(0.0, window_.x_of(e.t0_ns));
-  const double x1 = std::min(width_px_, window_.x_of(e.t1_ns));
-  if (x1 < 0 || x0 > width_px_) return false;
-  *x = canvas_x_ + static_cast<float>((x0 + x1) / 2);
-  *y = row_top_[row] + row_height_ / 2;
-  return true;
-}
-
-nlohmann::json TimelineView::describe(const Trace& trace, const TimelineIndex& index,
-                                      EventRef ref) {
-  if (!ref.valid()) return nullptr;
-  const auto& rank = trace.ranks[ref.rank];
-  const Event& e = rank.events[ref.event];
-  nlohmann::json d = {
-      {"name", trace.str(e.name)},
-      {"rank", rank.rank},
-      {"lane", e.lane < rank.lanes.size() ? rank.lanes[e.lane] : std::to_string(e.lane)},
-      {"category", profiling::category_name(e.category)},
-      {"start_ms", (e.t0_ns - index.t_min) * 1e-6},
-      {"duration_ms", (e.t1_ns - e.t0_ns) * 1e-6},
-      {"step", e.step}};
-  if (ref.folded > 1) d["folded"] = ref.folded;
-  if (e.category == Category::kCollective) {
-    d["bytes"] = e.bytes;
-    d["group"] = trace.str(e.group);
-    d["seq"] = e.seq;
-    const double seconds = (e.t1_ns - e.t0_ns) * 1e-9;
-    if (seconds > 0 && e.group_size > 0) {
-      const double algbw = e.bytes / seconds / 1e9;
-      d["busbw_gbps"] = algbw * profiling::busbw_factor(trace.str(e.name), e.group_size);
-    }
-  }
-  return d;
-}
-
-nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& index) const {
-  nlohmann::json links = nlohmann::json::array();
-  for (const auto& l : linked_) links.push_back(trace.ranks[l.rank].rank);
-  nlohmann::json s = {
-      {"visible_ms",
-       {(window_.t0_ns - index.t_min) * 1e-6, (window_.t_of(width_px_) - index.t_min) * 1e-6}},
-      {"hovered", describe(trace, index, hovered_)},
-      {"selected", describe(trace, index, selected_)},
-      {"linked_ranks", links},
-      {"drawn_marks", drawn_marks_},
-      {"folded_marks", folded_marks_},
-      {"rows", index.rows.size()},
-      {"search", search}};
-  if (measure_[1] != measure_[0]) {
-    s["measured_ms"] = std::fabs(double(measure_[1] - measure_[0])) * 1e-6;
-  }
-  return s;
 }
 
 void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root_failure) {
@@ -205,10 +66,10 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   ImGui::SameLine();
   ImGui::SetNextItemWidth(90);
   if (!index.steps.empty()) {
-    int step = fit_step_;
-    if (ImGui::SliderInt("##step", &step, 0, static_cast<int>(index.steps.size()) - 1, "step %d")) {
-      request_fit_step(step);
-    }
+    // The steps' own numbers: a run resumed at step 3 shows 3 to 5.
+    const int first = index.steps.front().step, last = index.steps.back().step;
+    int step = std::clamp(fit_step_, first, last);
+    if (ImGui::SliderInt("##step", &step, first, last, "step %d")) request_fit_step(step);
   }
   ImGui::SameLine();
   ImGui::SetNextItemWidth(160);
@@ -232,6 +93,13 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
                      ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
   ImGui::SameLine(0, 3);
   ImGui::TextUnformatted("exposed comm");
+  if (bubble_formula_ >= 0) {
+    ImGui::SameLine();
+    ImGui::ColorButton("bubble", ImGui::ColorConvertU32ToFloat4(kBubbleColour),
+                       ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+    ImGui::SameLine(0, 3);
+    ImGui::TextUnformatted("bubble");
+  }
 
   // Selection details, above the canvas so the canvas does not move when it appears.
   if (selected_.valid()) {
@@ -274,7 +142,9 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
 
   // Vertical layout: rows per rank plus a memory strip, shrunk to fit the window.
   const size_t ranks = trace.ranks.size();
-  const float units = static_cast<float>(index.rows.size()) + kMemoryStrip * ranks + 0.4f * ranks;
+  // Per rank: its rows, a figures row, the memory strip and a gap.
+  const float units =
+      static_cast<float>(index.rows.size()) + (1 + kMemoryStrip + 0.4f) * static_cast<float>(ranks);
   row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, 22.0f);
   const float top = origin.y + kAxisHeight;
 
@@ -289,7 +159,8 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   // Zoom around the cursor, pan by dragging, measure with the right button.
   if (canvas_hovered && io.MouseWheel != 0 && mouse_x >= 0) {
     const int64_t t_at = window_.t_of(mouse_x);
-    window_.ns_per_px = std::clamp(window_.ns_per_px * std::pow(0.8, io.MouseWheel), 1e-3, 1e12);
+    window_.ns_per_px =
+        std::clamp(window_.ns_per_px * std::pow(0.8, io.MouseWheel), kMinNsPerPx, kMaxNsPerPx);
     window_.t0_ns = t_at - static_cast<int64_t>(mouse_x * window_.ns_per_px);
   }
   if (canvas_active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
@@ -317,19 +188,26 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   for (double t = first_tick; window_.x_of(index.t_min + int64_t(t)) < canvas_w; t += step_ns) {
     const float x = canvas_x_ + static_cast<float>(window_.x_of(index.t_min + int64_t(t)));
     dl->AddLine(ImVec2(x, origin.y + kAxisHeight - 6), ImVec2(x, origin.y + avail.y), 0x30FFFFFF);
-    dl->AddText(ImVec2(x + 3, origin.y + 2), 0xFFB0B0B0, format_ms(t * 1e-6).c_str());
+    dl->AddText(ImVec2(x + 3, origin.y + 2), 0xFFB0B0B0, tick_label(t, step_ns).c_str());
   }
-  // Step markers: a line per step, labelled when there is room (dense steps are thinned).
-  double last_line = -1e9, last_label = -1e9;
-  for (size_t s = 0; s < index.steps.size(); ++s) {
-    const double x = window_.x_of(index.steps[s].first);
-    if (x < -200 || x > canvas_w || x - last_line < 4) continue;
-    last_line = x;
-    const float sx = canvas_x_ + static_cast<float>(x);
-    dl->AddLine(ImVec2(sx, origin.y + 12), ImVec2(sx, origin.y + avail.y), 0xA000D7FF, 1.5f);
-    if (x - last_label > 60) {
-      dl->AddText(ImVec2(sx + 3, origin.y + 11), 0xFF00D7FF, ("step " + std::to_string(s)).c_str());
-      last_label = x;
+  // Step markers, by the steps' own numbers: every step when there is room, else every
+  // stride-th (labels sparser still), so thousands of steps do not make a curtain.
+  const int line_stride = step_stride(index.steps, window_.ns_per_px, 8);
+  const int label_stride = step_stride(index.steps, window_.ns_per_px, 70);
+  drawn_step_marks_ = 0;
+  auto step_it = std::partition_point(index.steps.begin(), index.steps.end(),
+                                      [&](const auto& s) { return window_.x_of(s.t0_ns) < -200; });
+  for (; step_it != index.steps.end() && window_.x_of(step_it->t0_ns) <= canvas_w; ++step_it) {
+    if (step_it->step % line_stride != 0) continue;
+    ++drawn_step_marks_;
+    const float sx = canvas_x_ + static_cast<float>(window_.x_of(step_it->t0_ns));
+    const bool labelled = step_it->step % label_stride == 0;
+    // Unlabelled markers start below the labels' band, so they do not strike through them.
+    dl->AddLine(ImVec2(sx, origin.y + (labelled ? 12 : kAxisHeight)),
+                ImVec2(sx, origin.y + avail.y), 0xA000D7FF, 1.5f);
+    if (labelled) {
+      dl->AddText(ImVec2(sx + 3, origin.y + 11), 0xFF00D7FF,
+                  ("step " + std::to_string(step_it->step)).c_str());
     }
   }
   dl->PopClipRect();
@@ -339,7 +217,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   hovered_ = EventRef{};
   drawn_marks_ = folded_marks_ = 0;
   std::vector<TimelineMark> marks;
-  std::vector<float> memory_px;
+  hovered_figures_valid_ = false;
   int64_t memory_scale = 1;
   for (int64_t p : index.memory_peak) memory_scale = std::max(memory_scale, p);
   float y = top;
@@ -354,9 +232,11 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     std::string label = "rank " + std::to_string(rank.rank);
     dl->AddText(ImVec2(origin.x + 4, y + 1), failed ? failure_colour : 0xFFFFFFFF, label.c_str());
     int last_lane = -1;
+    float host_bottom = y;
     for (; r < index.rows.size() && index.rows[r].rank == static_cast<int>(rank_index); ++r) {
       const TimelineRow& row = index.rows[r];
       row_top_[r] = y;
+      if (row.lane == profiling::kHostLane) host_bottom = y + row_height_;
       if (row.lane != last_lane) {
         const std::string lane = row.lane < static_cast<int>(rank.lanes.size())
                                      ? rank.lanes[row.lane]
@@ -377,11 +257,14 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
           colour = dimmed(colour);
         }
         dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + row_height_ - 1), colour);
-        if (m.count == 1 && x1 - x0 > 40 && row_height_ >= 12) {
+        // The label at the visible start of the span: one cut at the left edge stays readable.
+        if (double tx = 0;
+            m.count == 1 && row_height_ >= 12 && label_x(m.x0, m.x1, canvas_w, 40, &tx)) {
           const std::string& name = trace.str(e.name);
-          dl->PushClipRect(ImVec2(x0, y), ImVec2(x1, y + row_height_), true);
-          dl->AddText(ImVec2(x0 + 3, y + (row_height_ - ImGui::GetFontSize()) / 2), 0xFF000000,
-                      name.c_str());
+          dl->PushClipRect(ImVec2(std::max(x0, canvas_x_), y), ImVec2(x1, y + row_height_), true);
+          dl->AddText(ImVec2(canvas_x_ + static_cast<float>(tx),
+                             y + (row_height_ - ImGui::GetFontSize()) / 2),
+                      0xFF000000, name.c_str());
           dl->PopClipRect();
         }
         ++drawn_marks_;
@@ -416,16 +299,38 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
       dl->PopClipRect();
       y += row_height_;
     }
+    // A pipeline's bubble, shaded over the rank's host rows; then the rank's figures per step.
+    dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, "per step");
+    dl->PushClipRect(clip_min, clip_max, true);
+    if (bubble_formula_ >= 0 && rank_index < index.pipeline_idle.size()) {
+      draw_bubble(dl, index.pipeline_idle[rank_index], window_,
+                  Strip{canvas_x_, canvas_w, rank_top + 1, host_bottom - rank_top - 1});
+    }
+    if (rank_index < index.step_figures.size()) {
+      if (const auto* f = draw_figures_row(dl, index.step_figures[rank_index], index.steps, window_,
+                                           Strip{canvas_x_, canvas_w, y, row_height_},
+                                           bubble_formula_, mouse.x, mouse.y);
+          f != nullptr && canvas_hovered) {
+        hovered_figures_ = *f;
+        hovered_figures_valid_ = true;
+      }
+    }
+    dl->PopClipRect();
+    y += row_height_;
     // Memory strip: what the rank held, scaled to the largest peak of any rank.
     const float strip = row_height_ * kMemoryStrip;
-    dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, "memory");
     if (rank_index < index.memory.size()) {
-      layout_memory(index.memory[rank_index], window_, canvas_w, &memory_px);
-      for (size_t x = 0; x < memory_px.size(); ++x) {
-        if (memory_px[x] < 0) continue;
-        const float h = strip * static_cast<float>(memory_px[x] / memory_scale);
-        dl->AddRectFilled(ImVec2(canvas_x_ + x, y + strip - h),
-                          ImVec2(canvas_x_ + x + 1, y + strip), 0xFFC8A064);
+      draw_memory_strip(dl, index.memory[rank_index], memory_scale, window_,
+                        Strip{canvas_x_, canvas_w, y, strip}, origin.x + 4);
+      if (canvas_hovered && mouse.y >= y && mouse.y < y + strip && mouse_x >= 0) {
+        const int64_t t = window_.t_of(mouse_x);
+        const int64_t held = held_at(index.memory[rank_index], t);
+        if (held >= 0) {
+          ImGui::SetTooltip("rank %d held %s at %s (its peak %s)", rank.rank,
+                            format_bytes(double(held)).c_str(),
+                            format_ms((t - index.t_min) * 1e-6).c_str(),
+                            format_bytes(double(index.memory_peak[rank_index])).c_str());
+        }
       }
     }
     y += strip + 0.4f * row_height_;
@@ -481,6 +386,11 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   }
   dl->PopClipRect();
 
+  if (hovered_figures_valid_ && !hovered_.valid()) {
+    ImGui::SetTooltip("step %d on rank %d: %s\n(medians over steps: shardscope report)",
+                      hovered_figures_.step, hovered_figures_.rank,
+                      step_figures_text(hovered_figures_, bubble_formula_, false).c_str());
+  }
   // Hover: the details; a click without a drag selects.
   if (hovered_.valid() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
     const auto d = describe(trace, index, hovered_);

@@ -31,6 +31,7 @@ class TimelineView {
   void draw(const profiling::Trace& trace, const TimelineIndex& index, int root_failure = -1);
   void reset();
   void request_fit_all() { pending_fit_ = kFitAll; }
+  // `step`: the step's own number (the nearest there is).
   void request_fit_step(int step) {
     pending_fit_ = kFitStep;
     fit_step_ = step;
@@ -42,6 +43,9 @@ class TimelineView {
     range_ms_[1] = t1_ms;
   }
   void select(const profiling::Trace& trace, EventRef ref);
+  // A pipeline run's (p - 1) / (m + p - 1): its bubble is shaded and given next to this; < 0
+  // for a run without pipeline stages.
+  void set_bubble_formula(double formula) { bubble_formula_ = formula; }
   std::string search;
 
   // The k-th event named `name` on rank `rank` (by start), or an invalid ref.
@@ -74,7 +78,10 @@ class TimelineView {
   float canvas_x_ = 0;
   std::vector<float> row_top_;
   float row_height_ = 0;
-  int drawn_marks_ = 0, folded_marks_ = 0;
+  int drawn_marks_ = 0, folded_marks_ = 0, drawn_step_marks_ = 0;
+  double bubble_formula_ = -1;
+  profiling::StepMetrics hovered_figures_;
+  bool hovered_figures_valid_ = false;
   const profiling::Trace* last_trace_ = nullptr;
 };
 

@@ -13,8 +13,12 @@ void draw_timeline_window(GuiSession& session) {
         "One group of rows per rank. host: what the rank's thread did (steps, micro-batches, "
         "forward in green, backward in blue, optimizer in purple); comm: collectives from issue to "
         "completion in orange, with a red underline where no compute hides them (exposed "
-        "communication); memory: what the rank held. Yellow lines mark steps. Click a collective "
-        "to link it across ranks: the rank that arrived last is the one the others waited for.");
+        "communication); per step: the step's overlap (the share of communication that compute "
+        "hides) and exposed communication, and in a pipeline run the stage's bubble (hatched: "
+        "where it waits for other stages) next to the formula (p-1)/(m+p-1); memory: what the "
+        "rank held (hover for the bytes). Yellow lines mark steps, by their own numbers. Click a "
+        "collective to link it across ranks: the rank that arrived last is the one the others "
+        "waited for.");
     const char* note = strategy_teaching_note(run->row.strategy);
     if (*note) ImGui::TextWrapped("%s: %s", run->row.strategy.c_str(), note);
   }
@@ -29,6 +33,7 @@ void draw_timeline_window(GuiSession& session) {
   if (!view.note.empty())
     ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", view.note.c_str());
   const int root = run->run.value("result", nlohmann::json::object()).value("failed_rank", -1);
+  session.timeline.set_bubble_formula(run->bubble_formula);
   session.timeline.draw(*view.trace, *view.index, root);
 }
 

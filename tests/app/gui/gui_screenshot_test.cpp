@@ -12,7 +12,9 @@
 #include "app/gui/gui_app.h"
 #include "app/gui/gui_style.h"
 #include "profiling/trace.h"
+#include "profiling/trace_io.h"
 #include "tests/app/gui/virtual_display.h"
+#include "tests/profiling/pipeline_trace.h"
 #include "tests/support/temp_dir.h"
 
 namespace shardscope::gui {
@@ -267,6 +269,33 @@ TEST(GuiHeadless, WithoutADisplayTheAppExplainsHowToRunHeadless) {
   EXPECT_EQ(code, 2);
   EXPECT_THAT(err.str(), testing::HasSubstr("xvfb-run"));
   EXPECT_THAT(err.str(), testing::HasSubstr("no display"));
+}
+
+TEST_F(GuiScreenshot, StepsKeepTheirNumbersFitStepFramesEveryRankAndZoomStops) {
+  // A 4-stage pipeline resumed at step 3: the slider and fit-step speak of steps 3 to 5.
+  const profiling::Trace trace = test::gpipe_trace(4, 8, 3, 3);
+  const std::string file = dir_ + "/pipeline.sst";
+  std::ofstream(file, std::ios::binary) << profiling::serialise_trace(trace, file);
+  const Session s = play("open " + file + "\ntab timeline\nfit-step 4\nframes 1\nstate " + dir_ +
+                         "/fit.json\nrange 10 10.000001\nwheel 800 400 30\nframes 1\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  std::ifstream in(dir_ + "/fit.json");
+  const auto fit = nlohmann::json::parse(in)["timeline"];
+  EXPECT_EQ(fit["fit_step"], 4);
+  // Every rank's part of step 4, in ms from the trace's start, is inside the view.
+  int64_t t_min = INT64_MAX, a = INT64_MAX, b = INT64_MIN;
+  for (const auto& rank : trace.ranks) {
+    for (const auto& e : rank.events) {
+      t_min = std::min(t_min, e.t0_ns);
+      if (e.step != 4) continue;
+      a = std::min(a, e.t0_ns);
+      b = std::max(b, e.t1_ns);
+    }
+  }
+  EXPECT_LE(fit["visible_ms"][0].get<double>(), (a - t_min) * 1e-6);
+  EXPECT_GE(fit["visible_ms"][1].get<double>(), (b - t_min) * 1e-6);
+  // Zoomed as far as it goes: a nanosecond per pixel, no closer.
+  EXPECT_GE(s.state["timeline"]["ns_per_px"].get<double>(), 1.0);
 }
 
 }  // namespace

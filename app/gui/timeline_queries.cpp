@@ -1,0 +1,127 @@
+#include "app/gui/timeline_view.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "profiling/trace_metrics.h"
+
+// What scripts and tests ask of the timeline: events by name, their place on screen, the
+// selection and its linked collectives, and the view's state as JSON.
+namespace shardscope::gui {
+
+using profiling::Category;
+using profiling::Event;
+using profiling::Trace;
+
+EventRef TimelineView::find_event(const Trace& trace, int rank, const std::string& name, int k) {
+  if (rank < 0 || rank >= static_cast<int>(trace.ranks.size())) return {};
+  std::vector<uint32_t> hits;
+  const auto& ev = trace.ranks[rank].events;
+  for (uint32_t i = 0; i < ev.size(); ++i) {
+    if (trace.str(ev[i].name) == name) hits.push_back(i);
+  }
+  std::stable_sort(hits.begin(), hits.end(),
+                   [&](uint32_t a, uint32_t b) { return ev[a].t0_ns < ev[b].t0_ns; });
+  if (k < 0 || k >= static_cast<int>(hits.size())) return {};
+  return EventRef{rank, hits[k], 1};
+}
+
+void TimelineView::select(const Trace& trace, EventRef ref) {
+  selected_ = ref;
+  linked_.clear();
+  if (!ref.valid()) return;
+  const Event& e = trace.ranks[ref.rank].events[ref.event];
+  if (e.seq < 0 || e.category != Category::kCollective) return;
+  // The same collective on every rank: same group, sequence number and op.
+  const std::string& group = trace.str(e.group);
+  const std::string& op = trace.str(e.name);
+  for (size_t r = 0; r < trace.ranks.size(); ++r) {
+    const auto& ev = trace.ranks[r].events;
+    for (uint32_t i = 0; i < ev.size(); ++i) {
+      if (ev[i].seq == e.seq && ev[i].category == Category::kCollective &&
+          trace.str(ev[i].group) == group && trace.str(ev[i].name) == op) {
+        linked_.push_back(EventRef{static_cast<int>(r), i, 1});
+      }
+    }
+  }
+}
+
+int TimelineView::row_of(const Trace& trace, const TimelineIndex& index, EventRef ref) const {
+  const Event& e = trace.ranks[ref.rank].events[ref.event];
+  const auto& ev = trace.ranks[ref.rank].events;
+  for (size_t r = 0; r < index.rows.size(); ++r) {
+    const auto& row = index.rows[r];
+    if (row.rank != ref.rank || row.lane != e.lane) continue;
+    auto it = std::lower_bound(row.events.begin(), row.events.end(), e.t0_ns,
+                               [&](uint32_t id, int64_t t) { return ev[id].t0_ns < t; });
+    for (; it != row.events.end() && ev[*it].t0_ns == e.t0_ns; ++it) {
+      if (*it == ref.event) return static_cast<int>(r);
+    }
+  }
+  return -1;
+}
+
+bool TimelineView::screen_position(const TimelineIndex& index, EventRef ref, float* x,
+                                   float* y) const {
+  if (!ref.valid() || row_top_.empty() || last_trace_ == nullptr) return false;
+  const int row = row_of(*last_trace_, index, ref);
+  if (row < 0) return false;
+  const Event& e = last_trace_->ranks[ref.rank].events[ref.event];
+  const double x0 = std::max(0.0, window_.x_of(e.t0_ns));
+  const double x1 = std::min(width_px_, window_.x_of(e.t1_ns));
+  if (x1 < 0 || x0 > width_px_) return false;
+  *x = canvas_x_ + static_cast<float>((x0 + x1) / 2);
+  *y = row_top_[row] + row_height_ / 2;
+  return true;
+}
+
+nlohmann::json TimelineView::describe(const Trace& trace, const TimelineIndex& index,
+                                      EventRef ref) {
+  if (!ref.valid()) return nullptr;
+  const auto& rank = trace.ranks[ref.rank];
+  const Event& e = rank.events[ref.event];
+  nlohmann::json d = {
+      {"name", trace.str(e.name)},
+      {"rank", rank.rank},
+      {"lane", e.lane < rank.lanes.size() ? rank.lanes[e.lane] : std::to_string(e.lane)},
+      {"category", profiling::category_name(e.category)},
+      {"start_ms", (e.t0_ns - index.t_min) * 1e-6},
+      {"duration_ms", (e.t1_ns - e.t0_ns) * 1e-6},
+      {"step", e.step}};
+  if (ref.folded > 1) d["folded"] = ref.folded;
+  if (e.category == Category::kCollective) {
+    d["bytes"] = e.bytes;
+    d["group"] = trace.str(e.group);
+    d["seq"] = e.seq;
+    const double seconds = (e.t1_ns - e.t0_ns) * 1e-9;
+    if (seconds > 0 && e.group_size > 0) {
+      const double algbw = e.bytes / seconds / 1e9;
+      d["busbw_gbps"] = algbw * profiling::busbw_factor(trace.str(e.name), e.group_size);
+    }
+  }
+  return d;
+}
+
+nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& index) const {
+  nlohmann::json links = nlohmann::json::array();
+  for (const auto& l : linked_) links.push_back(trace.ranks[l.rank].rank);
+  nlohmann::json s = {
+      {"visible_ms",
+       {(window_.t0_ns - index.t_min) * 1e-6, (window_.t_of(width_px_) - index.t_min) * 1e-6}},
+      {"hovered", describe(trace, index, hovered_)},
+      {"selected", describe(trace, index, selected_)},
+      {"linked_ranks", links},
+      {"drawn_marks", drawn_marks_},
+      {"drawn_step_marks", drawn_step_marks_},
+      {"fit_step", fit_step_},
+      {"ns_per_px", window_.ns_per_px},
+      {"folded_marks", folded_marks_},
+      {"rows", index.rows.size()},
+      {"search", search}};
+  if (measure_[1] != measure_[0]) {
+    s["measured_ms"] = std::fabs(double(measure_[1] - measure_[0])) * 1e-6;
+  }
+  return s;
+}
+
+}  // namespace shardscope::gui

@@ -1,0 +1,56 @@
+#include "app/trace_figures.h"
+
+#include "engine/config.h"
+#include "profiling/step_figures.h"
+#include "strategies/parallel_layout.h"
+#include "strategies/pipeline_schedule.h"
+
+namespace shardscope::cli {
+
+std::optional<RunPipeline> pipeline_of_run(const std::string& run_json) {
+  const auto run = nlohmann::json::parse(run_json, nullptr, false);
+  if (!run.is_object() || !run.contains("config")) return std::nullopt;
+  try {
+    const Config config = config_from_json(run["config"]);
+    const ParallelLayout layout = layout_of(config);
+    if (layout.pipeline <= 1) return std::nullopt;
+    RunPipeline p;
+    p.stages = layout.pipeline;
+    p.micro_batches = pipeline_micro_batches(config, layout);
+    p.schedule = config.strategy_options.schedule;
+    p.formula = pipeline::bubble_formula(p.stages, p.micro_batches);
+    for (int r = 0; r < config.world; ++r)
+      p.stage_of_rank.push_back(layout.coordinates(r).pipeline);
+    return p;
+  } catch (const std::exception&) {
+    // A configuration from another version: not ours to judge.
+    return std::nullopt;
+  }
+}
+
+nlohmann::json figures_json(const profiling::Trace& trace) {
+  const profiling::RunFigures figures = profiling::run_figures(trace);
+  const auto pipeline = pipeline_of_run(trace.run_json);
+  nlohmann::json ranks = nlohmann::json::array();
+  for (const auto& f : figures.ranks) {
+    nlohmann::json r = {{"rank", f.rank},       {"steps", f.steps},
+                        {"step_s", f.step_s},   {"exposed_comm_s", f.exposed_comm_s},
+                        {"overlap", f.overlap}, {"bubble_fraction", nullptr}};
+    if (pipeline) {
+      r["bubble_fraction"] = f.bubble_fraction;
+      if (f.rank >= 0 && f.rank < static_cast<int>(pipeline->stage_of_rank.size()))
+        r["stage"] = pipeline->stage_of_rank[f.rank];
+    }
+    ranks.push_back(r);
+  }
+  nlohmann::json out = {{"step_s", figures.step_s}, {"ranks", ranks}, {"pipeline", nullptr}};
+  if (pipeline) {
+    out["pipeline"] = {{"stages", pipeline->stages},
+                       {"micro_batches", pipeline->micro_batches},
+                       {"schedule", pipeline->schedule},
+                       {"bubble_formula", pipeline->formula}};
+  }
+  return out;
+}
+
+}  // namespace shardscope::cli

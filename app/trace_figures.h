@@ -1,0 +1,32 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "profiling/trace.h"
+
+namespace shardscope::cli {
+
+// A pipeline run's shape, as its recorded configuration says: what the bubble is measured
+// against.
+struct RunPipeline {
+  int stages = 1;
+  int micro_batches = 1;
+  std::string schedule;            // gpipe or 1f1b
+  double formula = 0;              // (p - 1) / (m + p - 1)
+  std::vector<int> stage_of_rank;  // by rank
+};
+// Empty for a run without pipeline stages, or a trace whose description names no configuration
+// this version can read (another version's, a foreign Chrome trace).
+std::optional<RunPipeline> pipeline_of_run(const std::string& run_json);
+
+// The per-rank figures of profiling/step_figures.h as `report --json` and `project --json` give
+// them: {"step_s": the slowest rank's, "ranks": [{"rank", "steps", "step_s", "exposed_comm_s",
+// "overlap", "bubble_fraction"}], "pipeline": {...} or null}. bubble_fraction is null for a run
+// without pipeline stages, where idle time is not a bubble.
+nlohmann::json figures_json(const profiling::Trace& trace);
+
+}  // namespace shardscope::cli

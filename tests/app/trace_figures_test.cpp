@@ -1,0 +1,110 @@
+#include "app/trace_figures.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "profiling/trace_io.h"
+#include "tests/profiling/pipeline_trace.h"
+#include "tests/support/cli_runner.h"
+#include "tests/support/temp_dir.h"
+
+namespace shardscope {
+namespace {
+
+using test::cli;
+
+std::string written(const profiling::Trace& trace, const std::string& name) {
+  const std::string path = (test::test_temp_dir() / name).string();
+  std::ofstream(path, std::ios::binary) << profiling::serialise_trace(trace, path);
+  return path;
+}
+
+TEST(TraceFigures, PipelineOfRunReadsStagesAndMicroBatchesFromTheConfig) {
+  const auto p = cli::pipeline_of_run(test::gpipe_trace(4, 8, 1, 0).run_json);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->stages, 4);
+  EXPECT_EQ(p->micro_batches, 8);
+  EXPECT_EQ(p->schedule, "gpipe");
+  EXPECT_DOUBLE_EQ(p->formula, 3.0 / 11.0);
+  EXPECT_EQ(p->stage_of_rank, (std::vector<int>{0, 1, 2, 3}));
+  // Not a pipeline, and not a configuration at all.
+  EXPECT_FALSE(cli::pipeline_of_run(R"({"config": {"strategy": "ddp_bucketed", "world": 2}})"));
+  EXPECT_FALSE(cli::pipeline_of_run(R"({"config": {"strategy": "no such strategy"}})"));
+  EXPECT_FALSE(cli::pipeline_of_run("{}"));
+}
+
+TEST(TraceFigures, EachStagesBubbleIsTheFormulaOnAUniformPipeline) {
+  // A 4-stage, 8-micro-batch uniform GPipe run resumed at step 3: every stage idles exactly
+  // (p - 1) / (m + p - 1) = 3/11 of the pipeline window.
+  const auto j = cli::figures_json(test::gpipe_trace(4, 8, 3, 3, 1000, 2000));
+  ASSERT_EQ(j["ranks"].size(), 4u);
+  EXPECT_NEAR(j["pipeline"]["bubble_formula"].get<double>(), 3.0 / 11.0, 1e-12);
+  EXPECT_EQ(j["pipeline"]["micro_batches"], 8);
+  const double window_s = 11 * 3000e-9;
+  for (const auto& rank : j["ranks"]) {
+    EXPECT_NEAR(rank["bubble_fraction"].get<double>(), 3.0 / 11.0, 1e-12) << rank;
+    EXPECT_NEAR(rank["step_s"].get<double>(), window_s, 1e-15) << rank;
+    EXPECT_EQ(rank["steps"], 2) << rank;  // step 3, the first after the resume, left out
+    EXPECT_EQ(rank["overlap"], 0.0);
+    EXPECT_EQ(rank["exposed_comm_s"], 0.0);
+    EXPECT_EQ(rank["stage"], rank["rank"]);
+  }
+  EXPECT_NEAR(j["step_s"].get<double>(), window_s, 1e-15);
+}
+
+TEST(TraceFigures, ReportJsonGivesPerRankFiguresAndTheSlowestRanksStep) {
+  // Whichever lens `report` uses, its JSON has every rank's figures, the formula beside the
+  // bubbles, and the run's step is its slowest rank's.
+  const std::string path = written(test::gpipe_trace(4, 8, 3, 3), "pipeline.sst");
+  const auto r = cli({"report", path, "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["ranks"].size(), 4u);
+  EXPECT_EQ(j["strategy"], "pp");
+  EXPECT_NEAR(j["pipeline"]["bubble_formula"].get<double>(), 3.0 / 11.0, 1e-12);
+  double slowest = 0;
+  for (const auto& rank : j["ranks"]) {
+    for (const char* key : {"step_s", "exposed_comm_s", "overlap", "bubble_fraction"})
+      EXPECT_TRUE(rank[key].is_number()) << key << " in " << rank;
+    slowest = std::max(slowest, rank["step_s"].get<double>());
+  }
+  EXPECT_GT(slowest, 0);
+  EXPECT_DOUBLE_EQ(j["step_s"].get<double>(), slowest);
+}
+
+TEST(TraceFigures, RunStepIsTheSlowestRanksAndDataParallelHasNoBubble) {
+  auto trace = test::gpipe_trace(2, 2, 3, 0);
+  trace.run_json = R"({"strategy": "ddp_bucketed", "world": 2,
+                       "config": {"strategy": "ddp_bucketed", "world": 2}})";
+  // Rank 1's steps take longer by 1 us: the run waits for it.
+  for (auto& e : trace.ranks[1].events) {
+    if (e.category == profiling::Category::kStep) e.t1_ns += 1000;
+  }
+  const auto j = cli::figures_json(trace);
+  EXPECT_TRUE(j["pipeline"].is_null());
+  EXPECT_TRUE(j["ranks"][0]["bubble_fraction"].is_null());
+  EXPECT_LT(j["ranks"][0]["step_s"].get<double>(), j["ranks"][1]["step_s"].get<double>());
+  EXPECT_DOUBLE_EQ(j["step_s"].get<double>(), j["ranks"][1]["step_s"].get<double>());
+}
+
+TEST(TraceFigures, ProjectJsonGivesMeasuredAndProjectedFigures) {
+  const std::string path = written(test::gpipe_trace(4, 8, 3, 0), "pipeline.sst");
+  const auto r = cli({"project", path, "--json", "--hardware", "8xH100", "--compute-scale", "0.5"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["hardware"], "8xH100");
+  EXPECT_DOUBLE_EQ(j["compute_scale"].get<double>(), 0.5);
+  ASSERT_EQ(j["measured"]["ranks"].size(), 4u);
+  ASSERT_EQ(j["projected"]["ranks"].size(), 4u);
+  EXPECT_NEAR(j["measured"]["ranks"][2]["bubble_fraction"].get<double>(), 3.0 / 11.0, 1e-12);
+  EXPECT_EQ(j["measured"], cli::figures_json(profiling::read_trace_file(path)));
+  // Half the compute time, nothing else to price: half the step.
+  EXPECT_NEAR(j["projected"]["step_s"].get<double>(), j["measured"]["step_s"].get<double>() / 2,
+              1e-9);
+}
+
+}  // namespace
+}  // namespace shardscope
