@@ -11,6 +11,7 @@
 
 #include "app/trace_output.h"
 #include "engine/config.h"
+#include "profiling/figure_text.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
 #include "strategies/parallel_layout.h"
@@ -151,11 +152,11 @@ int report_command(const std::string& path, std::ostream& out, std::ostream& err
     ++s.last[c.last_rank];
   }
   out << "\ncollectives (matched across ranks):\n"
-         "op                      count  MB total  median busbw GB/s  median skew ms  "
+         "op                      count  MB total  median busbw  median skew ms  "
          "last to arrive (rank: times)\n";
   for (const auto& [op, s] : ops) {
     out << op << std::string(24 - std::min<size_t>(23, op.size()), ' ') << s.count << "  "
-        << fixed(s.bytes / 1e6, 2) << "  " << fixed(median(s.busbw), 3) << "  "
+        << fixed(s.bytes / 1e6, 2) << "  " << profiling::format_gbps(median(s.busbw)) << "  "
         << fixed(median(s.skew_ms), 3) << "  ";
     for (const auto& [rank, times] : s.last) out << rank << ":" << times << " ";
     out << "\n";

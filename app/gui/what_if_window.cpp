@@ -4,6 +4,7 @@
 
 #include "app/gui/windows.h"
 #include "app/trace_projection.h"
+#include "profiling/figure_text.h"
 #include "profiling/hardware_profile.h"
 
 namespace shardscope::gui {
@@ -110,8 +111,8 @@ void draw_what_if_window(GuiSession& session) {
     ImGui::EndTable();
   }
   if (f.contains("mfu"))
-    ImGui::Text("MFU on %s: %.1f %%", f["hardware"].get<std::string>().c_str(),
-                100 * f["mfu"].get<double>());
+    ImGui::Text("MFU on %s: %s", f["hardware"].get<std::string>().c_str(),
+                profiling::format_percent(f["mfu"].get<double>()).c_str());
   if (w.projected) {
     ImGui::Separator();
     ImGui::Text("projected timeline: %s", w.projected->label.c_str());
