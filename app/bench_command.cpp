@@ -17,6 +17,7 @@
 #include "engine/weights.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
+#include "strategies/layout_fit.h"
 
 namespace shardscope::cli {
 namespace {
@@ -97,7 +98,16 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
       if (!any_runs) base = candidate;
       any_runs = true;
     } catch (const ConfigError& e) {
-      if (!first_error) first_error = e;
+      if (auto fitted = fit_layout_to_model(candidate, nullptr)) {
+        // It runs in the layout its model allows (below); the others keep the options given.
+        if (!any_runs) {
+          base = *fitted;
+          base.strategy_options = candidate.strategy_options;
+        }
+        any_runs = true;
+      } else if (!first_error) {
+        first_error = e;
+      }
     }
   }
   if (!any_runs) return bad_input(*first_error);
@@ -116,23 +126,36 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   }
 
   std::vector<ComparisonRow> rows;
+  std::vector<std::string> layout_notes;
   int failed = 0;
   for (size_t k = 0; k < strategies.size(); ++k) {
     Config config = base;
     config.strategy = strategies[k];
+    std::string layout;  // said in the table when the strategy needed its own layout
     try {
       finalize(config);
     } catch (const ConfigError& e) {
-      ComparisonRow row;
-      row.strategy = strategies[k];
-      row.skipped = true;
-      row.failure = e.what();
-      row.world = config.world;
-      row.mode = config.mode;
-      row.device = config.device;
-      row.backend = config.backend;
-      rows.push_back(row);
-      continue;
+      // pp on `tiny` asks for a stage per rank, more than the model has blocks: it runs with
+      // the pipeline the model allows and data parallelism for the rest, on the same model and
+      // global batch, rather than losing its row.
+      if (auto fitted = fit_layout_to_model(config, &layout)) {
+        config = *fitted;
+        const std::string why = std::string(e.what()).substr(e.field().size() + 2);
+        layout_notes.push_back(strategies[k] + " runs as " + layout +
+                               ": its default layout does not fit the model (" + why + ")");
+      } else {
+        ComparisonRow row;
+        row.strategy = strategies[k];
+        row.skipped = true;
+        row.failure = e.what();
+        row.world = config.world;
+        row.mode = config.mode;
+        row.device = config.device;
+        row.backend = config.backend;
+        row.attributes = run_attributes(run_description(config));
+        rows.push_back(row);
+        continue;
+      }
     }
     RunCallbacks progress;
     if (options.live_progress) {
@@ -154,6 +177,7 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
         << (options.live_progress ? "              \n" : "\n");
     if (!s.ok) ++failed;
     rows.push_back(measure(strategies[k], s, reference.weights));
+    rows.back().layout = layout;
     if (!options.out_dir.empty()) {
       std::string name = strategies[k];
       std::replace(name.begin(), name.end(), '+', '_');
@@ -169,6 +193,7 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
         << ", seed " << base.seed << "; peak = allocated bytes a rank held at once; deviation = "
         << "||w - ref|| / ||ref|| against one device on the same batches\n";
   print_comparison(rows, options.format, out);
+  for (const auto& note : layout_notes) notes << note << "\n";
   for (const auto& r : rows) {
     if (r.skipped) notes << "skipped " << r.strategy << ": " << r.failure << "\n";
     if (!r.ok && !r.skipped) notes << "FAILED " << r.strategy << ": " << r.failure << "\n";
