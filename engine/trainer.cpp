@@ -110,6 +110,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   const Config& config = *ctx.config;
   RankResult result;
   result.rank = ctx.rank;
+  result.reports_loss = strategy.reports_loss();
   profiling::RankEventLog* log = profiling::current_rank_log();
   strategy.setup(ctx);
   const int first_step = config.resume.empty() ? 0 : resume(ctx, strategy);
