@@ -110,9 +110,9 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   const Config& config = *ctx.config;
   RankResult result;
   result.rank = ctx.rank;
-  result.reports_loss = strategy.reports_loss();
   profiling::RankEventLog* log = profiling::current_rank_log();
   strategy.setup(ctx);
+  result.reports_loss = strategy.reports_loss();  // known once the strategy has its layout
   const int first_step = config.resume.empty() ? 0 : resume(ctx, strategy);
   result.first_step = first_step;
   if (log) record_memory(*log, strategy.memory());

@@ -25,7 +25,7 @@ TEST(LossCurves, PipelineRunShowsOnlyTheLastStage) {
   ASSERT_EQ(curves.series.size(), 2u);  // rank 1 and the reference
   EXPECT_EQ(curves.series[0].label, "rank 1");
   EXPECT_EQ(curves.series[1].label, "reference");
-  ASSERT_EQ(curves.series[0].y.size(), 3u);
+  ASSERT_EQ(curves.series[0].y.size(), 3u) << result.dump();
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_GT(curves.series[0].y[i], 1.0f);  // a cross-entropy over 256 tokens, not 0.0
     EXPECT_NEAR(curves.series[0].y[i], curves.series[1].y[i], 1e-4) << "step " << i;
