@@ -90,20 +90,19 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   // configuration no listed strategy can run is bad input.
   std::optional<ConfigError> first_error;
   bool any_runs = false;
+  // The first strategy that runs, as it runs (in the layout it needs): the environment is checked
+  // and the reference trained for it; the others start from the options given.
+  Config first;
   for (const auto& name : strategies) {
     Config candidate = base;
     candidate.strategy = name;
     try {
       finalize(candidate);
-      if (!any_runs) base = candidate;
+      if (!any_runs) first = candidate;
       any_runs = true;
     } catch (const ConfigError& e) {
       if (auto fitted = fit_layout_to_model(candidate, nullptr)) {
-        // It runs in the layout its model allows (below); the others keep the options given.
-        if (!any_runs) {
-          base = *fitted;
-          base.strategy_options = candidate.strategy_options;
-        }
+        if (!any_runs) first = *fitted;  // it runs in the layout its model allows (below)
         any_runs = true;
       } else if (!first_error) {
         first_error = e;
@@ -112,10 +111,13 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   }
   if (!any_runs) return bad_input(*first_error);
   try {
-    check_environment(base);
+    check_environment(first);
   } catch (const ConfigError& e) {
     return bad_input(e);
   }
+  const StrategyOptions given = base.strategy_options;
+  base = first;
+  base.strategy_options = given;
   if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
 
   err << "training the single-device reference...\n";

@@ -101,7 +101,7 @@ ComparisonRow comparison_row(const profiling::Trace& trace, const std::string& l
 
 std::vector<std::string> comparison_headers(const std::vector<std::string>& shown) {
   std::vector<std::string> headers{"strategy", "world"};
-  headers.insert(headers.end(), shown.begin(), shown.end());
+  for (const auto& name : shown) headers.push_back(attribute_header(name));
   for (const char* h : {"mode", "device/backend", "peak MB/rank", "spread MB", "vs torch_ddp",
                         "weights", "final loss", "step s", "MB/step", "overlap", "exposed ms"}) {
     headers.push_back(h);

@@ -69,6 +69,10 @@ const std::vector<std::string>& attribute_names() {
   return names;
 }
 
+std::string attribute_header(const std::string& name) {
+  return name == "overlap" ? "overlap option" : name;
+}
+
 std::string attribute_value(const RunAttributes& run, const std::string& name) {
   if (name == "preset") return run.preset;
   if (name == "overlap") return run.overlap;

@@ -28,6 +28,9 @@ RunAttributes run_attributes(const std::string& run_json, const std::string& len
 
 // The attributes a label can show, in label order.
 const std::vector<std::string>& attribute_names();
+// An attribute's column header: its name, unless a figure column has it ("overlap option": the
+// setting, beside "overlap", the fraction measured).
+std::string attribute_header(const std::string& name);
 // One attribute's value as a table cell ("off", "0.1 MB", "gpipe"), empty when not applicable.
 std::string attribute_value(const RunAttributes& run, const std::string& name);
 // The attributes (of attribute_names(), strategy and world aside) whose values differ among

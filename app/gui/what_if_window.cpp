@@ -38,7 +38,7 @@ void project(GuiSession& session, LoadedRun& run) {
     w.figures["inter_node_link_used"] = placement.inter_link_used;
     w.figures["placement"] = placement.note;
     w.projected = make_loaded_run(t.projected, "projected onto " + hw.name);
-    w.projected->label = run.label + " on " + hw.name;
+    w.projected->label = run.label + ", projected onto " + hw.name;
     w.timeline.reset();
   } catch (const std::exception& e) {
     w.error = e.what();

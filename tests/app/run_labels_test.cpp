@@ -118,7 +118,7 @@ TEST(CompareColumns, ShowWhatDiffers) {
   EXPECT_EQ(shown, (std::vector<std::string>{"preset", "overlap"}));
   const auto headers = comparison_headers(shown);
   EXPECT_EQ(headers[2], "preset");
-  EXPECT_EQ(headers[3], "overlap");
+  EXPECT_EQ(headers[3], "overlap option");  // the setting, not the measured "overlap" column
   EXPECT_EQ(comparison_cells(rows[0], rows, shown)[3], "off");
   EXPECT_EQ(comparison_cells(rows[1], rows, shown)[2], "small");
   std::ostringstream table;

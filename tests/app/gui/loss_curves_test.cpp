@@ -6,6 +6,7 @@
 
 #include "engine/config.h"
 #include "engine/run.h"
+#include "engine/stop_request.h"
 
 namespace shardscope::gui {
 namespace {
@@ -16,13 +17,14 @@ TEST(LossCurves, PipelineRunShowsOnlyTheLastStage) {
   Config config = config_from_json(
       {{"preset", "tiny"}, {"world", 2}, {"strategy", "pp"}, {"steps", 3}, {"tracing", false}});
   finalize(config);
+  clear_stop_request();  // a GUI test before this one in the binary may have pressed Stop
   const RunSummary summary = run_training(config);
   ASSERT_TRUE(summary.ok) << summary.failure;
   const auto result = nlohmann::json::parse(summary.trace.run_json)["result"];
   EXPECT_EQ(result["reports_loss"], nlohmann::json({false, true}));
   const LossCurves curves = loss_curves(result);
   EXPECT_EQ(curves.left_out, std::vector<int>{0});
-  ASSERT_EQ(curves.series.size(), 2u);  // rank 1 and the reference
+  ASSERT_EQ(curves.series.size(), 2u) << result.dump();  // rank 1 and the reference
   EXPECT_EQ(curves.series[0].label, "rank 1");
   EXPECT_EQ(curves.series[1].label, "reference");
   ASSERT_EQ(curves.series[0].y.size(), 3u) << result.dump();
