@@ -17,6 +17,10 @@ struct BenchOptions {
   // Step-by-step progress rewritten on one line (for a terminal); otherwise a line per run, so
   // that a log holds no carriage returns.
   bool live_progress = false;
+  // How step time, overlap and exposed communication are timed: device time (each rank on a
+  // device of its own, links of `hardware`; empty: the trace's default) unless `measured`.
+  bool measured = false;
+  std::string hardware;
 };
 
 // `shardscope bench`: the same model, data, seed and steps under each strategy, one after

@@ -175,9 +175,9 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "zero1"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
-      {"--serialize-compute", "serialize_compute", Kind::Bool,
-       "rank threads take turns on the device for their compute: clean per-rank compute times "
-       "for `project` (the step itself gets slower)"},
+      {"--contended", "contended", Kind::Bool,
+       "ranks sharing a device compute at once, contending for it (the raw wall-clock picture); "
+       "by default they take turns, so each rank's compute is timed as on a device of its own"},
       {"--no-tracing", "tracing", Kind::BoolOff,
        "record no trace (to measure what tracing costs); bytes per step are then unknown"},
       {"--inject-fault", "inject_fault", Kind::String,

@@ -271,6 +271,12 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       ->group("Bench");
   bench->add_option("--out", bench_options.out_dir, "also write each run's trace into DIR")
       ->group("Bench");
+  bench->add_flag("--measured", bench_options.measured,
+                  "time steps by the measured wall clock instead of device time")
+      ->group("Bench");
+  bench->add_option("--hardware", bench_options.hardware,
+                    "device time's links: a hardware profile (default: cpu-10GbE on the CPU)")
+      ->group("Bench");
   bench->add_option("--config", bench_options.config_file, "JSON config file (flags override it)")
       ->group("Input");
   bench_flags.add_to(*bench);
@@ -278,6 +284,13 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   CLI::App* report =
       app.add_subcommand("report", "print per-rank overlap and collective metrics of a trace");
   report->add_option("trace", report_file, "trace file (native or Chrome JSON)")->required();
+  ReportOptions report_options;
+  report->add_flag("--measured", report_options.measured,
+                   "the measured wall clock instead of device time (each rank on a device of its "
+                   "own)");
+  report->add_option("--hardware", report_options.hardware,
+                     "device time's links: a hardware profile (default: cpu-10GbE for a CPU "
+                     "trace, 8xH100 for a GPU trace)");
   app.add_subcommand("strategies", "list the registered strategies");
   app.add_subcommand("presets", "list the model presets");
   RunFlags project_flags;
@@ -382,12 +395,23 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   gui_app->add_option("--tab", gui_options.tab,
                       "tab to show first: launch, timeline, memory, sync, compare, what-if");
   gui_app->add_option("--size", gui_size, "window size WIDTHxHEIGHT (default 1600x900)");
+  {
+    CLI::App* sub = gui_app;
+    sub->add_flag("--measured", gui_options.measured,
+                  "show the measured wall clock (ranks that shared a device contended for it) "
+                  "instead of device time");
+    sub->add_option("--hardware", gui_options.hardware,
+                    "device time's links: a hardware profile name or .json (default: cpu-10GbE "
+                    "for a CPU trace, 8xH100 for a GPU trace)");
+  }
   std::string view_file;
   CLI::App* view = app.add_subcommand(
       "view", "open a trace in the desktop app (one recorded on a GPU machine, on a laptop)");
   view->add_option("trace", view_file, "trace file (native or Chrome JSON)")->required();
   view->add_option("--screenshot", gui_options.screenshot, "write a PNG and exit");
   view->add_option("--tab", gui_options.tab, "tab to show first");
+  view->add_flag("--measured", gui_options.measured, "show the measured wall clock");
+  view->add_option("--hardware", gui_options.hardware, "device time's hardware profile");
 
   perf::PerfOptions perf_options;
   std::string perf_only, perf_format = "table";
@@ -474,7 +498,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
       return kExitRunFailed;
     }
   }
-  if (app.got_subcommand("report")) return report_command(report_file, out, err);
+  if (app.got_subcommand("report")) return report_command(report_file, report_options, out, err);
   if (app.got_subcommand("worker")) return worker_command(worker_config, worker_out, err);
   if (app.got_subcommand("collect")) return collect_command(collect_options, out, err);
   if (app.got_subcommand("calibrate")) return calibrate_command(calibrate_options, out, err);

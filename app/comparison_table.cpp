@@ -120,7 +120,11 @@ const ComparisonRow* torch_ddp_baseline(const ComparisonRow& row,
 
 std::vector<std::string> distinguishing_columns(const std::vector<ComparisonRow>& rows) {
   std::vector<RunAttributes> runs;
-  for (const auto& r : rows) runs.push_back(r.attributes);
+  for (const auto& r : rows) {
+    runs.push_back(r.attributes);
+    // A row with no figures was timed by no lens: it does not make the lens a column.
+    if (!r.ok) runs.back().lens.clear();
+  }
   return runs.empty() ? std::vector<std::string>{} : distinguishing_attributes(runs);
 }
 

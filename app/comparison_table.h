@@ -30,6 +30,7 @@ struct ComparisonRow {
   double final_loss = 0, step_s = 0;
   int64_t bytes_per_step = 0;
   double overlap = 0, exposed_ms = 0;
+  std::string lens = "measured";  // how step_s, overlap and exposed were timed
 };
 
 // Everything from the trace: its run description (config and the result a run attaches) and

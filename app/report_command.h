@@ -8,7 +8,13 @@ namespace shardscope::cli {
 // `shardscope report FILE`: reads a trace (native or Chrome JSON; for a trace directory, its
 // trace.sst) and prints the per-rank compute / communication / overlap breakdown, per step and
 // as Holistic Trace Analysis computes it, and the collectives' bandwidth and skew.
-// Returns the exit code (2 for a file that is not a readable trace).
-int report_command(const std::string& path, std::ostream& out, std::ostream& err);
+// Times are device time (each rank on a device of its own, see device_time_lens.h) unless
+// `measured`. Returns the exit code (2 for a file that is not a readable trace).
+struct ReportOptions {
+  bool measured = false;
+  std::string hardware;  // device time's profile; empty: the trace's default
+};
+int report_command(const std::string& path, const ReportOptions& options, std::ostream& out,
+                   std::ostream& err);
 
 }  // namespace shardscope::cli

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/device_speed.h"
 #include "profiling/memory_projection.h"
 #include "profiling/trace_metrics.h"
 #include "profiling/trace_replay.h"
@@ -52,20 +53,25 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   t.compute_scale = compute_scale;
   t.scale_source = "given";
   if (t.compute_scale <= 0) {
-    if (hw.name == "this-machine") {
+    if (hw.name == "this-machine" || hw.compute_as_measured) {
       t.compute_scale = 1;
-      t.scale_source = "the trace's own machine";
+      t.scale_source = "compute as measured";
     } else {
-      profiling::HardwareProfile here;
-      try {
-        here = profiling::load_hardware_profile("this-machine");
-      } catch (const std::exception&) {
-        throw std::runtime_error(
-            "the measuring machine's speed is unknown: run `shardscope calibrate` once, or give "
-            "--compute-scale (projected / measured compute time)");
+      // The measuring device's matmul rate: recorded in the trace by the run, else this machine's
+      // (calibrated, or measured now and cached), for a trace from before runs recorded it.
+      auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
+      double here = 0;
+      if (run.is_object()) here = run.value("device_matmul_tflops", 0.0);
+      t.scale_source = "the measuring device's matmul rate against half the target's peak";
+      if (!(here > 0)) {
+        try {
+          here = profiling::load_hardware_profile("this-machine").peak_bf16_tflops;
+        } catch (const std::exception&) {
+          here = device_matmul_tflops("cpu");
+        }
+        t.scale_source = "this machine's matmul rate against half the target's peak";
       }
-      t.compute_scale = here.peak_bf16_tflops / (hw.peak_bf16_tflops * kAchievableFraction);
-      t.scale_source = "this machine's calibrated matmul rate against half the target's peak";
+      t.compute_scale = here / (hw.peak_bf16_tflops * kAchievableFraction);
     }
   }
   profiling::ReplayOptions options;
@@ -81,7 +87,8 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   t.measured_efficiency = efficiency(t.measured_summary);
   t.projected_efficiency = efficiency(t.projected_summary);
   auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
-  if (run.is_object() && run.contains("config") && t.projected_summary.step_s > 0) {
+  if (run.is_object() && run.contains("config") && t.projected_summary.step_s > 0 &&
+      hw.peak_bf16_tflops > 0) {
     try {
       const auto& c = run["config"];
       const auto& model = c.at("model");

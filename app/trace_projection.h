@@ -26,8 +26,8 @@ struct TraceProjection {
   std::optional<double> mfu;                                 // when the trace names its model
 };
 
-// compute_scale <= 0: from the calibrated this-machine profile against half the target's peak
-// (throws when there is none).
+// compute_scale <= 0: 1 for a profile whose compute is "as measured", else the measuring
+// device's matmul rate (the trace records it) against half the target's peak.
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
                                        const profiling::HardwareProfile& hw, double compute_scale);
 

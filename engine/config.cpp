@@ -100,7 +100,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"collective_timeout_s", SHARDSCOPE_FIELD(int, collective_timeout_s)},
       {"memory_limit_mb", SHARDSCOPE_FIELD(double, memory_limit_mb)},
       {"tracing", SHARDSCOPE_FIELD(bool, tracing)},
-      {"serialize_compute", SHARDSCOPE_FIELD(bool, serialize_compute)},
+      {"contended", SHARDSCOPE_FIELD(bool, contended)},
       {"reference", SHARDSCOPE_FIELD(bool, reference)},
       {"checkpoint_every", SHARDSCOPE_FIELD(int, checkpoint_every)},
       {"checkpoint_dir", SHARDSCOPE_FIELD(std::string, checkpoint_dir)},
@@ -222,6 +222,12 @@ void apply_json(Config& config, const json& overrides) {
     throw ConfigError("config", "expected a JSON object at the top level");
   std::map<std::string, json> flat;
   flatten(overrides, "", flat);
+  // Before turns were the default, a config said "serialize_compute" for taking them.
+  if (auto legacy = flat.find("serialize_compute"); legacy != flat.end()) {
+    if (flat.count("contended") == 0)
+      flat["contended"] = !read_value<bool>(legacy->second, "serialize_compute");
+    flat.erase(legacy);
+  }
   const auto& table = field_table();
   for (const auto& [key, value] : flat) {
     if (table.find(key) != table.end()) continue;
@@ -364,8 +370,6 @@ void validate(const Config& c) {
   require(c.checkpoint_keep >= 0, "checkpoint_keep", "must not be negative (0: keep every one)");
   require(c.checkpoint_every == 0 || !c.checkpoint_dir.empty(), "checkpoint_every",
           "needs a directory to write to (--checkpoint-dir)");
-  require(!c.serialize_compute || c.mode == "threads", "serialize_compute",
-          "rank processes cannot take turns on a device; use --mode threads");
 
   const OptimizerConfig& o = c.optimizer;
   require(o.name == "adamw" || o.name == "sgd", "optimizer.name",

@@ -103,9 +103,13 @@ struct Config {
   double memory_limit_mb = 0;
   bool reference = true;  // train the single-device reference and compare
   bool tracing = true;    // record host spans and communication calls (the trace)
-  // Rank threads take turns on the device for their compute (clean per-rank compute times for
-  // projection; the step itself gets slower).
-  bool serialize_compute = false;
+  // Ranks that share one device (rank threads, or rank processes on one host, over Gloo) take
+  // turns on it for their compute, so each rank's compute is timed as if it had the device to
+  // itself: the clean durations device time is built from. `contended` lets them compute at once,
+  // fighting over the device, for the raw wall-clock picture (the step itself gets faster).
+  bool contended = false;
+  // Whether this run's ranks take turns (they share a device and are not told to contend).
+  bool takes_turns() const { return !contended && backend != "nccl"; }
   FaultInjection fault;
   // Checkpoints: every `checkpoint_every` steps (0: only when a signal stops the run) into
   // `checkpoint_dir`. `resume` is a checkpoint directory to continue from (its newest valid

@@ -1,11 +1,20 @@
 #include "engine/device_turns.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
 #include "profiling/host_tracing.h"
 
 namespace shardscope {
 namespace {
 
 thread_local bool holds_turn = false;
+thread_local bool given_up = false;  // by give_up_until_taken_back()
 
 }  // namespace
 
@@ -14,17 +23,31 @@ DeviceTurns& DeviceTurns::instance() {
   return turns;
 }
 
+void DeviceTurns::share_across_processes(const std::string& lock_path) {
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw std::runtime_error("cannot open the device-turn lock " + lock_path + ": " +
+                             std::strerror(errno));
+  }
+  std::lock_guard<std::mutex> lock(device_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+  lock_fd_ = fd;
+}
+
 void DeviceTurns::acquire() {
   // Only the wait is a span: it is the time this rank's device would not have made it wait.
   {
     profiling::ScopedSpan waiting(profiling::Category::kWait, kWaitName);
     device_.lock();
+    while (lock_fd_ >= 0 && ::flock(lock_fd_, LOCK_EX) != 0 && errno == EINTR) {
+    }
   }
   holds_turn = true;
 }
 
 void DeviceTurns::release() {
   holds_turn = false;
+  if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_UN);
   device_.unlock();
 }
 
@@ -36,6 +59,18 @@ DeviceTurns::Scope::Scope(bool enabled) {
 
 DeviceTurns::Scope::~Scope() {
   if (held_) instance().release();
+}
+
+void DeviceTurns::give_up_until_taken_back() {
+  if (!holds_turn) return;
+  instance().release();
+  given_up = true;
+}
+
+void DeviceTurns::take_back() {
+  if (!given_up) return;
+  given_up = false;
+  instance().acquire();
 }
 
 DeviceTurns::Release::Release() {

@@ -1,20 +1,26 @@
 #pragma once
 
 #include <mutex>
+#include <string>
 
 #include "profiling/trace.h"
 
 namespace shardscope {
 
-// --serialize-compute: rank threads sharing one device take turns on it. A rank holds the turn
-// while it computes and gives it up whenever it waits for communication, so no two ranks ever
-// compute at once and each rank's compute is timed as if it had the device to itself: the clean
-// durations that projection needs. The time spent waiting for a turn is recorded as a host span
+// Ranks sharing one device take turns on it (the default; `--contended` turns it off). A rank holds
+// the turn while it computes and gives it up whenever it waits for communication, so no two ranks
+// ever compute at once and each rank's compute is timed as if it had the device to itself: the
+// clean durations that projection needs. The time spent waiting for a turn is recorded as a host
+// span
 // ("wait for the device", category wait) that projection knows to leave out.
 class DeviceTurns {
  public:
   // Process-wide, one per shared device.
   static DeviceTurns& instance();
+  // Rank processes on one host share its device too: with a lock file (flock: the kernel lets go
+  // of it when a process dies, so a crashed rank never leaves the device taken) turns are taken
+  // across every process that opens the same path. Throws std::runtime_error naming the file.
+  void share_across_processes(const std::string& lock_path);
 
   // Holds the turn on this thread for the scope's life (only when `enabled`).
   class Scope {
@@ -40,6 +46,12 @@ class DeviceTurns {
     bool released_ = false;
   };
 
+  // For waits inside code that is not ours and ends elsewhere (PyTorch's Reducer waits at
+  // backward's end, in a callback): gives the turn up, if this thread holds it, until take_back()
+  // on the same thread.
+  static void give_up_until_taken_back();
+  static void take_back();
+
   static constexpr const char* kWaitName = profiling::kDeviceTurnWaitName;
 
  private:
@@ -47,7 +59,8 @@ class DeviceTurns {
   void acquire();
   void release();
 
-  std::mutex device_;
+  std::mutex device_;  // among this process's threads
+  int lock_fd_ = -1;   // among processes (flock), when shared
 };
 
 }  // namespace shardscope

@@ -35,11 +35,11 @@ LaunchSpec launch_spec(const Config& config) {
   spec.device = config.device;
   spec.timeout = std::chrono::seconds(setup_timeout_s(config));
   // Taking turns, each rank has the whole machine while it computes.
-  spec.threads_per_rank = config.threads_per_rank > 0 || !config.serialize_compute
+  spec.threads_per_rank = config.threads_per_rank > 0 || !config.takes_turns()
                               ? config.threads_per_rank
                               : default_threads_per_rank(1);
   spec.tracing = config.tracing;
-  spec.serialize_compute = config.serialize_compute;
+  spec.take_turns = config.takes_turns();
   spec.memory_capacity_bytes = static_cast<int64_t>(config.memory_limit_mb * 1e6);
   return spec;
 }
@@ -60,11 +60,10 @@ c10::Device rank_device(const LaunchSpec& spec, int rank) {
 
 }  // namespace
 
-// What a rank held when an allocation failed: the strategy's categories as last recorded, and
-// the rest of what its threads had allocated (activations, temporaries).
+// What a rank held when an allocation failed, by what each block is (the memory tracker's
+// provenance): exact, where the strategy's own end-of-step report would be stale.
 static std::string out_of_memory_report(const std::string& what, const LaunchSpec& spec, int rank,
-                                        const profiling::RankMemoryTracker& memory,
-                                        const profiling::RankEventLog* log) {
+                                        const profiling::RankMemoryTracker& memory) {
   auto mb = [](int64_t bytes) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
@@ -72,23 +71,16 @@ static std::string out_of_memory_report(const std::string& what, const LaunchSpe
   };
   const int64_t refused = memory.held_when_refused();
   const int64_t held = refused > 0 ? refused : memory.live_bytes();
+  const auto categories = refused > 0 ? memory.refused_categories() : memory.live_categories();
   std::string text = "out of memory on " + spec.device + " (rank " + std::to_string(rank) +
                      "): " + what.substr(0, what.find('\n')) + ". Rank " + std::to_string(rank) +
-                     " held " + mb(held);
-  if (log == nullptr) return text + " (no breakdown: tracing is off)";
-  int64_t latest[profiling::kMemoryKindCount] = {};
-  for (const auto& m : log->memory()) latest[static_cast<int>(m.kind)] = m.bytes;
-  using profiling::MemoryKind;
-  const MemoryKind named[] = {MemoryKind::kParameters, MemoryKind::kGradients,
-                              MemoryKind::kOptimizerState, MemoryKind::kCommBuffers};
-  int64_t accounted = 0;
-  text += ": ";
-  for (MemoryKind k : named) {
-    text +=
-        std::string(profiling::memory_kind_name(k)) + " " + mb(latest[static_cast<int>(k)]) + ", ";
-    accounted += latest[static_cast<int>(k)];
+                     " held " + mb(held) + ":";
+  for (int k = 0; k < profiling::kMemoryCategoryCount; ++k) {
+    text += std::string(k == 0 ? " " : ", ") +
+            profiling::memory_kind_name(static_cast<profiling::MemoryKind>(k)) + " " +
+            mb(categories[k]);
   }
-  return text + "activations and the rest " + mb(std::max<int64_t>(0, held - accounted));
+  return text;
 }
 
 std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
@@ -111,7 +103,10 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
   struct KeepPeak {
     profiling::RankMemoryTracker& memory;
     int64_t& peak;
-    ~KeepPeak() { peak = memory.peak_bytes(); }
+    ~KeepPeak() {
+      peak = memory.peak_bytes();
+      memory.log_peak();  // the peak's exact breakdown, for the summary and the Memory tab
+    }
   } keep_peak{memory, peak_allocated_bytes};
   memory.set_capacity(spec.memory_capacity_bytes);
   const bool track_memory = spec.tracing || spec.memory_capacity_bytes > 0;
@@ -173,14 +168,14 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
       for (auto& [name, group] : subgroups) group->set_timeout(timeout);
     };
     try {
-      DeviceTurns::Scope turn(spec.serialize_compute);
+      DeviceTurns::Scope turn(spec.take_turns);
       body(ctx);
     } catch (...) {
       t_failed = profiling::now_ns();
       throw;
     }
   } catch (const c10::OutOfMemoryError& e) {
-    return RankFailure{rank, out_of_memory_report(e.what(), spec, rank, memory, log),
+    return RankFailure{rank, out_of_memory_report(e.what(), spec, rank, memory),
                        t_failed ? t_failed : profiling::now_ns()};
   } catch (const c10::Error& e) {
     // LibTorch's own errors carry a stack dump of its internals: the report wants the sentence.

@@ -21,7 +21,7 @@ struct LaunchSpec {
   int threads_per_rank = 0;  // 0: cores / world, at least 1
   bool emulate_flat_collectives = false;
   bool tracing = true;                // false: ranks record nothing (their logs stay empty)
-  bool serialize_compute = false;     // ranks take turns on the device (DeviceTurns)
+  bool take_turns = false;            // ranks take turns on the device (DeviceTurns)
   int64_t memory_capacity_bytes = 0;  // a simulated device capacity per rank (host memory); 0: none
   GlooNetwork gloo_network;           // rank threads: loopback
   // Watches the ranks' logs while they train (the GUI's live timeline): called with the logs

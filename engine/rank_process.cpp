@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "engine/device_turns.h"
 #include "engine/job_identity.h"
 #include "engine/rank_result_file.h"
 #include "engine/rank_runner.h"
@@ -86,6 +87,10 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   spec.gloo_network = env.gloo_network;
   // One GPU per process with NCCL: the one of its local rank on its node.
   if (config.backend == "nccl") spec.device = "cuda:" + std::to_string(env.local_rank);
+  // The ranks of one host share its device and its output folder: their turns on the device are
+  // taken through a lock file there.
+  if (spec.take_turns && config.world > 1)
+    DeviceTurns::instance().share_across_processes(out_dir + "/.device.turns");
 
   profiling::RankEventLog log(env.rank);
   // A keeper thread puts what this rank has recorded on disk while it trains, so that a rank

@@ -7,8 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checkpoint.h"
+#include "engine/device_speed.h"
 #include "engine/initial_weights.h"
 #include "engine/launcher.h"
+#include "engine/memory_formula_hook.h"
 #include "engine/process_launcher.h"
 #include "engine/step_traffic.h"
 #include "engine/stop_request.h"
@@ -69,6 +71,9 @@ std::string run_description(const Config& config) {
                         {"world", config.world},     {"mode", config.mode},
                         {"device", config.device},   {"backend", config.backend},
                         {"torch", TORCH_VERSION}};
+  // The measuring device's speed travels with the trace: device time on another machine's
+  // hardware is priced from it (the compute scale), with no calibration step.
+  run["device_matmul_tflops"] = device_matmul_tflops(config.device);
   return run.dump();
 }
 
@@ -95,8 +100,8 @@ Config reference_config(const Config& config) {
   // The reference is plain fp32 training: options that change how (not what) a strategy
   // computes are what the comparison checks.
   ref.strategy_options = StrategyOptions{};
-  ref.tracing = false;  // only its weights and losses are used
-  ref.serialize_compute = false;
+  ref.tracing = false;       // only its weights and losses are used
+  ref.contended = true;      // one rank: nothing to take turns with
   ref.checkpoint_every = 0;  // it trains from scratch, and writes nothing
   ref.checkpoint_dir.clear();
   ref.resume.clear();
@@ -240,6 +245,14 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
     rank.comm_events = outcome.launch.logs[r]->snapshot();
     rank.comm_bytes_per_step = typical_bytes_per_step(traffic_per_step(rank.comm_events));
     rank.peak_allocated_bytes = outcome.launch.peak_allocated_bytes[r];
+    profiling::logged_peak(outcome.launch.logs[r]->memory(), &rank.peak_breakdown);
+    if (memory_formula_hook()) {
+      try {
+        rank.formula_bytes = memory_formula_hook()(config, r);
+      } catch (const std::exception&) {
+        // A layout the formula cannot describe: the run stands, without a formula.
+      }
+    }
     summary.ranks.push_back(std::move(rank));
   }
   summary.trace = trace_of(config, outcome.launch);
@@ -309,6 +322,14 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
   attach_result(summary, outcome.results, nullptr);
 }
 
+// Bytes per memory category as an object keyed by the categories' names.
+nlohmann::json memory_categories_json(const profiling::MemoryCategories& bytes) {
+  nlohmann::json out = nlohmann::json::object();
+  for (int k = 0; k < profiling::kMemoryCategoryCount; ++k)
+    out[profiling::memory_kind_name(static_cast<profiling::MemoryKind>(k))] = bytes[k];
+  return out;
+}
+
 }  // namespace
 
 nlohmann::json summary_to_json(const RunSummary& s) {
@@ -336,6 +357,8 @@ nlohmann::json summary_to_json(const RunSummary& s) {
                      {"comm_calls", r.comm_events.size()},
                      {"comm_bytes_per_step", r.comm_bytes_per_step},
                      {"peak_allocated_bytes", r.peak_allocated_bytes},
+                     {"peak_breakdown", memory_categories_json(r.peak_breakdown)},
+                     {"formula_bytes", memory_categories_json(r.formula_bytes)},
                      {"memory_bytes",
                       {{"parameters", r.memory.parameters},
                        {"gradients", r.memory.gradients},

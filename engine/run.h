@@ -27,6 +27,11 @@ struct RankSummary {
   std::vector<profiling::CommEvent> comm_events;
   int64_t comm_bytes_per_step = 0;   // median over steps of bytes handed to collectives
   int64_t peak_allocated_bytes = 0;  // the most this rank's threads held at once
+  // What was live at that peak, by what each block is (sums to peak_allocated_bytes); all zero
+  // when the run was not traced.
+  profiling::MemoryCategories peak_breakdown{};
+  // The formula's bytes for this rank (engine/memory_formula_hook.h); zero if none is known.
+  profiling::MemoryCategories formula_bytes{};
 };
 
 struct ReferenceComparison {

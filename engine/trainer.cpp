@@ -16,6 +16,7 @@
 #include "engine/training_state.h"
 #include "profiling/clock.h"
 #include "profiling/host_tracing.h"
+#include "profiling/memory_tags.h"
 #include "profiling/memory_tracker.h"
 
 namespace shardscope {
@@ -24,15 +25,6 @@ namespace {
 Batch to_device(const Batch& batch, const c10::Device& device) {
   if (device.is_cpu()) return batch;
   return {batch.inputs.to(device), batch.targets.to(device)};
-}
-
-// What the strategy holds, as the rank's memory counters at the end of a step.
-void record_memory(profiling::RankEventLog& log, const MemoryBytes& m) {
-  using profiling::MemoryKind;
-  log.add_memory(MemoryKind::kParameters, m.parameters);
-  log.add_memory(MemoryKind::kGradients, m.gradients);
-  log.add_memory(MemoryKind::kOptimizerState, m.optimizer_state);
-  log.add_memory(MemoryKind::kCommBuffers, m.comm_buffers);
 }
 
 // Loads the checkpoint `config.resume` names into the strategy; returns the steps it had done.
@@ -111,11 +103,17 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   RankResult result;
   result.rank = ctx.rank;
   profiling::RankEventLog* log = profiling::current_rank_log();
+  // What each phase allocates is what the block is, until the phase ends or a tag says better
+  // (profiling/memory_tracker.h): set-up builds parameters, forward activations, the optimizer
+  // its state; anything else is a temporary.
+  using profiling::MemoryKind;
+  using profiling::set_memory_phase;
+  set_memory_phase(MemoryKind::kParameters);
   strategy.setup(ctx);
+  set_memory_phase(MemoryKind::kTemporaries);
   result.reports_loss = strategy.reports_loss();  // known once the strategy has its layout
   const int first_step = config.resume.empty() ? 0 : resume(ctx, strategy);
   result.first_step = first_step;
-  if (log) record_memory(*log, strategy.memory());
   HangTimeout hang(ctx);
 
   for (int step = first_step; step < config.steps; ++step) {
@@ -139,7 +137,9 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
         profiling::ScopedSpan micro_span(profiling::Category::kMicroBatch,
                                          "micro-batch " + std::to_string(micro));
         Batch batch = to_device(ctx.sampler->micro_batch(step, ctx.rank, micro), ctx.device);
+        set_memory_phase(MemoryKind::kActivations);
         auto loss = strategy.forward_backward(batch, micro == config.grad_accum - 1, scale);
+        set_memory_phase(MemoryKind::kTemporaries);
         local_loss += loss.item<double>() * scale;
       }
       if (log) log->set_position(step, -1);
@@ -150,10 +150,11 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
       profiling::ScopedSpan optimizer_span(profiling::Category::kOptimizer, "optimizer step");
       if (config.optimizer.clip_grad_norm > 0)
         strategy.clip_gradients(config.optimizer.clip_grad_norm);
+      set_memory_phase(MemoryKind::kOptimizerState);
       strategy.optimizer_step(lr);
+      set_memory_phase(MemoryKind::kTemporaries);
     }
     const double local_time = (profiling::now_ns() - t0) * 1e-9;
-    if (log) record_memory(*log, strategy.memory());
 
     // One small all_gather gives every rank the mean loss (over the ranks that have one), the
     // slowest rank's time, and whether any rank was asked to stop: so all stop after this step.

@@ -433,6 +433,11 @@ Trace from_chrome_json(const std::string& text) {
       c.bytes = optional_field<int64_t>(args, "bytes", 0);
       const std::string kind = name.substr(std::string(kMemoryPrefix).size());
       bool known = false;
+      // Traces written before memory provenance named the temporaries "other".
+      if (kind == "other") {
+        c.kind = MemoryKind::kTemporaries;
+        known = true;
+      }
       for (int k = 0; k < kMemoryKindCount; ++k) {
         if (kind == memory_kind_name(static_cast<MemoryKind>(k))) {
           c.kind = static_cast<MemoryKind>(k);

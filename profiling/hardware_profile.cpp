@@ -83,7 +83,13 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   hw.gpus_per_node = static_cast<int>(positive(j, "gpus_per_node", origin));
   hw.nodes = static_cast<int>(positive(j, "nodes", origin));
   hw.gpu_memory_gib = positive(j, "gpu_memory_gib", origin);
-  hw.peak_bf16_tflops = positive(j, "peak_bf16_tflops", origin);
+  const std::string compute = j.value("compute", "");
+  if (!compute.empty() && compute != "as measured")
+    throw std::runtime_error(origin + ": 'compute' is \"as measured\" or left out, got '" +
+                             compute + "'");
+  hw.compute_as_measured = !compute.empty();
+  if (!hw.compute_as_measured || j.contains("peak_bf16_tflops"))
+    hw.peak_bf16_tflops = positive(j, "peak_bf16_tflops", origin);
   hw.launch_us = j.value("launch_us", 0.0);
   const std::string protocols = j.value("protocols", "nccl");
   if (protocols != "nccl" && protocols != "simple")
@@ -173,6 +179,7 @@ std::string profile_json(const HardwareProfile& hw) {
               {"base_latency_us", hw.base_latency_us},
               {"intra", link(hw.intra)}};
   if (hw.nodes > 1) out["inter"] = link(hw.inter);
+  if (hw.compute_as_measured) out["compute"] = "as measured";
   return out.dump(2) + "\n";
 }
 

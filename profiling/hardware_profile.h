@@ -28,7 +28,10 @@ struct HardwareProfile {
   int gpus_per_node = 8;
   int nodes = 1;
   double gpu_memory_gib = 80;
-  double peak_bf16_tflops = 0;
+  double peak_bf16_tflops = 0;  // 0 with compute_as_measured
+  // Each rank computes exactly as fast as the device that measured the trace ("compute": "as
+  // measured"): compute scale 1, no calibration; only the links are this profile's.
+  bool compute_as_measured = false;
   double launch_us = 0;  // per collective: kernel launch and completion, outside NCCL's model
   // A machine whose collectives are not NCCL's (this machine's Gloo): one protocol at full
   // bandwidth with a measured base latency instead of NCCL's three.

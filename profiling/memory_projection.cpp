@@ -38,54 +38,106 @@ int64_t model_parameters(const ModelShape& m) {
   return all.sharded + all.replicated;
 }
 
-MemoryProjection project_memory(const ModelShape& m, const TrainingLayout& l) {
+// What our GPT (engine/gpt_model.cpp) saves for backward, per micro-batch of b sequences of s
+// tokens, width h, a heads, MLP width r*h, vocabulary V; c = bytes of a compute element, R = bytes
+// of the residual stream (fp32 under autocast: the residual adds promote to the fp32 input).
+// Checked tensor by tensor with torch.autograd.graph.saved_tensors_hooks on the same block.
+// Per block, in units of sbh elements:
+//   ln1 saves its input x (R) and ln1's output as the qkv Linear's input (c, cast by autocast);
+//   SDPA (flash kernels on CPU and GPU: no s x s matrix) saves q, k, v, views of the qkv output
+//   (3c), and its output (c), which is also the attention projection's input (the transpose
+//   back is already contiguous, so the copy is a no-op); ln2 saves the residual h (R) and its
+//   output as fc's input (c); GELU saves fc's output (r c), the MLP projection GELU's output
+//   (r c). Total sbh (2R + c (6 + 2r)): 64 bytes in fp32 (r = 4), 36 in bf16 autocast.
+//   Small terms: two LayerNorms' mean and rstd (fp32, 16 sb bytes), SDPA's logsumexp
+//   (fp32, 4 abs bytes).
+//   bf16 autocast with fp32 weights: each Linear saves the bf16 copy of its weight,
+//   c (4 + 2r) h^2 bytes per block (biases are not saved).
+// Head: ln_f saves its input (R sbh) and its output as the LM head's input (c sbh) plus 8 sb of
+// statistics; the loss is computed in fp32 and log-softmax saves its output (4 sbV); autocast
+// adds the LM head's weight copy (c Vh).
+// With activation checkpointing each block keeps only its input (R sbh) and recomputes the rest
+// in backward (in no-grad forward: no weight copies either); the head is not checkpointed.
+// Tensor parallelism over t: the column/row-parallel tensors (qkv, attention output, fc, GELU,
+// the weight copies, heads' logsumexp, vocabulary-parallel logits) divide by t; sequence
+// parallelism divides the replicated LayerNorm/residual tensors by t as well.
+// (Korthikanti et al.'s sbh(34 + 5as/h) is for Megatron's block: 16-bit, dropout masks and a
+// materialised s x s softmax; ours has none of those, so it under-counted fp32 by 1.5-1.8x.)
+ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout& l) {
+  const double c = l.compute_bytes > 0 ? l.compute_bytes : (l.mixed_precision ? 2 : 4);
+  const double R = l.mixed_precision ? c : 4;
+  const bool weight_copies = c < 4 && !l.mixed_precision;
+  const double s = m.seq, b = l.micro_batch, h = m.d_model, a = m.heads, V = m.vocab;
+  const double r = m.mlp_ratio, t = l.tp;
+  const double sp = l.sequence_parallel && l.tp > 1 ? t : 1;
+  ActivationBytes out;
+  if (l.activation_checkpointing) {
+    out.per_block = s * b * h * R / sp;
+  } else {
+    const double replicated = s * b * h * (2 * R + 2 * c) + 16 * s * b;
+    const double split = s * b * h * c * (4 + 2 * r) + 4 * a * s * b;
+    out.per_block = replicated / sp + split / t;
+    if (weight_copies) out.per_block += c * (4 + 2 * r) * h * h / t;
+  }
+  out.head = (s * b * h * (R + c) + 8 * s * b) / sp + 4 * s * b * V / t;
+  if (weight_copies) out.head += c * V * h / t;  // the LM head's (or tied embedding's) copy
+  return out;
+}
+
+MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout& l,
+                                      const StageShape& stage) {
   if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.micro_batch < 1 || l.micro_batches < 1)
     throw std::invalid_argument("degrees and batch sizes must be positive");
   if (l.pp > m.layers) throw std::invalid_argument("more pipeline stages than layers");
+  if (l.zero != "ddp" && l.zero != "zero1" && l.zero != "zero2" && l.zero != "zero3")
+    throw std::invalid_argument("unknown ZeRO stage '" + l.zero + "' (ddp, zero1, zero2, zero3)");
+  const bool first = stage.stage == 0, last = stage.stage == l.pp - 1;
+  Counts held = block_counts(m) * stage.blocks;
+  if (first) held = held + embedding_counts(m);
+  if (last) held = held + head_counts(m);
   const double t = l.tp, d = l.dp;
-  // The busiest stage: the blocks split as evenly as possible, embeddings on the first stage
-  // and the head on the last (or both on the only one).
-  const int64_t blocks = (m.layers + l.pp - 1) / l.pp;
-  const Counts stage_blocks = block_counts(m) * blocks;
-  const Counts first = l.pp == 1 ? embedding_counts(m) + stage_blocks + head_counts(m)
-                                 : embedding_counts(m) + stage_blocks;
-  const Counts last = l.pp == 1 ? first : stage_blocks + head_counts(m);
-  auto per_gpu = [&](const Counts& c) {
-    return static_cast<int64_t>(static_cast<double>(c.sharded) / t + c.replicated);
-  };
   MemoryProjection out;
-  out.parameters_per_gpu = std::max(per_gpu(first), per_gpu(last));
+  out.parameters_per_gpu =
+      static_cast<int64_t>(static_cast<double>(held.sharded) / t + held.replicated);
   const double psi = static_cast<double>(out.parameters_per_gpu);
   const double param_bytes = l.mixed_precision ? 2 : 4, grad_bytes = param_bytes;
   const double optimizer_bytes = l.mixed_precision ? 12 : 8;
   const bool z1 = l.zero != "ddp", z2 = l.zero == "zero2" || l.zero == "zero3",
              z3 = l.zero == "zero3";
-  if (l.zero != "ddp" && l.zero != "zero1" && l.zero != "zero2" && l.zero != "zero3")
-    throw std::invalid_argument("unknown ZeRO stage '" + l.zero + "' (ddp, zero1, zero2, zero3)");
   out.parameters = param_bytes * psi / (z3 ? d : 1);
   out.gradients = grad_bytes * psi / (z2 ? d : 1);
   out.optimizer_state = optimizer_bytes * psi / (z1 ? d : 1);
 
-  const double s = m.seq, b = l.micro_batch, h = m.d_model, a = m.heads;
-  double per_layer = 0;
-  if (l.activation_checkpointing) {
-    per_layer = 2 * s * b * h;
-  } else if (l.sequence_parallel && l.tp > 1) {
-    per_layer = s * b * h / t * (34 + 5 * a * s / h);
-  } else if (l.tp > 1) {
-    per_layer = s * b * h * (10 + 24 / t + 5 * a * s / (h * t));
-  } else {
-    per_layer = s * b * h * (34 + 5 * a * s / h);
-  }
+  // Micro-batches whose activations a stage holds at once: GPipe runs every forward before any
+  // backward; 1F1B's stage s warms up with p - s forwards, then frees one per one it adds.
   const double in_flight =
-      l.pp == 1 ? 1 : (l.schedule == "gpipe" ? l.micro_batches : std::min(l.pp, l.micro_batches));
-  // The last stage also holds one micro-batch's fp32 logits; the first holds the most
-  // micro-batches. The busier of the two.
-  const double logits = 4 * s * b * m.vocab / t;
-  const double first_stage = per_layer * blocks * in_flight + (l.pp == 1 ? logits : 0);
-  const double last_stage = per_layer * blocks * 1 + logits;
-  out.activations = std::max(first_stage, l.pp == 1 ? first_stage : last_stage);
+      l.pp == 1 ? 1
+                : (l.schedule == "gpipe" ? l.micro_batches
+                                         : std::min(l.pp - stage.stage, l.micro_batches));
+  const ActivationBytes saved = saved_activation_bytes(m, l);
+  // The embeddings save only the positions (int64).
+  const double embed = first ? 8.0 * m.seq : 0;
+  out.activations = in_flight * (saved.per_block * stage.blocks + (last ? saved.head : 0) + embed);
   return out;
+}
+
+MemoryProjection project_memory(const ModelShape& m, const TrainingLayout& l) {
+  if (l.pp < 1) throw std::invalid_argument("degrees and batch sizes must be positive");
+  if (l.pp > m.layers) throw std::invalid_argument("more pipeline stages than layers");
+  // Without the engine's cut, every stage is given the most blocks any stage can have
+  // (ceil(layers / p)), and each category is the most any stage holds: a bound for the busiest
+  // GPU, as a hardware plan needs it.
+  const int64_t blocks = (m.layers + l.pp - 1) / l.pp;
+  MemoryProjection busiest;
+  for (int s = 0; s < l.pp; ++s) {
+    const MemoryProjection p = project_stage_memory(m, l, {s, blocks});
+    busiest.parameters = std::max(busiest.parameters, p.parameters);
+    busiest.gradients = std::max(busiest.gradients, p.gradients);
+    busiest.optimizer_state = std::max(busiest.optimizer_state, p.optimizer_state);
+    busiest.activations = std::max(busiest.activations, p.activations);
+    busiest.parameters_per_gpu = std::max(busiest.parameters_per_gpu, p.parameters_per_gpu);
+  }
+  return busiest;
 }
 
 }  // namespace shardscope::profiling

@@ -19,25 +19,44 @@ struct TrainingLayout {
   int micro_batches = 1;  // pipeline micro-batches per step
   std::string schedule = "1f1b";
   bool mixed_precision = true;  // bf16 weights and gradients, fp32 master + Adam: K = 12
+  // Bytes of an element the matmuls compute in: 4 (fp32) or 2 (bf16); 0: 2 with
+  // mixed_precision, else 4. With fp32 weights and bf16 compute (autocast, our bf16), the
+  // residual stream stays fp32 and each forward saves bf16 copies of the weights.
+  int compute_bytes = 0;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
 };
 
-// Bytes per GPU on the busiest GPU (the pipeline stage holding the most), by category, from the
-// formulas in DESIGN.md: parameters and gradients 2Ψ each and optimizer state 12Ψ in mixed
-// precision (4Ψ, 4Ψ, 8Ψ in fp32 with Adam), Ψ being the GPU's own parameters (tensor shards plus
-// the parameters replicated across the tensor group); ZeRO-1/2/3 divide optimizer state, then
-// gradients, then parameters by dp. Activations per layer after Korthikanti et al.:
-// sbh(34 + 5as/h) bytes, sbh(10 + 24/t + 5as/(ht)) with tensor parallelism, (sbh/t)(34 + 5as/h)
-// with sequence parallelism as well, 2sbh with full recomputation; times the micro-batches a
-// stage holds (1F1B: min(p, m) on the first stage, GPipe: m), plus the fp32 logits (4sbV/t).
+// Bytes per GPU by category, from the formulas in DESIGN.md: parameters and gradients 2Ψ each
+// and optimizer state 12Ψ in mixed precision (4Ψ, 4Ψ, 8Ψ in fp32 with Adam), Ψ being the GPU's
+// own parameters (tensor shards plus the parameters replicated across the tensor group);
+// ZeRO-1/2/3 divide optimizer state, then gradients, then parameters by dp. Activations: what
+// our GPT saves for backward (the derivation is in memory_projection.cpp), times the
+// micro-batches a stage holds (GPipe: m; 1F1B: min(p - s, m) at stage s).
 struct MemoryProjection {
   double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0;
-  int64_t parameters_per_gpu = 0;  // Ψ of the busiest GPU
+  int64_t parameters_per_gpu = 0;  // Ψ of the GPU
   double total() const { return parameters + gradients + optimizer_state + activations; }
 };
 
+// The busiest GPU: per category, the most any pipeline stage holds.
 MemoryProjection project_memory(const ModelShape& model, const TrainingLayout& layout);
+
+// Which blocks a pipeline stage holds; the embeddings are on stage 0, the head on the last.
+struct StageShape {
+  int stage = 0;
+  int64_t blocks = 0;
+};
+// A GPU of pipeline stage `stage.stage`.
+MemoryProjection project_stage_memory(const ModelShape& model, const TrainingLayout& layout,
+                                      const StageShape& stage);
+
+// What one micro-batch leaves saved for backward: per transformer block, and by the head (the
+// final LayerNorm, the LM head and the loss), in bytes.
+struct ActivationBytes {
+  double per_block = 0, head = 0;
+};
+ActivationBytes saved_activation_bytes(const ModelShape& model, const TrainingLayout& layout);
 
 // Parameters of the model (same count as the engine's GPT).
 int64_t model_parameters(const ModelShape& model);

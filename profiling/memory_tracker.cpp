@@ -6,6 +6,9 @@
 #include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
+#include <torch/csrc/autograd/graph_task.h>
+
+#include "profiling/clock.h"
 
 namespace shardscope::profiling {
 namespace {
@@ -27,9 +30,19 @@ class Reporter final : public c10::MemoryReportingInfoBase {
   void reportMemoryUsage(void* ptr, int64_t bytes, size_t, size_t, c10::Device device) override {
     // Without a tracker (paused) allocations go unrecorded, but frees still reach their owner.
     if (tracker_ == nullptr && bytes >= 0) return;
+    // Autograd's backward runs on this thread (CPU) or on a device thread that inherits this
+    // reporter: either way the graph task says whether this block is backward's.
+    using Context = RankMemoryTracker::Context;
+    Context context = Context::kUnknown;
+    if (tracker_ != nullptr) {
+      context = torch::autograd::get_current_graph_task_id() != -1 ? Context::kBackward
+                : tracker_->on_owner_thread()                      ? Context::kOutsideBackward
+                                                                   : Context::kBackendThread;
+    }
     // A simulated capacity refuses host allocations only: throwing out of a device allocator's
     // bookkeeping is not safe, and a real device enforces its own.
-    if ((tracker_ != nullptr && tracker_->record(ptr, bytes, device.is_cpu())) || bytes >= 0)
+    if ((tracker_ != nullptr && tracker_->record(ptr, bytes, device.is_cpu(), context)) ||
+        bytes >= 0)
       return;
     // Freed here, allocated by another rank.
     std::lock_guard<std::mutex> lock(registry_mutex());
@@ -39,9 +52,20 @@ class Reporter final : public c10::MemoryReportingInfoBase {
   }
   bool memoryProfilingEnabled() const override { return true; }
 
+  RankMemoryTracker* tracker() const { return tracker_; }
+
  private:
   RankMemoryTracker* tracker_;
 };
+
+bool provisional(MemoryKind kind) {
+  return kind == MemoryKind::kParameters || kind == MemoryKind::kActivations ||
+         kind == MemoryKind::kOptimizerState;
+}
+
+int index(MemoryKind kind) {
+  return static_cast<int>(kind);
+}
 
 }  // namespace
 
@@ -61,34 +85,157 @@ void RankMemoryTracker::set_capacity(int64_t bytes) {
   capacity_ = bytes;
 }
 
-bool RankMemoryTracker::record(void* ptr, int64_t bytes, bool may_refuse) {
+bool RankMemoryTracker::record(void* ptr, int64_t bytes, bool may_refuse, Context context) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (may_refuse && bytes > 0 && capacity_ > 0 && live_ + bytes > capacity_) {
     held_when_refused_ = live_;
+    refused_by_kind_ = live_by_kind_;
     // The block was allocated already; refusing it leaks it, which ends the run anyway.
     TORCH_CHECK_WITH(OutOfMemoryError, false, "tried to allocate ", bytes, " bytes with ", live_,
                      " of ", capacity_, " in use (the simulated capacity, --memory-limit-mb)");
   }
+  if (context == Context::kBackward || context == Context::kOutsideBackward)
+    enter_locked(context == Context::kBackward);
   if (bytes >= 0) {
-    blocks_[ptr] = bytes;
+    Block block;
+    block.bytes = bytes;
+    block.seq = ++seq_;
+    if (tag_depth_ > 0) {
+      block.kind = tags_[tag_depth_ - 1];
+      block.epoch = kSettled;
+    } else if (context == Context::kBackendThread) {
+      block.kind = MemoryKind::kCommBuffers;
+      block.epoch = kSettled;
+    } else if (in_backward_) {
+      block.kind = MemoryKind::kTemporaries;
+      block.epoch = kSettled;
+    } else {
+      block.kind = phase_;
+      block.epoch = provisional(phase_) ? epoch_ : kSettled;
+    }
+    live_by_kind_[index(block.kind)] += bytes;
+    blocks_[ptr] = block;
     live_ += bytes;
-    peak_ = std::max(peak_, live_);
+    if (live_ > peak_) {
+      peak_ = live_;
+      peak_seq_ = seq_;
+      peak_by_kind_ = live_by_kind_;
+      peak_t_ns_ = now_ns();
+    }
   } else {
     auto it = blocks_.find(ptr);
     if (it == blocks_.end()) return false;
-    live_ -= it->second;
+    Block& block = it->second;
+    // Freed in the phase that allocated it: it was scratch (a forward's block gone before any
+    // backward began, an optimizer step's working memory), whatever the phase's tag said.
+    if (block.epoch == epoch_) move_locked(block, MemoryKind::kTemporaries);
+    live_by_kind_[index(block.kind)] -= block.bytes;
+    live_ -= block.bytes;
     blocks_.erase(it);
   }
   // A step of 1/32 of the peak so far (at least kSampleStepBytes) keeps a curve with every
   // swing that matters at a few dozen samples per step.
   const int64_t step = std::max(kSampleStepBytes, peak_ / 32);
-  if (log_ != nullptr && std::abs(live_ - last_sample_) >= step) sample_locked();
+  if (log_ != nullptr && (std::abs(live_ - last_sample_) >= step || moved_since_sample_ >= step)) {
+    sample_locked();
+  }
   return true;
+}
+
+void RankMemoryTracker::move_locked(Block& block, MemoryKind to) {
+  block.epoch = kSettled;
+  if (block.kind == to) return;
+  live_by_kind_[index(block.kind)] -= block.bytes;
+  live_by_kind_[index(to)] += block.bytes;
+  if (block.seq <= peak_seq_) {  // it was live at the peak (it is still, or being freed now)
+    peak_by_kind_[index(block.kind)] -= block.bytes;
+    peak_by_kind_[index(to)] += block.bytes;
+  }
+  moved_since_sample_ += block.bytes;
+  block.kind = to;
+}
+
+void RankMemoryTracker::enter_locked(bool backward) {
+  if (backward == in_backward_) return;
+  in_backward_ = backward;
+  ++epoch_;
+  if (backward) {
+    activations_at_backward_ =
+        std::max(activations_at_backward_, live_by_kind_[index(MemoryKind::kActivations)]);
+  }
+}
+
+void RankMemoryTracker::set_phase(MemoryKind phase) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  phase_ = phase;
+  in_backward_ = false;
+  ++epoch_;
+}
+
+bool RankMemoryTracker::retag(const void* ptr, MemoryKind kind) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return false;
+  move_locked(it->second, kind);
+  return true;
+}
+
+void RankMemoryTracker::push_tag(MemoryKind kind) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  // Deeper nesting than any strategy needs keeps the innermost tag.
+  if (tag_depth_ < static_cast<int>(std::size(tags_))) {
+    tags_[tag_depth_] = kind;
+  } else {
+    tags_[tag_depth_ - 1] = kind;
+  }
+  ++tag_depth_;
+}
+
+void RankMemoryTracker::pop_tag() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (tag_depth_ > 0) --tag_depth_;
 }
 
 void RankMemoryTracker::sample_locked() {
   last_sample_ = live_;
+  moved_since_sample_ = 0;
   log_->add_memory(MemoryKind::kAllocated, live_);
+  for (int k = 0; k < kMemoryCategoryCount; ++k)
+    log_->add_memory(static_cast<MemoryKind>(k), live_by_kind_[k]);
+}
+
+void RankMemoryTracker::log_peak() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (log_ == nullptr || peak_ == 0) return;
+  log_->add_memory_at(peak_t_ns_, MemoryKind::kAllocated, peak_);
+  for (int k = 0; k < kMemoryCategoryCount; ++k)
+    log_->add_memory_at(peak_t_ns_, static_cast<MemoryKind>(k), peak_by_kind_[k]);
+}
+
+MemoryCategories RankMemoryTracker::live_categories() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_by_kind_;
+}
+
+MemoryCategories RankMemoryTracker::refused_categories() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return refused_by_kind_;
+}
+
+int64_t RankMemoryTracker::activations_at_backward() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return activations_at_backward_;
+}
+
+MemoryCategories RankMemoryTracker::peak_categories() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_by_kind_;
+}
+
+RankMemoryTracker* RankMemoryTracker::current() {
+  auto* reporter =
+      dynamic_cast<Reporter*>(c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE));
+  return reporter != nullptr ? reporter->tracker() : nullptr;
 }
 
 int64_t RankMemoryTracker::held_when_refused() const {
@@ -108,6 +255,7 @@ int64_t RankMemoryTracker::peak_bytes() const {
 
 RankMemoryTracker::ThreadScope::ThreadScope(RankMemoryTracker* tracker) {
   if (tracker == nullptr) return;
+  tracker->owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   guard_ = std::make_shared<c10::DebugInfoGuard>(c10::DebugInfoKind::PROFILER_STATE,
                                                  std::make_shared<Reporter>(tracker));
 }

@@ -63,6 +63,11 @@ void RankEventLog::add_memory(MemoryKind kind, int64_t bytes) {
   memory_.push_back({t, kind, bytes});
 }
 
+void RankEventLog::add_memory_at(int64_t t_ns, MemoryKind kind, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  memory_.push_back({t_ns, kind, bytes});
+}
+
 std::vector<CommEvent> RankEventLog::snapshot() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_;
@@ -89,6 +94,23 @@ std::vector<MemorySample> RankEventLog::memory() const {
 size_t RankEventLog::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return events_.size();
+}
+
+bool logged_peak(const std::vector<MemorySample>& samples, MemoryCategories* out) {
+  const size_t n = kMemoryCategoryCount + 1;
+  for (size_t end = samples.size(); end >= n; --end) {
+    const size_t first = end - n;
+    if (samples[first].kind != MemoryKind::kAllocated) continue;
+    bool whole = true;
+    for (int k = 0; k < kMemoryCategoryCount && whole; ++k) {
+      const MemorySample& s = samples[first + 1 + k];
+      whole = s.kind == static_cast<MemoryKind>(k) && s.t_ns == samples[first].t_ns;
+    }
+    if (!whole) continue;
+    for (int k = 0; k < kMemoryCategoryCount; ++k) (*out)[k] = samples[first + 1 + k].bytes;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace shardscope::profiling

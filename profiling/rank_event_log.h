@@ -49,6 +49,7 @@ class RankEventLog {
   size_t begin_span(std::string name, Category category);
   void end_span(size_t index);
   void add_memory(MemoryKind kind, int64_t bytes);
+  void add_memory_at(int64_t t_ns, MemoryKind kind, int64_t bytes);
 
   // Replaces the record with one read back from elsewhere (a rank process's result file).
   void restore(std::vector<CommEvent> events, std::vector<HostSpan> spans,
@@ -68,5 +69,9 @@ class RankEventLog {
   std::vector<HostSpan> spans_;
   std::vector<MemorySample> memory_;
 };
+
+// The breakdown RankMemoryTracker::log_peak appended: the categories logged at the moment of the
+// last allocation sample that is followed by all of them at its own time (false: none logged).
+bool logged_peak(const std::vector<MemorySample>& samples, MemoryCategories* out);
 
 }  // namespace shardscope::profiling

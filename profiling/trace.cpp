@@ -11,8 +11,8 @@ constexpr const char* kCategoryNames[kCategoryCount] = {
     "collective", "wait",        "kernel",  "memcpy",   "other"};
 
 constexpr const char* kMemoryKindNames[kMemoryKindCount] = {
-    "parameters",   "gradients", "optimizer_state", "activations",
-    "comm_buffers", "other",     "allocated"};
+    "parameters",   "gradients",   "optimizer_state", "activations",
+    "comm_buffers", "temporaries", "allocated"};
 
 }  // namespace
 

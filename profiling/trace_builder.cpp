@@ -4,37 +4,6 @@
 
 namespace shardscope::profiling {
 
-namespace {
-
-// Activations are what a rank allocated beyond what its strategy says it holds: at every
-// allocation sample, allocated minus the latest parameters + gradients + optimizer state +
-// communication buffers (the strategy reports those after set-up and at each step's end).
-void add_activations(std::vector<CounterSample>& counters) {
-  std::stable_sort(counters.begin(), counters.end(),
-                   [](const CounterSample& a, const CounterSample& b) { return a.t_ns < b.t_ns; });
-  int64_t held[kMemoryKindCount] = {};
-  bool known = false;
-  std::vector<CounterSample> activations;
-  for (const auto& c : counters) {
-    if (c.kind == MemoryKind::kAllocated) {
-      if (!known) continue;
-      int64_t sum = 0;
-      for (MemoryKind k : {MemoryKind::kParameters, MemoryKind::kGradients,
-                           MemoryKind::kOptimizerState, MemoryKind::kCommBuffers}) {
-        sum += held[static_cast<int>(k)];
-      }
-      activations.push_back(
-          {c.t_ns, std::max<int64_t>(0, c.bytes - sum), MemoryKind::kActivations});
-    } else {
-      held[static_cast<int>(c.kind)] = c.bytes;
-      known = true;
-    }
-  }
-  counters.insert(counters.end(), activations.begin(), activations.end());
-}
-
-}  // namespace
-
 Trace build_trace(const std::string& run_json, const std::vector<const RankEventLog*>& logs,
                   const std::vector<std::string>& failures) {
   Trace trace;
@@ -88,8 +57,9 @@ Trace build_trace(const std::string& run_json, const std::vector<const RankEvent
         rank.events.push_back(wait);
       }
     }
+    // Every category is recorded by the memory tracker, from each block's provenance: none is
+    // derived here.
     for (const auto& m : logs[r]->memory()) rank.counters.push_back({m.t_ns, m.bytes, m.kind});
-    add_activations(rank.counters);
     trace.ranks.push_back(std::move(rank));
   }
   trace.normalise();

@@ -76,22 +76,33 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
     }
   }
   for (const auto& r : trace.ranks) {
-    std::map<int, std::tuple<Intervals, Intervals, int64_t, int64_t>> steps;
+    struct Raw {
+      Intervals compute, comm, waits;
+      int64_t first = 0, last = 0;
+      bool seen = false;
+    };
+    std::map<int, Raw> steps;
     for (const auto& e : r.events) {
       if (e.step < 0) continue;
-      auto& [compute, comm, first, last] = steps[e.step];
-      if (compute.empty() && comm.empty() && first == 0 && last == 0) {
-        first = e.t0_ns;
-        last = e.t1_ns;
+      Raw& raw = steps[e.step];
+      if (!raw.seen) {
+        raw.first = e.t0_ns;
+        raw.last = e.t1_ns;
+        raw.seen = true;
       }
-      first = std::min(first, e.t0_ns);
-      last = std::max(last, e.t1_ns);
-      if (is_compute(e.category)) compute.push_back({e.t0_ns, e.t1_ns});
-      if (is_communication(e.category)) comm.push_back({e.t0_ns, e.t1_ns});
+      raw.first = std::min(raw.first, e.t0_ns);
+      raw.last = std::max(raw.last, e.t1_ns);
+      if (is_compute(e.category)) raw.compute.push_back({e.t0_ns, e.t1_ns});
+      if (is_communication(e.category)) raw.comm.push_back({e.t0_ns, e.t1_ns});
+      // A host span that blocked (on a peer, or for its turn on the device) computed nothing
+      // meanwhile, though it sits inside a forward or backward span.
+      if (e.lane == kHostLane && e.category == Category::kWait)
+        raw.waits.push_back({e.t0_ns, e.t1_ns});
     }
-    for (auto& [step, data] : steps) {
-      auto& [compute_raw, comm_raw, first, last] = data;
-      const Intervals compute = merged(compute_raw), comm = merged(comm_raw);
+    for (auto& [step, raw] : steps) {
+      const int64_t first = raw.first, last = raw.last;
+      const Intervals compute = difference(merged(raw.compute), merged(raw.waits));
+      const Intervals comm = merged(raw.comm);
       Intervals both = compute;
       both.insert(both.end(), comm.begin(), comm.end());
       StepMetrics m;

@@ -9,8 +9,9 @@
 namespace shardscope::profiling {
 
 // Holistic Trace Analysis definitions, per rank and step. Compute is the union of compute
-// events (forward, backward, kernels); communication the union of collectives (issue to
-// completion); overlap = |compute ∩ communication|, exposed = |communication \ compute|,
+// events (forward, backward, kernels) less the host's waits inside them (for a peer, or for a
+// turn on the device: a blocked host computes nothing); communication the union of collectives
+// (issue to completion); overlap = |compute ∩ communication|, exposed = |communication \ compute|,
 // idle = span - |compute ∪ communication|, span = last end - first start of the step's events.
 struct StepMetrics {
   int rank = 0;

@@ -2,7 +2,6 @@
 
 #include "engine/gpt_model.h"
 #include "strategies/bucket_plan.h"
-#include "strategies/replicated_strategy.h"
 
 namespace shardscope {
 
@@ -13,8 +12,9 @@ int gradient_bucket_count(const Config& config) {
   for (const auto& [name, p] : model->named_params()) {
     if (p.requires_grad()) trainable.push_back(p);
   }
-  return static_cast<int>(
-      plan_buckets(trainable, ReplicatedStrategy::bucket_cap_bytes(config)).size());
+  const int64_t cap =
+      bucket_cap_bytes(config.strategy_options.bucket_mb, gradient_bytes(trainable));
+  return static_cast<int>(plan_buckets(trainable, cap).size());
 }
 
 }  // namespace shardscope

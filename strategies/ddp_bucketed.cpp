@@ -9,6 +9,7 @@
 #include "engine/config.h"
 #include "engine/mixed_precision.h"
 #include "engine/strategy_registry.h"
+#include "strategies/bucket_plan.h"
 #include "strategies/gradient_buckets.h"
 #include "strategies/hooked_data_parallel.h"
 #include "strategies/option_support.h"
@@ -27,9 +28,10 @@ class DdpBucketed final : public HookedDataParallel {
  protected:
   void prepare() override {
     const auto& options = ctx_->config->strategy_options;
-    buckets_ =
-        std::make_unique<GradientBuckets>(trainable_, *ctx_->comm, bucket_cap_bytes(*ctx_->config),
-                                          gradient_reduce_dtype(options), options.overlap);
+    buckets_ = std::make_unique<GradientBuckets>(
+        trainable_, *ctx_->comm,
+        bucket_cap_bytes(ctx_->config->strategy_options.bucket_mb, gradient_bytes(trainable_)),
+        gradient_reduce_dtype(options), options.overlap);
   }
 
   void gradient_ready(size_t i) override { buckets_->ready(i); }

@@ -6,6 +6,7 @@
 
 #include "engine/comm.h"
 #include "engine/strategy_registry.h"
+#include "profiling/memory_tags.h"
 #include "strategies/hooked_data_parallel.h"
 #include "strategies/option_support.h"
 
@@ -32,7 +33,10 @@ class DdpFlat final : public HookedDataParallel {
   void launch(size_t i) {
     torch::NoGradGuard no_grad;
     torch::Tensor& grad = trainable_[i].mutable_grad();
-    if (!grad.defined()) grad = torch::zeros_like(trainable_[i]);
+    if (!grad.defined()) {
+      grad = torch::zeros_like(trainable_[i]);
+      profiling::tag_memory(grad, profiling::MemoryKind::kGradients);
+    }
     grad.div_(ctx_->world);
     works_[i] = ctx_->comm->all_reduce_async(grad);
   }

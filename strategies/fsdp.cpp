@@ -19,6 +19,7 @@
 #include "engine/strategy_registry.h"
 #include "engine/training_state.h"
 #include "engine/weights.h"
+#include "profiling/memory_tags.h"
 #include "strategies/flat_shard.h"
 #include "strategies/gradient_ready_hooks.h"
 #include "strategies/option_support.h"
@@ -288,20 +289,24 @@ class Fsdp final : public Strategy {
     Unit& unit = units_[in_flight_.front()];
     in_flight_.pop_front();
     unit.reduce_work.wait();
+    unit.reduce_work = CommWork();  // it holds the backend's copy of the unit's gradients
     auto reduced = unit.reduced.to(unit.shard.scalar_type());
     if (unit.grad_slice.defined()) {
       unit.grad_slice.add_(reduced);
     } else {
       unit.grad_slice = reduced;
+      profiling::tag_memory(unit.grad_slice, profiling::MemoryKind::kGradients);
     }
-    live_reduce_bytes_ -= unit.reduce_input.nbytes();
-    unit.reduce_input = unit.reduced = torch::Tensor();
+    unit.reduced = torch::Tensor();
     unit.reducing = false;
   }
 
   void start_gather(Unit& unit) {
     if (unit.gathered || unit.gathering) return;
-    allocate_storage(unit.full);
+    {
+      profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);  // a gathered unit
+      allocate_storage(unit.full);
+    }
     live_gathered_bytes_ += unit.full.nbytes();
     peak_gathered_bytes_ = std::max(peak_gathered_bytes_, live_gathered_bytes_);
     unit.gather_work = ctx_->comm->all_gather_into_async(unit.full, unit.shard);
@@ -312,6 +317,7 @@ class Fsdp final : public Strategy {
     start_gather(unit);
     if (!unit.gathering) return;
     unit.gather_work.wait();
+    unit.gather_work = CommWork();
     unit.gathering = false;
     unit.gathered = true;
   }
@@ -327,6 +333,7 @@ class Fsdp final : public Strategy {
   // and drops the full gradients.
   void reduce(Unit& unit) {
     torch::NoGradGuard no_grad;
+    profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
     unit.reduce_input =
         torch::empty({unit.layout->padded_numel()}, unit.shard.options().dtype(reduce_dtype_));
     unit.layout->gather_gradients(unit.reduce_input);
@@ -338,6 +345,10 @@ class Fsdp final : public Strategy {
     unit.reduced_this_pass = true;
     live_reduce_bytes_ += unit.reduce_input.nbytes();
     peak_reduce_bytes_ = std::max(peak_reduce_bytes_, live_reduce_bytes_);
+    // The collective keeps what it still reads (Gloo reduces a copy it took at launch; NCCL's
+    // work holds its input until done): the unit's full gradients are not needed any more.
+    live_reduce_bytes_ -= unit.reduce_input.nbytes();
+    unit.reduce_input = torch::Tensor();
     // Two in flight keep the link busy; more would only hold more full-size gradient buffers.
     in_flight_.push_back(&unit - units_.data());
     while (in_flight_.size() > 2) complete_oldest_reduction();

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include "profiling/memory_tags.h"
 #include "strategies/bucket_plan.h"
 
 namespace shardscope {
@@ -21,6 +22,7 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params, Comm& comm, 
       elements += params_[i].numel();
     }
     bucket.params = std::move(members);
+    profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
     bucket.buffer = torch::zeros({elements}, params_[bucket.params.front()].options().dtype(dtype));
     bucket.pending = bucket.params.size();
     buckets_.push_back(std::move(bucket));
@@ -42,6 +44,7 @@ void GradientBuckets::finish(const std::vector<bool>& was_ready, const std::vect
   }
   for (auto& bucket : buckets_) {
     bucket.work.wait();
+    bucket.work = CommWork();  // nothing of a finished reduction is kept into the next step
     for (size_t k = 0; k < bucket.params.size(); ++k) {
       torch::Tensor& param = params_[bucket.params[k]];
       if (!used[bucket.params[k]]) {
@@ -69,7 +72,10 @@ GradientBuckets::Bucket& GradientBuckets::fill(size_t i) {
                                      bucket.params.begin());
   torch::Tensor& param = params_[i];
   torch::Tensor& grad = param.mutable_grad();
-  if (!grad.defined()) grad = torch::zeros_like(param);
+  if (!grad.defined()) {
+    grad = torch::zeros_like(param);
+    profiling::tag_memory(grad, profiling::MemoryKind::kGradients);
+  }
   bucket.buffer.narrow(0, bucket.offsets[k], param.numel()).copy_(grad.reshape({-1}));
   return bucket;
 }

@@ -4,6 +4,8 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "profiling/memory_tags.h"
+
 namespace shardscope {
 
 void GradientReadyHooks::attach(const std::vector<torch::Tensor>& params,
@@ -12,8 +14,11 @@ void GradientReadyHooks::attach(const std::vector<torch::Tensor>& params,
   for (size_t i = 0; i < params.size(); ++i) {
     auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
     accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [shared_ready, i](const torch::autograd::variable_list& outputs,
-                          const torch::autograd::variable_list&) {
+        [shared_ready, i, param = params[i]](const torch::autograd::variable_list& outputs,
+                                             const torch::autograd::variable_list&) {
+          // Named before the strategy moves it anywhere: at a peak inside backward it counts as
+          // what it is.
+          profiling::tag_memory(param.grad(), profiling::MemoryKind::kGradients);
           (*shared_ready)(i);
           return outputs;
         }));

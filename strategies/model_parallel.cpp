@@ -15,6 +15,8 @@
 #include "engine/strategy_registry.h"
 #include "engine/training_state.h"
 #include "profiling/host_tracing.h"
+#include "profiling/memory_tags.h"
+#include "strategies/bucket_plan.h"
 #include "strategies/flat_shard.h"
 #include "strategies/gradient_buckets.h"
 #include "strategies/gradient_ready_hooks.h"
@@ -56,13 +58,13 @@ class ModelParallelStrategy final : public Strategy {
     const StrategyOptions& options = config.strategy_options;
     const bool zero1 = data_comm_ && options.data_parallel_sync == "zero1";
     if (data_comm_ && options.data_parallel_sync == "torch_ddp") {
-      reducer_ =
-          std::make_unique<ReducerSync>(trainable, stage_->trainable_names(), *data_comm_, options,
-                                        ReplicatedStrategy::bucket_cap_bytes(config));
+      reducer_ = std::make_unique<ReducerSync>(
+          trainable, stage_->trainable_names(), *data_comm_, options,
+          bucket_cap_bytes(options.bucket_mb, gradient_bytes(trainable)));
     } else if (data_comm_) {
-      buckets_ = std::make_unique<GradientBuckets>(trainable, *data_comm_,
-                                                   ReplicatedStrategy::bucket_cap_bytes(config),
-                                                   gradient_reduce_dtype(options), options.overlap);
+      buckets_ = std::make_unique<GradientBuckets>(
+          trainable, *data_comm_, bucket_cap_bytes(options.bucket_mb, gradient_bytes(trainable)),
+          gradient_reduce_dtype(options), options.overlap);
       ready_.assign(trainable.size(), false);
       hooks_.attach(trainable, [this](size_t i) {
         if (!syncing_) return;
@@ -104,6 +106,7 @@ class ModelParallelStrategy final : public Strategy {
       if (action.pass == pipeline::Pass::kForward) {
         torch::Tensor input = inputs[action.micro];
         if (!first) {
+          // Received, then saved for backward: an activation of this stage.
           input = torch::empty(stage_->hidden_shape(chunk), activation_options);
           pipeline_comm_->recv(input, at_.pipeline - 1, kActivationTag);
           input.requires_grad_(true);
@@ -114,6 +117,7 @@ class ModelParallelStrategy final : public Strategy {
         if (last) {
           loss_sum += slot.output.detach().item<double>();
         } else {
+          profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
           auto buffer = slot.output.detach().to(torch::kFloat).contiguous();
           activation_sends[action.micro] = {
               pipeline_comm_->send_async(buffer, at_.pipeline + 1, kActivationTag), buffer};
@@ -124,6 +128,7 @@ class ModelParallelStrategy final : public Strategy {
       if (last_micro && k + 1 == actions_.size()) arm_gradient_sync(slot.output);
       torch::Tensor grad;
       if (!last) {
+        profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
         grad = torch::empty(stage_->hidden_shape(chunk), activation_options);
         pipeline_comm_->recv(grad, at_.pipeline + 1, kGradientTag);
         activation_sends[action.micro].first.wait();
@@ -137,9 +142,13 @@ class ModelParallelStrategy final : public Strategy {
           slot.output.backward(grad.to(slot.output.dtype()));
         }
       }
+      if (reducer_) reducer_->after_backward();
+      for (const auto& p : stage_->trainable())
+        profiling::tag_memory(p.grad(), profiling::MemoryKind::kGradients);
       if (!first) {
         gradient_send.first.wait();
         auto buffer = slot.input.grad().contiguous();
+        profiling::tag_memory(buffer, profiling::MemoryKind::kCommBuffers);
         gradient_send = {pipeline_comm_->send_async(buffer, at_.pipeline - 1, kGradientTag),
                          buffer};
       }
@@ -312,7 +321,6 @@ void validate_model_parallel(const Config& config) {
   support.offload = layout.data > 1 && options.data_parallel_sync == "zero1";
   if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
     support.blocks_in_backward = "its Reducer's end-of-backward callback";
-    support.reducer = true;
   }
   validate_option_support(config, support);
 }

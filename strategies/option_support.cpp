@@ -41,12 +41,6 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     reject_if(options.data_parallel_sync != defaults.data_parallel_sync,
               "strategy_options.data_parallel_sync");
   }
-  if (support.reducer && config.serialize_compute) {
-    throw ConfigError("serialize_compute",
-                      config.strategy +
-                          " uses PyTorch's Reducer, which waits for its peers inside backward "
-                          "outside our Comm, where a rank cannot give up its turn");
-  }
   // Only a device shared by rank threads has the problem (NCCL gives each rank its own GPU; auto
   // is checked again once it is resolved).
   if (!support.blocks_in_backward.empty() && config.device != "cpu" && config.world > 1 &&

@@ -13,8 +13,7 @@ struct OptionSupport {
   bool offload = false;                  // ZeRO-Offload of optimizer state
   bool activation_checkpointing = true;  // per-block recomputation in backward
   bool sequence_parallel = false;        // tensor-parallel strategies only
-  bool layout = false;   // tensor/pipeline/data-parallel degrees, micro-batches, schedule, dp sync
-  bool reducer = false;  // synchronises through c10d::Reducer (no --serialize-compute)
+  bool layout = false;  // tensor/pipeline/data-parallel degrees, micro-batches, schedule, dp sync
   // What blocks inside backward waiting for other ranks, if anything. On CUDA, autograd runs
   // every rank thread's backward on one device thread, so such a strategy cannot share a GPU in
   // threads mode: the ranks would wait on each other there until the timeout.

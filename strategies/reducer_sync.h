@@ -15,6 +15,7 @@ class Reducer;
 namespace shardscope {
 
 class Comm;
+class CommWork;
 
 // PyTorch's DDP engine, c10d::Reducer, over any list of parameters and any group, driven the way
 // torch.nn.parallel.DistributedDataParallel drives it from Python: gradients bucketed in reverse
@@ -32,9 +33,13 @@ class ReducerSync {
   // Before the backward that ends accumulation: its gradients are averaged over the group by the
   // time backward returns. `outputs` are needed only to find unused parameters.
   void arm(const std::vector<torch::Tensor>& outputs);
+  // After the armed backward has returned: takes the device back (see arm()).
+  void after_backward();
 
  private:
   std::shared_ptr<c10d::Reducer> reducer_;
+  // The bucket all-reduces of the armed backward still to be waited for.
+  std::shared_ptr<std::vector<CommWork>> in_flight_;
   bool find_unused_ = false;
 };
 

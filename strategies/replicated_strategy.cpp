@@ -12,6 +12,7 @@
 #include "engine/optimizer_factory.h"
 #include "engine/training_state.h"
 #include "engine/weights.h"
+#include "profiling/memory_tags.h"
 #include "strategies/flat_shard.h"
 
 namespace shardscope {
@@ -42,6 +43,7 @@ torch::Tensor ReplicatedStrategy::forward(const Batch& batch) {
 torch::Tensor ReplicatedStrategy::forward_backward(const Batch& batch, bool, double loss_scale) {
   auto loss = forward(batch);
   (loss * loss_scale).backward();
+  tag_gradients();
   return loss.detach();
 }
 
@@ -94,8 +96,14 @@ void ReplicatedStrategy::broadcast_parameters(int root) {
   auto params = model_->parameters();
   auto flat = at::flatten_dense_tensors(params);
   ctx_->comm->broadcast(flat, root);
-  auto pieces = at::unflatten_dense_tensors(flat, params);
-  for (size_t i = 0; i < params.size(); ++i) params[i].copy_(pieces[i]);
+  {
+    auto pieces = at::unflatten_dense_tensors(flat, params);
+    for (size_t i = 0; i < params.size(); ++i) params[i].copy_(pieces[i]);
+  }
+  // The finished broadcast may still be held (by the backend, then by Comm until a later wait
+  // sweeps it) and with it this whole-model buffer, into the first step's backward: release
+  // the storage now.
+  flat.set_();
 }
 
 std::vector<bool> ReplicatedStrategy::used_on_any_rank(const std::vector<bool>& used_here) {
@@ -111,9 +119,9 @@ void ReplicatedStrategy::validate_unused_parameters(const Config& config) {
   }
 }
 
-int64_t ReplicatedStrategy::bucket_cap_bytes(const Config& config) {
-  const double mb = config.strategy_options.bucket_mb;
-  return mb > 0 ? static_cast<int64_t>(mb * 1024 * 1024) : int64_t{25} * 1024 * 1024;
+void ReplicatedStrategy::tag_gradients() const {
+  for (const auto& p : trainable_)
+    profiling::tag_memory(p.grad(), profiling::MemoryKind::kGradients);
 }
 
 int64_t ReplicatedStrategy::trainable_bytes() const {

@@ -36,6 +36,8 @@ class ReplicatedStrategy : public Strategy {
   // The loss of one micro-batch, computed in the configured precision.
   torch::Tensor forward(const Batch& batch);
   int64_t trainable_bytes() const;
+  // Tells the memory tracker that each trainable parameter's .grad is a gradient.
+  void tag_gradients() const;
   // Which trainable parameters got a gradient on at least one rank this step (a blocking
   // all-reduce of a bitmap, as DDP does with find_unused_parameters). A parameter no rank used
   // keeps an undefined gradient, so the optimizer skips it exactly as on a single device.
@@ -46,7 +48,6 @@ class ReplicatedStrategy : public Strategy {
   // find_unused_parameters, or every step would wait for a gradient that never comes.
   static void validate_unused_parameters(const Config& config);
   // Gradient bucket cap in bytes from strategy_options.bucket_mb (0: DDP's default, 25 MiB).
-  static int64_t bucket_cap_bytes(const Config& config);
 
   RankContext* ctx_ = nullptr;
   GptModel model_{nullptr};

@@ -6,6 +6,7 @@
 
 #include "engine/comm.h"
 #include "engine/optimizer_factory.h"
+#include "profiling/memory_tags.h"
 
 namespace shardscope {
 
@@ -73,11 +74,16 @@ void ShardedOptimizerState::broadcast_from_owners() {
       if (owner_[i] == owner) owned.push_back(params_[i]);
     }
     if (owned.empty()) continue;
+    profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
     auto flat = at::flatten_dense_tensors(owned);
     comm_.broadcast(flat, owner);
-    if (owner == comm_.rank()) continue;
-    auto pieces = at::unflatten_dense_tensors(flat, owned);
-    for (size_t k = 0; k < owned.size(); ++k) owned[k].copy_(pieces[k]);
+    if (owner != comm_.rank()) {
+      auto pieces = at::unflatten_dense_tensors(flat, owned);
+      for (size_t k = 0; k < owned.size(); ++k) owned[k].copy_(pieces[k]);
+    }
+    // The finished broadcast may be held until a later wait sweeps it, and with it this buffer
+    // into the next step's backward: release the storage now.
+    flat.set_();
   }
 }
 

@@ -8,6 +8,7 @@
 #include "engine/comm.h"
 #include "engine/config.h"
 #include "engine/strategy_registry.h"
+#include "strategies/bucket_plan.h"
 #include "strategies/option_support.h"
 #include "strategies/reducer_sync.h"
 #include "strategies/replicated_strategy.h"
@@ -25,7 +26,8 @@ class TorchDdp final : public ReplicatedStrategy {
       if (p.requires_grad()) names.push_back(name);
     }
     reducer_ = std::make_unique<ReducerSync>(
-        trainable_, names, *ctx.comm, ctx.config->strategy_options, bucket_cap_bytes(*ctx.config));
+        trainable_, names, *ctx.comm, ctx.config->strategy_options,
+        bucket_cap_bytes(ctx.config->strategy_options.bucket_mb, gradient_bytes(trainable_)));
   }
 
   torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) override {
@@ -36,6 +38,8 @@ class TorchDdp final : public ReplicatedStrategy {
     // accumulate into .grad, exactly like DDP's no_sync().
     if (last_micro) reducer_->arm({scaled});
     scaled.backward();
+    if (last_micro) reducer_->after_backward();
+    tag_gradients();
     return loss.detach();
   }
 
@@ -60,7 +64,6 @@ const StrategyRegistrar registrar({
       OptionSupport support;
       support.activation_checkpointing = false;
       support.blocks_in_backward = "its Reducer's end-of-backward callback";
-      support.reducer = true;
       validate_option_support(config, support);
     },
 });

@@ -14,6 +14,7 @@
 #include "engine/optimizer_factory.h"
 #include "engine/strategy_registry.h"
 #include "engine/training_state.h"
+#include "profiling/memory_tags.h"
 #include "strategies/bucket_plan.h"
 #include "strategies/flat_shard.h"
 #include "strategies/hooked_data_parallel.h"
@@ -40,6 +41,7 @@ class Zero2 final : public HookedDataParallel {
     // The slices were updated in place inside this rank's parameters; everyone gets everyone's.
     for (auto& bucket : buckets_) {
       auto own = bucket.layout.own_values();
+      profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
       auto full = torch::empty({bucket.layout.padded_numel()}, own.options());
       ctx_->comm->all_gather_into(full, own);
       bucket.layout.scatter_values(full);
@@ -102,14 +104,18 @@ class Zero2 final : public HookedDataParallel {
     overlap_ = options.overlap;
     reduce_dtype_ = gradient_reduce_dtype(options);
     bucket_of_.assign(trainable_.size(), 0);
-    for (auto& members : plan_buckets(trainable_, bucket_cap_bytes(*ctx_->config))) {
+    for (auto& members : plan_buckets(
+             trainable_, bucket_cap_bytes(options.bucket_mb, gradient_bytes(trainable_)))) {
       std::vector<torch::Tensor> params;
       for (size_t i : members) {
         bucket_of_[i] = buckets_.size();
         params.push_back(trainable_[i]);
       }
       Bucket bucket(FlatShard(params, ctx_->rank, ctx_->world), std::move(members));
-      bucket.grad_slice = torch::zeros({bucket.layout.shard_numel()}, params.front().options());
+      {
+        profiling::MemoryTag tag(profiling::MemoryKind::kGradients);
+        bucket.grad_slice = torch::zeros({bucket.layout.shard_numel()}, params.front().options());
+      }
       bucket.pending = bucket.params.size();
       buckets_.push_back(std::move(bucket));
     }
@@ -166,7 +172,7 @@ class Zero2 final : public HookedDataParallel {
         : layout(std::move(layout_)), params(std::move(params_)) {}
     FlatShard layout;
     std::vector<size_t> params;  // indices into trainable_, in layout order
-    torch::Tensor buffer;        // the whole bucket while it is filled and reduced
+    torch::Tensor buffer;        // the whole bucket while it is filled
     torch::Tensor reduced;       // this rank's slice of the sum, in the reduce dtype
     torch::Tensor grad_slice;    // this rank's slice of the averaged gradient (kept)
     size_t pending = 0;
@@ -179,6 +185,7 @@ class Zero2 final : public HookedDataParallel {
     torch::NoGradGuard no_grad;
     Bucket& bucket = buckets_[bucket_of_[i]];
     if (!bucket.buffer.defined()) {
+      profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
       bucket.buffer = torch::zeros({bucket.layout.padded_numel()},
                                    trainable_[i].options().dtype(reduce_dtype_));
       live_bucket_bytes_ += bucket.buffer.nbytes();
@@ -197,22 +204,30 @@ class Zero2 final : public HookedDataParallel {
 
   void launch(Bucket& bucket) {
     bucket.buffer.div_(ctx_->world);
+    profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
     bucket.reduced = torch::empty({bucket.layout.shard_numel()}, bucket.buffer.options());
     bucket.work = ctx_->comm->reduce_scatter_tensor_async(bucket.reduced, bucket.buffer);
     bucket.launched = true;
+    // The collective keeps what it still reads (Gloo reduces a copy it took at launch; NCCL's
+    // work holds its input until done): this rank's full bucket is not needed any more, and
+    // keeping it would hold a second full-size bucket per reduction in flight.
+    live_bucket_bytes_ -= bucket.buffer.nbytes();
+    bucket.buffer = torch::Tensor();
     // Two in flight keep the link busy; more would only hold more full-size buckets.
     in_flight_.push_back(&bucket - buckets_.data());
     while (in_flight_.size() > 2) complete_oldest();
   }
 
-  // Waits for the oldest reduce-scatter, keeps this rank's slice, frees the bucket.
+  // Waits for the oldest reduce-scatter and keeps this rank's slice of it.
   void complete_oldest() {
     Bucket& bucket = buckets_[in_flight_.front()];
     in_flight_.pop_front();
     bucket.work.wait();
+    // The finished work holds the backend's copy of the whole bucket: let go of it now, not when
+    // the next step's reduction replaces it (that kept every bucket's copy through forward).
+    bucket.work = CommWork();
     bucket.grad_slice.copy_(bucket.reduced);
-    live_bucket_bytes_ -= bucket.buffer.nbytes();
-    bucket.buffer = bucket.reduced = torch::Tensor();
+    bucket.reduced = torch::Tensor();
   }
 
   std::vector<Bucket> buckets_;

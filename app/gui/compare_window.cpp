@@ -47,8 +47,14 @@ void draw_compare_window(GuiSession& session) {
   std::vector<int> run_of;
   for (size_t i = 0; i < session.runs.size(); ++i) {
     if (session.runs[i]->live) continue;
-    rows.push_back(session.runs[i]->row);
+    // Through the session's lens: device time by default, as the timeline shows it.
+    rows.push_back(*session.shown(*session.runs[i]).row);
     run_of.push_back(static_cast<int>(i));
+  }
+  if (!run_of.empty()) {
+    // The lens every row is timed through (step s, overlap, exposed ms).
+    const ShownRun view = session.shown(*session.runs[run_of.front()]);
+    ImGui::TextDisabled("times: %s", view.title.c_str());
   }
   const auto shown = cli::distinguishing_columns(rows);
   const auto headers = cli::comparison_headers(shown);

@@ -17,6 +17,7 @@
 #include "app/gui/screenshot.h"
 #include "app/gui/windows.h"
 #include "app/trace_open.h"
+#include "profiling/hardware_profile.h"
 #include "profiling/trace_io.h"
 
 namespace shardscope::gui {
@@ -123,12 +124,13 @@ class ScriptPlayer {
     LoadedRun* run = session.current_run();
     if (run == nullptr) throw std::runtime_error("no run is loaded");
     const int k = a.args.size() > 2 ? static_cast<int>(number(a.args[2])) : 0;
+    const ShownRun view = session.shown(*run);
     const EventRef ref =
-        TimelineView::find_event(run->trace, static_cast<int>(number(a.args[0])), a.args[1], k);
+        TimelineView::find_event(*view.trace, static_cast<int>(number(a.args[0])), a.args[1], k);
     if (!ref.valid())
       throw std::runtime_error("no event '" + a.args[1] + "' #" + std::to_string(k));
     float x = 0, y = 0;
-    if (!session.timeline.screen_position(run->index, ref, &x, &y)) {
+    if (!session.timeline.screen_position(*view.index, ref, &x, &y)) {
       throw std::runtime_error("event '" + a.args[1] +
                                "' is not on screen (zoom or select the Timeline tab)");
     }
@@ -154,6 +156,14 @@ class ScriptPlayer {
       session.select_run(static_cast<int>(number(args[0])));
     } else if (v == "range") {
       session.timeline.request_range(number(args[0]), number(args[1]));
+    } else if (v == "lens") {
+      // lens measured | lens device [HARDWARE]
+      cli::Lens lens;
+      if (args.empty() || (args[0] != "measured" && args[0] != "device"))
+        throw std::runtime_error("lens: measured or device [HARDWARE]");
+      lens.measured = args[0] == "measured";
+      if (args.size() > 1) lens.hardware = args[1];
+      session.set_lens(lens);
     } else if (v == "fit") {
       session.timeline.request_fit_all();
     } else if (v == "fit-step") {
@@ -370,6 +380,14 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
     err << "error: --tab: " << e.what() << "\n";
     return 2;
   }
+  if (!options.hardware.empty()) {
+    try {
+      profiling::load_hardware_profile(options.hardware);
+    } catch (const std::exception& e) {
+      err << "error: --hardware: " << e.what() << "\n";
+      return 2;
+    }
+  }
   // The files first: a file that is not a trace is the user's error to hear about, display or not.
   std::vector<std::unique_ptr<LoadedRun>> opened;
   for (const auto& file : options.open_files) {
@@ -416,6 +434,8 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
   int exit_code = 0;
   {
     GuiSession session;
+    session.lens.measured = options.measured;
+    session.lens.hardware = options.hardware;
     for (auto& run : opened) session.add_run(std::move(run));
     if (!options.open_files.empty()) session.message = "opened " + options.open_files.back();
     session.requested_tab = !first_tab.empty()     ? first_tab

@@ -14,6 +14,8 @@ struct GuiOptions {
   std::string script;     // a file of actions to replay (see gui_script.h)
   std::string state_out;  // write the GUI state as JSON here at the end
   std::string tab;        // the tab to show first
+  bool measured = false;  // the measured wall clock instead of device time
+  std::string hardware;   // device time's hardware profile (empty: the trace's default)
   int width = 1600, height = 900;
 };
 

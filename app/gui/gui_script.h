@@ -8,6 +8,7 @@ namespace shardscope::gui {
 // A GUI script: one action per line, '#' starts a comment, "double quotes" keep spaces in one
 // argument. Actions:
 //   open PATH | save PATH | tab NAME | run-select INDEX
+//   lens measured | lens device [HARDWARE]        (the timeline: wall clock or device time)
 //   range T0_MS T1_MS | fit | fit-step N | search TEXT
 //   mouse X Y | click X Y | drag X0 Y0 X1 Y1 [left|right] | wheel X Y DELTA
 //   hover RANK NAME [K]   move the mouse onto the K-th event NAME of rank RANK

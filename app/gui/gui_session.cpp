@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "app/trace_open.h"
+#include "app/trace_projection.h"
 #include "engine/atomic_file.h"
 #include "profiling/trace_io.h"
 
@@ -38,6 +39,51 @@ void GuiSession::relabel() {
       run.label += launched ? " " + run.origin : " (" + run.origin + ")";
     }
   }
+}
+
+ShownRun GuiSession::shown(LoadedRun& run) {
+  ShownRun out;
+  out.trace = &run.trace;
+  out.index = &run.index;
+  out.row = &run.row;
+  out.title = "measured wall clock";
+  if (lens.measured) return out;
+  if (run.live) {
+    out.note = "device time once the run has ended";
+    return out;
+  }
+  const std::string key = lens.hardware + "|" + std::to_string(lens.compute_scale);
+  if (!run.lensed || run.lensed->lens_key != key) {
+    auto lensed = std::make_unique<LoadedRun::Lensed>();
+    lensed->lens_key = key;
+    try {
+      lensed->view = cli::apply_lens(run.trace, lens);
+    } catch (const std::exception& e) {
+      lensed->view.trace = run.trace;
+      lensed->view.title = "measured wall clock";
+      lensed->view.note = std::string("device time unavailable: ") + e.what();
+    }
+    lensed->index = build_timeline_index(lensed->view.trace);
+    lensed->row = cli::comparison_row(lensed->view.trace);
+    if (lensed->view.device_time) {
+      lensed->row.step_s = cli::summarise(lensed->view.trace).step_s;
+      lensed->row.lens = "device time on " + lensed->view.hardware;
+      lensed->row.attributes.lens = lensed->row.lens;
+    }
+    run.lensed = std::move(lensed);
+  }
+  out.trace = &run.lensed->view.trace;
+  out.index = &run.lensed->index;
+  out.row = &run.lensed->row;
+  out.device_time = run.lensed->view.device_time;
+  out.title = run.lensed->view.title;
+  out.note = run.lensed->view.note;
+  return out;
+}
+
+void GuiSession::set_lens(const cli::Lens& next) {
+  lens = next;
+  timeline.reset();  // same events, other times: the old window frames nothing in particular
 }
 
 int GuiSession::add_run(std::unique_ptr<LoadedRun> run) {
@@ -108,7 +154,11 @@ nlohmann::json GuiSession::state() const {
                     {"ok", r->row.ok}});
   }
   s["runs"] = list;
-  if (current >= 0) s["timeline"] = timeline.state(runs[current]->trace, runs[current]->index);
+  if (current >= 0) {
+    ShownRun view = const_cast<GuiSession*>(this)->shown(*runs[current]);
+    s["timeline"] = timeline.state(*view.trace, *view.index);
+    s["lens"] = {{"title", view.title}, {"device_time", view.device_time}, {"note", view.note}};
+  }
   nlohmann::json launches = nlohmann::json::array();
   for (const auto& p : launches_progress_snapshot) launches.push_back(p);
   s["launches"] = launches;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/comparison_table.h"
+#include "app/device_time_lens.h"
 #include "app/gui/launch_queue.h"
 #include "app/gui/memory_breakdown.h"
 #include "app/gui/timeline_index.h"
@@ -30,6 +31,14 @@ struct LoadedRun {
   cli::ComparisonRow row;
   std::vector<MemoryBreakdown> memory_peaks;  // per rank: what it held at its peak
   bool live = false;                          // a snapshot of a run still going: no result yet
+  // The run through the session's lens (device time), made when first shown under that lens.
+  struct Lensed {
+    std::string lens_key;
+    cli::LensedTrace view;
+    TimelineIndex index;
+    cli::ComparisonRow row;
+  };
+  std::unique_ptr<Lensed> lensed;
 };
 std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source);
 
@@ -45,8 +54,23 @@ struct WhatIfState {
   TimelineView timeline;
 };
 
+// What a view draws of a run: the measured recording or its device-time replay (same events,
+// same lanes: an event picked in one is the same event in the other).
+struct ShownRun {
+  const profiling::Trace* trace = nullptr;
+  const TimelineIndex* index = nullptr;
+  const cli::ComparisonRow* row = nullptr;
+  bool device_time = false;
+  std::string title;  // what the picture is: its lens, hardware and compute scale
+  std::string note;   // a caveat, or why device time is not shown
+};
+
 // Everything the app shows, and what tests inspect through `--state`.
 struct GuiSession {
+  // Device time by default: what N devices would do. `lens.measured`: the raw wall clock.
+  cli::Lens lens;
+  ShownRun shown(LoadedRun& run);
+  void set_lens(const cli::Lens& next);
   std::vector<std::unique_ptr<LoadedRun>> runs;
   int current = -1;
   std::string tab = "Timeline";  // the tab shown

@@ -14,8 +14,11 @@ int64_t MemoryBreakdown::total() const {
 
 MemoryBreakdown peak_breakdown(const profiling::RankTrace& rank) {
   MemoryBreakdown now, peak;
-  bool any_allocated = false;
-  for (const auto& c : rank.counters) any_allocated |= c.kind == MemoryKind::kAllocated;
+  bool any_allocated = false, recorded_temporaries = false;
+  for (const auto& c : rank.counters) {
+    any_allocated |= c.kind == MemoryKind::kAllocated;
+    recorded_temporaries |= c.kind == MemoryKind::kTemporaries;
+  }
   // Samples carry the current value of one category each; the peak is the moment the total
   // held (allocation samples, or the categories' sum without them) is largest.
   auto held = [&](const MemoryBreakdown& b) {
@@ -33,9 +36,9 @@ MemoryBreakdown peak_breakdown(const profiling::RankTrace& rank) {
       peak = now;
     }
   }
-  if (any_allocated) {
-    const int64_t named = peak.total() - peak.of(MemoryKind::kOther);
-    peak.bytes[static_cast<int>(MemoryKind::kOther)] =
+  if (any_allocated && !recorded_temporaries) {
+    const int64_t named = peak.total() - peak.of(MemoryKind::kTemporaries);
+    peak.bytes[static_cast<int>(MemoryKind::kTemporaries)] =
         std::max<int64_t>(0, peak.of(MemoryKind::kAllocated) - named);
   }
   return peak;

@@ -7,9 +7,10 @@
 
 namespace shardscope::gui {
 
-// What a rank held, by category, at the moment it held the most: the categories the strategy
-// reports (parameters, gradients, optimizer state, communication buffers) and the activations
-// the recorder derives, with the rest of what its threads had allocated as "other".
+// What a rank held, by category, at the moment it held the most: every block by what it is, as
+// the memory tracker recorded it (its exact breakdown at the peak is logged at the peak's time).
+// Traces written before provenance tracking recorded no temporaries: for those, what the named
+// categories leave of the total is shown as temporaries, as it was then.
 struct MemoryBreakdown {
   int64_t t_ns = 0;
   std::array<int64_t, profiling::kMemoryKindCount> bytes{};  // kAllocated: the total held

@@ -17,10 +17,23 @@ namespace {
 
 constexpr MemoryKind kStacked[] = {MemoryKind::kParameters,     MemoryKind::kGradients,
                                    MemoryKind::kOptimizerState, MemoryKind::kActivations,
-                                   MemoryKind::kCommBuffers,    MemoryKind::kOther};
+                                   MemoryKind::kCommBuffers,    MemoryKind::kTemporaries};
 
-// The formula's bytes per GPU for the run's configuration (DESIGN.md's ZeRO and Korthikanti
-// formulas), or nothing when the trace does not say what ran.
+// The formula's bytes for one rank as the run recorded them (`formula_bytes`: the strategy's
+// own layout, the rank's pipeline stage and tensor shard), or false for traces without it.
+bool recorded_formula(const nlohmann::json& rank, int64_t (&bytes)[6]) {
+  const auto found = rank.find("formula_bytes");
+  if (found == rank.end() || !found->is_object()) return false;
+  int64_t sum = 0;
+  for (int k = 0; k < 6; ++k) {
+    bytes[k] = found->value(profiling::memory_kind_name(kStacked[k]), int64_t{0});
+    sum += bytes[k];
+  }
+  return sum > 0;
+}
+
+// For traces written before runs recorded their formula: the busiest GPU's bytes for the
+// run's configuration, or nothing when the trace does not say what ran.
 bool predicted(const nlohmann::json& run, profiling::MemoryProjection* out) {
   try {
     const auto& c = run.at("config");
@@ -50,6 +63,7 @@ bool predicted(const nlohmann::json& run, profiling::MemoryProjection* out) {
         std::max(1, o.value("micro_batches", 0) > 0 ? o.value("micro_batches", 0) : layout.pp);
     layout.schedule = o.value("schedule", std::string("1f1b"));
     layout.mixed_precision = false;  // the engine trains fp32 masters; bf16 is compute only
+    layout.compute_bytes = o.value("precision", std::string("fp32")) == "bf16" ? 2 : 4;
     layout.sequence_parallel = o.value("sequence_parallel", false);
     layout.activation_checkpointing = o.value("activation_checkpointing", false);
     *out = profiling::project_memory(shape, layout);
@@ -153,10 +167,12 @@ std::vector<Bar> measured_bars(const LoadedRun& run, bool with_prediction) {
     if (r < ranks.size()) b.exact_peak = ranks[r].value("peak_allocated_bytes", int64_t{0});
     for (int k = 0; k < 6; ++k) b.bytes[k] = peak.of(kStacked[k]);
     bars.push_back(b);
-    if (have_prediction) {
-      Bar f;
-      f.label = "formula";
-      f.prediction = true;
+    Bar f;
+    f.label = "formula";
+    f.prediction = true;
+    if (with_prediction && r < ranks.size() && recorded_formula(ranks[r], f.bytes)) {
+      bars.push_back(f);
+    } else if (have_prediction) {
       f.bytes[0] = static_cast<int64_t>(p.parameters);
       f.bytes[1] = static_cast<int64_t>(p.gradients);
       f.bytes[2] = static_cast<int64_t>(p.optimizer_state);
@@ -167,6 +183,38 @@ std::vector<Bar> measured_bars(const LoadedRun& run, bool with_prediction) {
   return bars;
 }
 
+// One rank's categories over time (each a line), the rank chosen with a slider: what a
+// pipeline stage or a ZeRO rank holds, phase by phase.
+void category_lines(const LoadedRun& run) {
+  static int chosen = 0;
+  const int ranks = static_cast<int>(run.trace.ranks.size());
+  if (ranks == 0) return;
+  chosen = std::clamp(chosen, 0, ranks - 1);
+  if (ranks > 1) {
+    ImGui::SetNextItemWidth(160);
+    ImGui::SliderInt("##memory_categories", &chosen, 0, ranks - 1);
+    ImGui::SameLine();
+  }
+  ImGui::Text("rank %d by category over time (ms)", run.trace.ranks[chosen].rank);
+  std::vector<ChartSeries> series;
+  for (MemoryKind k : kStacked) {
+    ChartSeries s;
+    s.label = profiling::memory_kind_name(k);
+    s.colour = memory_kind_colour(k);
+    for (const auto& c : run.trace.ranks[chosen].counters) {
+      if (c.kind != k) continue;
+      s.x.push_back(static_cast<float>((c.t_ns - run.index.t_min) * 1e-6));
+      s.y.push_back(static_cast<float>(c.bytes / 1e6));
+    }
+    if (!s.x.empty()) series.push_back(std::move(s));
+  }
+  if (series.empty()) {
+    ImGui::TextDisabled("(this trace recorded no categories over time)");
+    return;
+  }
+  line_chart("memory_categories", series, ImGui::GetContentRegionAvail().x, 150, "MB");
+}
+
 }  // namespace
 
 void draw_memory_window(GuiSession& session) {
@@ -174,11 +222,13 @@ void draw_memory_window(GuiSession& session) {
   if (run == nullptr) return;
   how_to_read(
       "Each rank's own memory (never the shared device's total) at the moment it held the most, "
-      "stacked by what it is: parameters, gradients, optimizer state, activations, communication "
-      "buffers and other allocations. The outlined bar beside it is the ZeRO / Korthikanti "
-      "formula for the same configuration. DDP keeps 16 bytes per parameter on every rank "
-      "(fp32 Adam); ZeRO-1 divides the purple optimizer state by N, ZeRO-2 the green gradients "
-      "too, FSDP the blue parameters as well.");
+      "stacked by what each block is, as the allocator saw it: parameters, gradients, optimizer "
+      "state, activations (saved in forward for backward), communication buffers and "
+      "temporaries (scratch). None is a remainder. The outlined bar beside it is the formula "
+      "for the same rank: ZeRO paper for the state, our GPT's saved tensors for activations "
+      "(per pipeline stage). DDP keeps 16 bytes per parameter on every rank (fp32 Adam); ZeRO-1 "
+      "divides the purple optimizer state by N, ZeRO-2 the green gradients too, FSDP the blue "
+      "parameters as well.");
   legend();
   ImGui::Text("%s: per rank at its peak", run->label.c_str());
   draw_bars("peak", measured_bars(*run, true), 260);
@@ -202,6 +252,7 @@ void draw_memory_window(GuiSession& session) {
   }
   ImGui::Text("memory over time (ms)");
   line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB");
+  category_lines(*run);
 
   if (session.runs.size() > 1) {
     ImGui::Text("strategies side by side: the rank holding the most, per run");

@@ -18,8 +18,18 @@ void draw_timeline_window(GuiSession& session) {
     const char* note = strategy_teaching_note(run->row.strategy);
     if (*note) ImGui::TextWrapped("%s: %s", run->row.strategy.c_str(), note);
   }
+  // The lens: device time (what N devices would do) by default, the wall clock one click away.
+  const ShownRun view = session.shown(*run);
+  ImGui::TextUnformatted(view.title.c_str());
+  ImGui::SameLine();
+  cli::Lens other = session.lens;
+  other.measured = !session.lens.measured;
+  if (ImGui::SmallButton(session.lens.measured ? "show device time" : "show measured wall clock"))
+    session.set_lens(other);
+  if (!view.note.empty())
+    ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", view.note.c_str());
   const int root = run->run.value("result", nlohmann::json::object()).value("failed_rank", -1);
-  session.timeline.draw(run->trace, run->index, root);
+  session.timeline.draw(*view.trace, *view.index, root);
 }
 
 }  // namespace shardscope::gui

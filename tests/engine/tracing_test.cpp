@@ -52,13 +52,19 @@ TEST(Tracing, EveryPhaseOfEveryStepIsRecorded) {
         EXPECT_GE(e.micro, 0);
       }
     }
-    // What the strategy holds, as counters at the end of each step (allocation samples aside).
-    int held = 0;
-    for (const auto& counter : r.counters) {
-      held += counter.kind != profiling::MemoryKind::kAllocated &&
-              counter.kind != profiling::MemoryKind::kActivations;
+    // Every category, recorded by provenance with each allocation sample (none derived from
+    // the others), and the peak's exact breakdown at the peak's time.
+    std::map<profiling::MemoryKind, int> samples;
+    for (const auto& counter : r.counters) ++samples[counter.kind];
+    EXPECT_GT(samples[profiling::MemoryKind::kAllocated], 1);
+    for (int k = 0; k < profiling::kMemoryCategoryCount; ++k) {
+      EXPECT_EQ(samples[static_cast<profiling::MemoryKind>(k)],
+                samples[profiling::MemoryKind::kAllocated])
+          << profiling::memory_kind_name(static_cast<profiling::MemoryKind>(k));
     }
-    EXPECT_EQ(held, 4 * (c.steps + 1));  // after set-up and after every step
+    int64_t at_peak = 0;
+    for (int64_t b : s.ranks[r.rank].peak_breakdown) at_peak += b;
+    EXPECT_EQ(at_peak, s.ranks[r.rank].peak_allocated_bytes);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include <ATen/ThreadLocalState.h>
 #include <torch/torch.h>
 
 namespace shardscope::profiling {
@@ -65,6 +66,52 @@ TEST(RankMemoryTracker, NoScopeNoAttribution) {
   RankMemoryTracker tracker(0, nullptr);
   auto t = torch::empty({1000});
   EXPECT_EQ(tracker.live_bytes(), 0);
+}
+
+TEST(RankMemoryTracker, ARetagMovesBytesInThePeakBreakdownToo) {
+  RankMemoryTracker tracker(0, nullptr);
+  RankMemoryTracker::ThreadScope scope(&tracker);
+  auto at = [](const MemoryCategories& c, MemoryKind k) { return c[static_cast<int>(k)]; };
+  auto grad = torch::empty({1 << 20}, torch::kUInt8);  // the peak: a temporary so far
+  EXPECT_EQ(at(tracker.peak_categories(), MemoryKind::kTemporaries), 1 << 20);
+  tracker.retag(grad.storage().data_ptr().get(), MemoryKind::kGradients);
+  EXPECT_EQ(at(tracker.peak_categories(), MemoryKind::kGradients), 1 << 20);
+  EXPECT_EQ(at(tracker.peak_categories(), MemoryKind::kTemporaries), 0);
+  grad = torch::Tensor();
+  auto later = torch::empty({1 << 10}, torch::kUInt8);  // after the peak: not in it
+  tracker.retag(later.storage().data_ptr().get(), MemoryKind::kCommBuffers);
+  EXPECT_EQ(at(tracker.peak_categories(), MemoryKind::kCommBuffers), 0);
+  int64_t sum = 0;
+  for (int64_t b : tracker.peak_categories()) sum += b;
+  EXPECT_EQ(sum, tracker.peak_bytes());
+}
+
+TEST(RankMemoryTracker, OptimizerScratchFreedInItsStepIsATemporary) {
+  RankMemoryTracker tracker(0, nullptr);
+  RankMemoryTracker::ThreadScope scope(&tracker);
+  tracker.set_phase(MemoryKind::kOptimizerState);
+  auto state = torch::empty({1 << 20}, torch::kUInt8);
+  auto scratch = torch::empty({1 << 20}, torch::kUInt8);
+  scratch = torch::Tensor();
+  tracker.set_phase(MemoryKind::kTemporaries);
+  const auto peak = tracker.peak_categories();
+  EXPECT_EQ(peak[static_cast<int>(MemoryKind::kOptimizerState)], 1 << 20);
+  EXPECT_EQ(peak[static_cast<int>(MemoryKind::kTemporaries)], 1 << 20);
+}
+
+TEST(RankMemoryTracker, ABackendWorkersBlocksAreCommunicationBuffers) {
+  RankMemoryTracker tracker(0, nullptr);
+  RankMemoryTracker::ThreadScope scope(&tracker);
+  tracker.set_phase(MemoryKind::kActivations);
+  // A worker that inherited the rank's thread-local state, as a backend's thread does.
+  at::ThreadLocalState inherited;
+  std::thread worker([&] {
+    at::ThreadLocalStateGuard guard(inherited);
+    auto out = torch::empty({1 << 20}, torch::kUInt8);
+    EXPECT_EQ(tracker.live_categories()[static_cast<int>(MemoryKind::kCommBuffers)], 1 << 20);
+  });
+  worker.join();
+  EXPECT_EQ(tracker.live_categories()[static_cast<int>(MemoryKind::kActivations)], 0);
 }
 
 }  // namespace

@@ -19,8 +19,22 @@ TEST(MemoryBreakdown, CategoriesAtTheMomentOfMostAllocated) {
   EXPECT_EQ(peak.of(MemoryKind::kGradients), 100);
   EXPECT_EQ(peak.of(MemoryKind::kActivations), 700);
   EXPECT_EQ(peak.of(MemoryKind::kAllocated), 1000);
-  EXPECT_EQ(peak.of(MemoryKind::kOther), 100);  // allocated but in no category
+  // A trace from before provenance tracking: what no category named is shown as temporaries.
+  EXPECT_EQ(peak.of(MemoryKind::kTemporaries), 100);
   EXPECT_EQ(peak.total(), 1000);
+}
+
+TEST(MemoryBreakdown, RecordedTemporariesAreTakenAsRecorded) {
+  profiling::RankTrace r;
+  // The tracker's own peak breakdown, logged at the peak's time: nothing is derived from it,
+  // even where the categories do not add up to the total (they always do when recorded).
+  r.counters = {{10, 1000, MemoryKind::kAllocated},  {10, 100, MemoryKind::kParameters},
+                {10, 600, MemoryKind::kActivations}, {10, 250, MemoryKind::kTemporaries},
+                {20, 300, MemoryKind::kAllocated},   {20, 0, MemoryKind::kActivations}};
+  const MemoryBreakdown peak = peak_breakdown(r);
+  EXPECT_EQ(peak.t_ns, 10);
+  EXPECT_EQ(peak.of(MemoryKind::kTemporaries), 250);
+  EXPECT_EQ(peak.of(MemoryKind::kActivations), 600);
 }
 
 TEST(MemoryBreakdown, WithoutAllocationSamplesThePeakIsTheLargestSum) {

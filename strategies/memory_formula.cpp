@@ -1,0 +1,73 @@
+#include "strategies/memory_formula.h"
+
+#include <algorithm>
+
+#include "engine/config_bounds.h"
+#include "engine/memory_formula_hook.h"
+#include "strategies/parallel_layout.h"
+
+namespace shardscope {
+namespace {
+
+bool model_parallel(const Config& config) {
+  return config.strategy == "tp" || config.strategy == "pp" || config.strategy == "hybrid";
+}
+
+// What `run --json` and the trace report as each rank's formula.
+const bool registered = [] {
+  set_memory_formula(memory_formula);
+  return true;
+}();
+
+}  // namespace
+
+profiling::TrainingLayout memory_layout(const Config& config) {
+  const StrategyOptions& o = config.strategy_options;
+  profiling::TrainingLayout layout;
+  layout.mixed_precision = false;  // fp32 master weights, gradients and optimizer state
+  layout.compute_bytes = o.precision == "bf16" ? 2 : 4;
+  layout.activation_checkpointing = o.activation_checkpointing;
+  layout.sequence_parallel = o.sequence_parallel;
+  layout.micro_batch = config.micro_batch;
+  layout.dp = config.world;
+  if (model_parallel(config)) {
+    const ParallelLayout parallel = layout_of(config);
+    layout.dp = parallel.data;
+    layout.tp = parallel.tensor;
+    layout.pp = parallel.pipeline;
+    layout.micro_batches = pipeline_micro_batches(config, parallel);
+    layout.schedule = o.schedule;
+    // A replica computes on the sequences of all its ranks, a pipeline micro-batch at a time.
+    layout.micro_batch =
+        std::max(1, config.micro_batch * layout.tp * layout.pp / layout.micro_batches);
+    if (layout.dp > 1 && o.data_parallel_sync == "zero1") layout.zero = "zero1";
+  } else if (config.strategy == "zero1") {
+    layout.zero = "zero1";
+  } else if (config.strategy == "zero2") {
+    layout.zero = "zero2";
+  } else if (config.strategy == "fsdp") {
+    layout.zero = "zero3";
+  }
+  return layout;
+}
+
+profiling::MemoryCategories memory_formula(const Config& config, int rank) {
+  const profiling::TrainingLayout layout = memory_layout(config);
+  profiling::StageShape stage{0, config.model.layers};
+  if (layout.pp > 1) {
+    const ParallelLayout parallel = layout_of(config);
+    stage.stage = parallel.coordinates(rank).pipeline;
+    const auto blocks = stage_blocks(config.model, layout.pp)[stage.stage];
+    stage.blocks = blocks.second - blocks.first;
+  }
+  const auto p = profiling::project_stage_memory(model_shape(config.model), layout, stage);
+  using profiling::MemoryKind;
+  profiling::MemoryCategories out{};
+  out[static_cast<int>(MemoryKind::kParameters)] = static_cast<int64_t>(p.parameters);
+  out[static_cast<int>(MemoryKind::kGradients)] = static_cast<int64_t>(p.gradients);
+  out[static_cast<int>(MemoryKind::kOptimizerState)] = static_cast<int64_t>(p.optimizer_state);
+  out[static_cast<int>(MemoryKind::kActivations)] = static_cast<int64_t>(p.activations);
+  return out;
+}
+
+}  // namespace shardscope
