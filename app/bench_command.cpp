@@ -20,6 +20,7 @@
 #include "profiling/hardware_profile.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
+#include "strategies/layout_fit.h"
 
 namespace shardscope::cli {
 namespace {
@@ -49,6 +50,7 @@ ComparisonRow measure(const std::string& strategy, RunSummary& s, const NamedTen
       row.overlap = timed.overlap;
       row.exposed_ms = timed.exposed_ms;
       row.lens = "device time on " + lensed.hardware;
+      row.attributes.lens = row.lens;  // what names the row, beside the measured ones
     }
   }
   row.strategy = strategy;
@@ -104,23 +106,34 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   // configuration no listed strategy can run is bad input.
   std::optional<ConfigError> first_error;
   bool any_runs = false;
+  // The first strategy that runs, as it runs (in the layout it needs): the environment is checked
+  // and the reference trained for it; the others start from the options given.
+  Config first;
   for (const auto& name : strategies) {
     Config candidate = base;
     candidate.strategy = name;
     try {
       finalize(candidate);
-      if (!any_runs) base = candidate;
+      if (!any_runs) first = candidate;
       any_runs = true;
     } catch (const ConfigError& e) {
-      if (!first_error) first_error = e;
+      if (auto fitted = fit_layout_to_model(candidate, nullptr)) {
+        if (!any_runs) first = *fitted;  // it runs in the layout its model allows (below)
+        any_runs = true;
+      } else if (!first_error) {
+        first_error = e;
+      }
     }
   }
   if (!any_runs) return bad_input(*first_error);
   try {
-    check_environment(base);
+    check_environment(first);
   } catch (const ConfigError& e) {
     return bad_input(e);
   }
+  const StrategyOptions given = base.strategy_options;
+  base = first;
+  base.strategy_options = given;
   if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
   Lens lens;
   lens.measured = options.measured;
@@ -142,23 +155,36 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   }
 
   std::vector<ComparisonRow> rows;
+  std::vector<std::string> layout_notes;
   int failed = 0;
   for (size_t k = 0; k < strategies.size(); ++k) {
     Config config = base;
     config.strategy = strategies[k];
+    std::string layout;  // said in the table when the strategy needed its own layout
     try {
       finalize(config);
     } catch (const ConfigError& e) {
-      ComparisonRow row;
-      row.strategy = strategies[k];
-      row.skipped = true;
-      row.failure = e.what();
-      row.world = config.world;
-      row.mode = config.mode;
-      row.device = config.device;
-      row.backend = config.backend;
-      rows.push_back(row);
-      continue;
+      // pp on `tiny` asks for a stage per rank, more than the model has blocks: it runs with
+      // the pipeline the model allows and data parallelism for the rest, on the same model and
+      // global batch, rather than losing its row.
+      if (auto fitted = fit_layout_to_model(config, &layout)) {
+        config = *fitted;
+        const std::string why = std::string(e.what()).substr(e.field().size() + 2);
+        layout_notes.push_back(strategies[k] + " runs as " + layout +
+                               ": its default layout does not fit the model (" + why + ")");
+      } else {
+        ComparisonRow row;
+        row.strategy = strategies[k];
+        row.skipped = true;
+        row.failure = e.what();
+        row.world = config.world;
+        row.mode = config.mode;
+        row.device = config.device;
+        row.backend = config.backend;
+        row.attributes = run_attributes(run_description(config));
+        rows.push_back(row);
+        continue;
+      }
     }
     RunCallbacks progress;
     if (options.live_progress) {
@@ -180,6 +206,7 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
         << (options.live_progress ? "              \n" : "\n");
     if (!s.ok) ++failed;
     rows.push_back(measure(strategies[k], s, reference.weights, lens));
+    rows.back().layout = layout;
     if (!options.out_dir.empty()) {
       std::string name = strategies[k];
       std::replace(name.begin(), name.end(), '+', '_');
@@ -201,6 +228,7 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   notes << "step time, overlap and exposed communication: " << timed_by
         << (options.measured ? "" : " (--measured for the wall clock)") << "\n";
   print_comparison(rows, options.format, out);
+  for (const auto& note : layout_notes) notes << note << "\n";
   for (const auto& r : rows) {
     if (r.skipped) notes << "skipped " << r.strategy << ": " << r.failure << "\n";
     if (!r.ok && !r.skipped) notes << "FAILED " << r.strategy << ": " << r.failure << "\n";

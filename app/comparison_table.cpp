@@ -37,12 +37,23 @@ std::string weight_status(const ComparisonRow& r) {
   return status;
 }
 
+// torch_ddp is PyTorch's own DDP: the other strategies' memory is read against it.
+bool is_torch_ddp(const ComparisonRow& r) {
+  return r.strategy == "torch_ddp";
+}
+
 }  // namespace
 
-ComparisonRow comparison_row(const profiling::Trace& trace) {
+ComparisonRow comparison_row(const profiling::Trace& trace, const std::string& lens) {
   using nlohmann::json;
   ComparisonRow row;
+  row.attributes = run_attributes(trace.run_json, lens);
   const json run = json::parse(trace.run_json, nullptr, false);
+  if (!run.is_object() || !run.contains("result")) {
+    // Not our run, or one still going: a trace to look at, with no result to judge.
+    row.no_result = true;
+    row.failure = "no result recorded";
+  }
   if (!run.is_object()) return row;
   const json config = run.value("config", json::object());
   row.strategy = run.value("strategy", config.value("strategy", std::string("?")));
@@ -88,80 +99,115 @@ ComparisonRow comparison_row(const profiling::Trace& trace) {
   return row;
 }
 
-std::vector<std::string> comparison_headers() {
-  return {"strategy",  "world",        "mode",      "device/backend", "peak MB/rank",
-          "spread MB", "vs torch_ddp", "weights",   "final loss",     "step s",
-          "MB/step",   "overlap",      "exposed ms"};
+std::vector<std::string> comparison_headers(const std::vector<std::string>& shown) {
+  std::vector<std::string> headers{"strategy", "world"};
+  for (const auto& name : shown) headers.push_back(attribute_header(name));
+  for (const char* h : {"mode", "device/backend", "peak MB/rank", "spread MB", "vs torch_ddp",
+                        "weights", "final loss", "step s", "MB/step", "overlap", "exposed ms"}) {
+    headers.push_back(h);
+  }
+  return headers;
 }
 
-std::vector<std::string> comparison_cells(const ComparisonRow& r, const ComparisonRow* baseline) {
-  if (!r.ok) {
-    std::vector<std::string> cells(comparison_headers().size());
-    cells[0] = r.strategy;
-    cells[1] = std::to_string(r.world);
-    cells[2] = r.mode;
-    cells[3] = r.device + "/" + r.backend;
-    cells[4] = r.skipped ? "skipped" : "FAILED";
-    return cells;
-  }
-  std::string change;
-  if (baseline != nullptr && baseline->ok && baseline->peak_max > 0) {
-    const double pct = 100.0 * (double(r.peak_max) - baseline->peak_max) / baseline->peak_max;
-    change = (pct >= 0 ? "+" : "") + fixed(pct, 1) + " %";
-  }
-  return {r.strategy,
-          std::to_string(r.world),
-          r.mode,
-          r.device + "/" + r.backend,
-          fixed(r.peak_max / 1e6, 1),
-          fixed((r.peak_max - r.peak_min) / 1e6, 1),
-          change,
-          weight_status(r),
-          fixed(r.final_loss, 4),
-          fixed(r.step_s, 3),
-          fixed(r.bytes_per_step / 1e6, 1),
-          fixed(100 * r.overlap, 0) + " %",
-          fixed(r.exposed_ms, 1)};
-}
-
-const ComparisonRow* torch_ddp_row(const std::vector<ComparisonRow>& rows) {
+const ComparisonRow* torch_ddp_baseline(const ComparisonRow& row,
+                                        const std::vector<ComparisonRow>& rows) {
   for (const auto& r : rows) {
-    if (r.strategy == "torch_ddp") return &r;
+    if (is_torch_ddp(r) && r.ok && why_not_comparable(row.attributes, r.attributes).empty())
+      return &r;
   }
   return nullptr;
 }
 
+std::vector<std::string> distinguishing_columns(const std::vector<ComparisonRow>& rows) {
+  std::vector<RunAttributes> runs;
+  for (const auto& r : rows) {
+    runs.push_back(r.attributes);
+    // A row with no figures was timed by no lens: it does not make the lens a column.
+    if (!r.ok) runs.back().lens.clear();
+  }
+  return runs.empty() ? std::vector<std::string>{} : distinguishing_attributes(runs);
+}
+
+std::vector<std::string> comparison_cells(const ComparisonRow& r,
+                                          const std::vector<ComparisonRow>& rows,
+                                          const std::vector<std::string>& shown) {
+  // A row that needed its own layout says which: "pp (dp2 x pp2)".
+  std::vector<std::string> cells{r.layout.empty() ? r.strategy : r.strategy + " (" + r.layout + ")",
+                                 std::to_string(r.world)};
+  for (const auto& name : shown) cells.push_back(attribute_value(r.attributes, name));
+  cells.push_back(r.mode);
+  cells.push_back(r.device.empty() && r.backend.empty() ? "" : r.device + "/" + r.backend);
+  if (!r.ok) {
+    cells.push_back(r.skipped ? "skipped" : r.no_result ? "no result recorded" : "FAILED");
+    cells.resize(comparison_headers(shown).size());
+    return cells;
+  }
+  std::string change;
+  if (const ComparisonRow* baseline = torch_ddp_baseline(r, rows);
+      baseline != nullptr && baseline->peak_max > 0) {
+    const double pct = 100.0 * (double(r.peak_max) - baseline->peak_max) / baseline->peak_max;
+    change = (pct >= 0 ? "+" : "") + fixed(pct, 1) + " %";
+  } else {
+    // A torch_ddp run is loaded but of another model or batch: say so rather than leave a
+    // blank that reads like "no difference".
+    for (const auto& other : rows) {
+      if (!is_torch_ddp(other) || !other.ok) continue;
+      change = why_not_comparable(r.attributes, other.attributes);
+      if (!change.empty()) change = "n/a: " + change;
+      break;
+    }
+  }
+  for (std::string cell : {fixed(r.peak_max / 1e6, 1), fixed((r.peak_max - r.peak_min) / 1e6, 1),
+                           change, weight_status(r), fixed(r.final_loss, 4), fixed(r.step_s, 3),
+                           fixed(r.bytes_per_step / 1e6, 1), fixed(100 * r.overlap, 0) + " %",
+                           fixed(r.exposed_ms, 1)}) {
+    cells.push_back(std::move(cell));
+  }
+  return cells;
+}
+
 void print_comparison(const std::vector<ComparisonRow>& rows, const std::string& format,
                       std::ostream& out) {
-  const ComparisonRow* baseline = torch_ddp_row(rows);
   if (format == "json") {
     nlohmann::json all = nlohmann::json::array();
     for (const auto& r : rows) {
-      all.push_back({{"strategy", r.strategy},
-                     {"ok", r.ok},
-                     {"skipped", r.skipped},
-                     {"failure", r.failure},
-                     {"world", r.world},
-                     {"mode", r.mode},
-                     {"device", r.device},
-                     {"backend", r.backend},
-                     {"peak_allocated_bytes_max", r.peak_max},
-                     {"peak_allocated_bytes_min", r.peak_min},
-                     {"replicated", r.replicated},
-                     {"ranks_agree", r.ranks_agree},
-                     {"rel_deviation", r.deviation},
-                     {"max_abs_deviation", r.max_abs},
-                     {"final_loss", r.final_loss},
-                     {"median_step_s", r.step_s},
-                     {"bytes_per_step", r.bytes_per_step},
-                     {"overlap", r.overlap},
-                     {"exposed_comm_ms", r.exposed_ms}});
+      nlohmann::json attributes = nlohmann::json::object();
+      for (const auto& name : attribute_names())
+        attributes[name] = attribute_value(r.attributes, name);
+      const ComparisonRow* baseline = torch_ddp_baseline(r, rows);
+      all.push_back(
+          {{"strategy", r.strategy},
+           {"label", run_label(r.attributes, distinguishing_columns(rows))},
+           {"attributes", attributes},
+           {"layout", r.layout},
+           {"vs_torch_ddp_peak", baseline != nullptr && r.ok && baseline->peak_max > 0
+                                     ? nlohmann::json(double(r.peak_max) / baseline->peak_max - 1)
+                                     : nlohmann::json()},
+           {"ok", r.ok},
+           {"skipped", r.skipped},
+           {"failure", r.failure},
+           {"world", r.world},
+           {"mode", r.mode},
+           {"device", r.device},
+           {"backend", r.backend},
+           {"peak_allocated_bytes_max", r.peak_max},
+           {"peak_allocated_bytes_min", r.peak_min},
+           {"replicated", r.replicated},
+           {"ranks_agree", r.ranks_agree},
+           {"rel_deviation", r.deviation},
+           {"max_abs_deviation", r.max_abs},
+           {"final_loss", r.final_loss},
+           {"median_step_s", r.step_s},
+           {"bytes_per_step", r.bytes_per_step},
+           {"overlap", r.overlap},
+           {"exposed_comm_ms", r.exposed_ms}});
     }
     out << all.dump(2) << "\n";
     return;
   }
-  std::vector<std::vector<std::string>> table{comparison_headers()};
-  for (const auto& r : rows) table.push_back(comparison_cells(r, baseline));
+  const auto shown = distinguishing_columns(rows);
+  std::vector<std::vector<std::string>> table{comparison_headers(shown)};
+  for (const auto& r : rows) table.push_back(comparison_cells(r, rows, shown));
   if (format == "csv") {
     for (const auto& line : table) {
       for (size_t i = 0; i < line.size(); ++i) {

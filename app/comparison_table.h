@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "app/run_attributes.h"
 #include "profiling/trace.h"
 
 namespace shardscope::cli {
@@ -15,6 +16,11 @@ struct ComparisonRow {
   bool ok = false;
   std::string failure;  // or why it was skipped
   bool skipped = false;
+  // The run carries no result: a trace recorded by another tool (PyTorch's profiler), which
+  // shows as a trace, not as a failed run.
+  bool no_result = false;
+  RunAttributes attributes;  // what sets it apart from other runs
+  std::string layout;        // how a bench row was laid out when it differs from the others
   int world = 0;
   std::string mode, device, backend;
   int64_t peak_max = 0, peak_min = 0;  // allocated bytes per rank
@@ -28,13 +34,22 @@ struct ComparisonRow {
 };
 
 // Everything from the trace: its run description (config and the result a run attaches) and
-// the step metrics of its events.
-ComparisonRow comparison_row(const profiling::Trace& trace);
+// the step metrics of its events. `lens` names how its times were taken (run_attributes.h).
+ComparisonRow comparison_row(const profiling::Trace& trace, const std::string& lens = "measured");
 
-std::vector<std::string> comparison_headers();
-// `baseline` (torch_ddp's row, when there is one) gives the memory change column.
-std::vector<std::string> comparison_cells(const ComparisonRow& row, const ComparisonRow* baseline);
-const ComparisonRow* torch_ddp_row(const std::vector<ComparisonRow>& rows);
+// The columns: strategy and world, then the attributes `shown` (distinguishing_attributes of
+// the rows), then the figures.
+std::vector<std::string> comparison_headers(const std::vector<std::string>& shown = {});
+// The memory change column compares `row` with the torch_ddp run among `rows` of the same model
+// and global batch; without one it says why it is blank.
+std::vector<std::string> comparison_cells(const ComparisonRow& row,
+                                          const std::vector<ComparisonRow>& rows,
+                                          const std::vector<std::string>& shown = {});
+// The torch_ddp row `row` compares with (same model and global batch), or null.
+const ComparisonRow* torch_ddp_baseline(const ComparisonRow& row,
+                                        const std::vector<ComparisonRow>& rows);
+// What differs among the rows (run_attributes.h).
+std::vector<std::string> distinguishing_columns(const std::vector<ComparisonRow>& rows);
 // format: table | csv | json | markdown.
 void print_comparison(const std::vector<ComparisonRow>& rows, const std::string& format,
                       std::ostream& out);

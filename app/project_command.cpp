@@ -15,6 +15,7 @@
 #include "engine/atomic_file.h"
 #include "engine/config_bounds.h"
 #include "profiling/collective_model.h"
+#include "profiling/figure_text.h"
 #include "profiling/memory_projection.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
@@ -56,13 +57,14 @@ int project_collective(const ProjectOptions& o, const profiling::HardwareProfile
   }
   out << o.collective << " on " << hw.name << " (" << hw.description << "), " << ranks
       << " ranks, algorithm " << o.algorithm << "\n"
-      << pad("size", 12) << pad("time us", 12) << pad("algbw GB/s", 12) << pad("busbw GB/s", 12)
+      << pad("size", 12) << pad("time us", 12) << pad("algbw", 12) << pad("busbw", 12)
       << pad("algorithm", 14) << "protocol\n";
   for (int64_t size : sizes) {
     const auto e = profiling::estimate_collective(o.collective, size, ranks, hw, o.algorithm);
     out << pad(human_bytes(double(size)), 12) << pad(fmt("%.1f", e.time_s * 1e6), 12)
-        << pad(fmt("%.2f", e.algbw_gbps), 12) << pad(fmt("%.2f", e.busbw_gbps), 12)
-        << pad(e.algorithm, 14) << profiling::protocol_name(e.protocol) << "\n";
+        << pad(profiling::format_gbps(e.algbw_gbps), 12)
+        << pad(profiling::format_gbps(e.busbw_gbps), 12) << pad(e.algorithm, 14)
+        << profiling::protocol_name(e.protocol) << "\n";
   }
   return 0;
 }
@@ -150,7 +152,7 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
         << fmt("%.0f %%", 100 * t.projected_efficiency) << "\n";
   }
   if (t.mfu)
-    out << pad("MFU on " + hw.name, 26) << pad("", 14) << fmt("%.1f %%", 100 * *t.mfu) << "\n";
+    out << pad("MFU on " + hw.name, 26) << pad("", 14) << profiling::format_percent(*t.mfu) << "\n";
   const profiling::Trace& projected = t.projected;
   if (!o.out.empty()) {
     write_file_atomically(o.out, profiling::serialise_trace(projected, o.out));

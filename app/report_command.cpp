@@ -1,17 +1,17 @@
 #include "app/report_command.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "app/device_time_lens.h"
 #include "app/trace_figures.h"
+#include "app/trace_open.h"
 #include "app/trace_output.h"
+#include "engine/config.h"
+#include "profiling/figure_text.h"
 #include "profiling/step_figures.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
@@ -40,23 +40,8 @@ double median(std::vector<double> v) {
 int report_command(const std::string& path, const ReportOptions& options, std::ostream& out,
                    std::ostream& err) {
   profiling::Trace trace;
-  // A folder is read through the trace.sst that `run --trace DIR/` leaves in it.
-  const bool folder = is_trace_directory(path);
-  const std::string file = folder ? native_trace_in(path) : path;
-  if (folder && access(file.c_str(), F_OK) != 0) {
-    if (access((std::filesystem::path(path) / "config.json").c_str(), F_OK) == 0) {
-      // The workers' --out folder of a torchrun or scheduler run: collect makes it a run.
-      err << "error: " << path << " is the --out folder of `shardscope worker`, not a trace: "
-          << "shardscope collect " << path << " --trace FILE\n";
-    } else {
-      err << "error: " << path
-          << " is a directory without trace.sst: give a trace file, or a folder that `run "
-             "--trace DIR/` wrote\n";
-    }
-    return 2;
-  }
   try {
-    trace = profiling::read_trace_file(file);
+    trace = open_trace_path(path);
   } catch (const profiling::TraceFormatError& e) {
     err << "error: " << e.what() << "\n";
     return 2;
@@ -172,11 +157,11 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
     ++s.last[c.last_rank];
   }
   out << "\ncollectives (matched across ranks):\n"
-         "op                      count  MB total  median busbw GB/s  median skew ms  "
+         "op                      count  MB total  median busbw  median skew ms  "
          "last to arrive (rank: times)\n";
   for (const auto& [op, s] : ops) {
     out << op << std::string(24 - std::min<size_t>(23, op.size()), ' ') << s.count << "  "
-        << fixed(s.bytes / 1e6, 2) << "  " << fixed(median(s.busbw), 3) << "  "
+        << fixed(s.bytes / 1e6, 2) << "  " << profiling::format_gbps(median(s.busbw)) << "  "
         << fixed(median(s.skew_ms), 3) << "  ";
     for (const auto& [rank, times] : s.last) out << rank << ":" << times << " ";
     out << "\n";

@@ -62,7 +62,8 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
                      {"memory", r.memory},
                      {"first_step", r.first_step},
                      {"checkpoint_step", r.checkpoint_step},
-                     {"stopped_by_signal", r.stopped_by_signal}};
+                     {"stopped_by_signal", r.stopped_by_signal},
+                     {"reports_loss", r.reports_loss}};
   }
   json events = json::array(), spans = json::array(), memory = json::array();
   for (const auto& e : log.snapshot()) events.push_back(e);
@@ -114,6 +115,7 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     result.first_step = r.at("first_step");
     result.checkpoint_step = r.at("checkpoint_step");
     result.stopped_by_signal = r.at("stopped_by_signal");
+    result.reports_loss = r.value("reports_loss", true);
     outcome.result = std::move(result);
   }
   std::vector<profiling::CommEvent> events;

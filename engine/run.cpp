@@ -130,11 +130,15 @@ void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
   nlohmann::json result = summary_to_json(summary);
   result.erase("config");
   nlohmann::json rank_losses = nlohmann::json::array();
+  // Per rank: whether its losses are losses (a pipeline stage before the last computes none and
+  // records 0), so that a viewer leaves the others out of its loss chart.
+  nlohmann::json reports_loss = nlohmann::json::array();
   nlohmann::json sync = {{"groups", nlohmann::json::array()}, {"ranks", nlohmann::json::array()}};
   for (const RankResult& r : results) {
     nlohmann::json losses = nlohmann::json::array();
     for (const auto& step : r.steps) losses.push_back(step.local_loss);
     rank_losses.push_back(losses);
+    reports_loss.push_back(r.reports_loss);
     if (!summary.ok || r.weights.empty() || summary.weights.empty()) continue;
     nlohmann::json row = {{"rank", r.rank}};
     auto fill = [&](const char* key, const NamedTensors& expected) {
@@ -150,6 +154,7 @@ void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
     sync["ranks"].push_back(row);
   }
   result["rank_losses"] = rank_losses;
+  result["reports_loss"] = reports_loss;
   result["weight_sync"] = sync;
   run["result"] = result;
   summary.trace.run_json = run.dump();

@@ -111,6 +111,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   set_memory_phase(MemoryKind::kParameters);
   strategy.setup(ctx);
   set_memory_phase(MemoryKind::kTemporaries);
+  result.reports_loss = strategy.reports_loss();  // known once the strategy has its layout
   const int first_step = config.resume.empty() ? 0 : resume(ctx, strategy);
   result.first_step = first_step;
   HangTimeout hang(ctx);

@@ -27,6 +27,7 @@ struct RankResult {
   int first_step = 0;         // steps a resumed run's checkpoint had done
   int checkpoint_step = -1;   // steps done at the last checkpoint this run wrote (-1: none)
   int stopped_by_signal = 0;  // the signal that stopped training early (0: it ran to the end)
+  bool reports_loss = true;   // false: a pipeline stage before the last, which computes no loss
 };
 
 using StepCallback = std::function<void(const StepRecord&)>;

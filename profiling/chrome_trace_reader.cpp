@@ -103,8 +103,12 @@ const json& object_field(const json& object, const char* key, const char* where)
   return *it;
 }
 
+// Ids given to processes and threads named by text, past any numeric id a file uses.
+constexpr int kNamedIdBase = 1 << 30;
+
 RankTrace& rank_of(Trace& trace, std::map<int, size_t>& index, int pid) {
-  if (pid < 0 || pid > kMaxRank + 1) throw TraceFormatError("trace event: pid out of range");
+  // How large a pid may be is decided once the file says whose it is (resolve_lanes_and_ranks).
+  if (pid < 0) throw TraceFormatError("trace event: pid out of range");
   auto [it, inserted] = index.emplace(pid, trace.ranks.size());
   if (inserted) {
     trace.ranks.emplace_back();
@@ -233,6 +237,63 @@ struct ThreadMeta {
   std::string lane_name;
 };
 
+// A file another tool wrote (PyTorch's profiler, Perfetto): its pids are process ids and its tids
+// thread ids, often past our limits on ranks and lanes. Each process becomes a rank (numbered
+// after the others when its pid is too large to be one) and each of its threads a lane, in
+// thread id order.
+void number_foreign_lanes_and_ranks(Trace& trace, const std::map<int, size_t>& index,
+                                    const std::map<std::pair<int, int>, ThreadMeta>& threads,
+                                    const std::vector<std::vector<int>>& tids) {
+  int next_rank = 0;
+  for (const auto& [pid, at] : index) {
+    if (pid <= kMaxRank) next_rank = std::max(next_rank, pid + 1);
+  }
+  for (const auto& [pid, at] : index) {
+    RankTrace& r = trace.ranks[at];
+    if (pid > kMaxRank) r.rank = next_rank++;
+    std::set<int> used;
+    if (at < tids.size()) used.insert(tids[at].begin(), tids[at].end());
+    for (const auto& [key, meta] : threads) {
+      if (key.first == pid) used.insert(key.second);
+    }
+    if (used.size() > 256) {
+      throw TraceFormatError("more than 256 threads in process " + std::to_string(pid));
+    }
+    std::map<int, int> lane_of;
+    r.lanes.clear();
+    for (int tid : used) {
+      lane_of[tid] = static_cast<int>(r.lanes.size());
+      auto meta = threads.find({pid, tid});
+      r.lanes.push_back(meta != threads.end() && !meta->second.name.empty()
+                            ? meta->second.name
+                            : "thread " + std::to_string(tid));
+    }
+    if (at >= tids.size()) continue;
+    for (size_t i = 0; i < r.events.size(); ++i) {
+      r.events[i].lane = static_cast<uint8_t>(lane_of.at(tids[at][i]));
+    }
+  }
+}
+
+// Whether a file that does not say it is ours has pids or tids past what ours can hold (a thread
+// id as a lane, a process id as a rank): then it is another tool's.
+bool needs_foreign_numbering(const std::map<int, size_t>& index,
+                             const std::map<std::pair<int, int>, ThreadMeta>& threads,
+                             const std::vector<std::vector<int>>& tids) {
+  for (const auto& [pid, at] : index) {
+    if (pid > kMaxRank) return true;
+    if (at >= tids.size()) continue;
+    for (int tid : tids[at]) {
+      auto meta = threads.find({pid, tid});
+      if (tid > 255 && (meta == threads.end() || meta->second.lane < 0)) return true;
+    }
+  }
+  for (const auto& [key, meta] : threads) {
+    if (key.second > 255 && meta.lane < 0) return true;
+  }
+  return false;
+}
+
 // Puts each event on its lane and each rank under its number, now that all the metadata has
 // been read (a file may name threads and processes after their events).
 void resolve_lanes_and_ranks(Trace& trace, const std::map<int, size_t>& index,
@@ -287,16 +348,27 @@ Trace from_chrome_json(const std::string& text) {
   std::map<int, int> rank_of_pid;
   std::map<std::pair<int, int>, ThreadMeta> threads;
   std::vector<std::vector<int>> tids;  // per rank, per event, until lanes are known
+  // Another tool's files may name processes and threads by text ("Traces", "stream 7"): each
+  // name gets an id past every numeric one, which only a foreign file may have (below).
+  std::map<std::string, int> named_ids;
+  auto id_of = [&](const json& e, const char* key, const char* where) {
+    auto it = e.find(key);
+    if (it != e.end() && it->is_string()) {
+      return named_ids.emplace(it->get<std::string>(), kNamedIdBase + int(named_ids.size()))
+          .first->second;
+    }
+    return field<int>(e, key, where);
+  };
   auto rank_at = [&](const json& e, const char* where) -> std::pair<int, size_t> {
-    const int pid = field<int>(e, "pid", where);
+    const int pid = id_of(e, "pid", where);
     rank_of(trace, index, pid);
     const size_t at = index.at(pid);
     if (tids.size() <= at) tids.resize(at + 1);
     return {pid, at};
   };
-  auto tid_of = [](const json& e, const char* where) {
-    const int tid = field<int>(e, "tid", where);
-    if (tid < 0 || tid > 1 << 16) throw TraceFormatError(std::string(where) + ": tid out of range");
+  auto tid_of = [&](const json& e, const char* where) {
+    const int tid = id_of(e, "tid", where);
+    if (tid < 0) throw TraceFormatError(std::string(where) + ": tid out of range");
     return tid;
   };
   auto on_event = [&](const json& e) {
@@ -395,7 +467,14 @@ Trace from_chrome_json(const std::string& text) {
       for (auto& c : r.counters) c.t_ns += origin;
     }
   }
-  resolve_lanes_and_ranks(trace, index, rank_of_pid, threads, tids);
+  // Ours say so; what they hold must fit our ranks and lanes. Another tool's file is read as
+  // what it is: processes and threads.
+  const bool ours = optional_field<std::string>(other, "format", "") == "shardscope";
+  if (ours || !needs_foreign_numbering(index, threads, tids)) {
+    resolve_lanes_and_ranks(trace, index, rank_of_pid, threads, tids);
+  } else {
+    number_foreign_lanes_and_ranks(trace, index, threads, tids);
+  }
   if (other.contains("failures") && other["failures"].is_object()) {
     for (const auto& [rank, message] : other["failures"].items()) {
       for (auto& r : trace.ranks) {

@@ -10,46 +10,54 @@ namespace shardscope::gui {
 
 namespace {
 
-// Sort keys: numbers by value, text by text.
-double numeric(const cli::ComparisonRow& r, int column) {
-  switch (column) {
-    case 1:
-      return r.world;
-    case 4:
-      return double(r.peak_max);
-    case 5:
-      return double(r.peak_max - r.peak_min);
-    case 8:
-      return r.final_loss;
-    case 9:
-      return r.step_s;
-    case 10:
-      return double(r.bytes_per_step);
-    case 11:
-      return r.overlap;
-    case 12:
-      return r.exposed_ms;
-    default:
-      return 0;
-  }
+// Sort keys: numbers by value (by the column's header), text by text.
+bool numeric(const std::string& header, const cli::ComparisonRow& r, double* value) {
+  if (header == "world")
+    *value = r.world;
+  else if (header == "peak MB/rank")
+    *value = double(r.peak_max);
+  else if (header == "spread MB")
+    *value = double(r.peak_max - r.peak_min);
+  else if (header == "final loss")
+    *value = r.final_loss;
+  else if (header == "step s")
+    *value = r.step_s;
+  else if (header == "MB/step")
+    *value = double(r.bytes_per_step);
+  else if (header == "overlap")
+    *value = r.overlap;
+  else if (header == "exposed ms")
+    *value = r.exposed_ms;
+  else
+    return false;
+  return true;
 }
 
 }  // namespace
 
 void draw_compare_window(GuiSession& session) {
   how_to_read(
-      "Every run loaded or finished in this session, in the columns of `shardscope bench`. Peak "
-      "is what one rank held at once; 'vs torch_ddp' compares it with PyTorch's DDP run when "
-      "there is one. Click a header to sort; export the table as CSV or Markdown.");
+      "Every run loaded or finished in this session, in the columns of `shardscope bench`, with a "
+      "column for each setting that differs among them (preset, overlap, schedule, bucket, "
+      "precision, lens). Peak is what one rank held at once; 'vs torch_ddp' compares it with "
+      "PyTorch's DDP run of the same model and global batch, and says why when there is none. "
+      "Click a header to sort; export the table as CSV or Markdown.");
   // Finished runs only: a running one has no result yet. `run_of` maps rows back to runs.
   std::vector<cli::ComparisonRow> rows;
   std::vector<int> run_of;
   for (size_t i = 0; i < session.runs.size(); ++i) {
     if (session.runs[i]->live) continue;
-    rows.push_back(session.runs[i]->row);
+    // Through the session's lens: device time by default, as the timeline shows it.
+    rows.push_back(*session.shown(*session.runs[i]).row);
     run_of.push_back(static_cast<int>(i));
   }
-  const auto headers = cli::comparison_headers();
+  if (!run_of.empty()) {
+    // The lens every row is timed through (step s, overlap, exposed ms).
+    const ShownRun view = session.shown(*session.runs[run_of.front()]);
+    ImGui::TextDisabled("times: %s", view.title.c_str());
+  }
+  const auto shown = cli::distinguishing_columns(rows);
+  const auto headers = cli::comparison_headers(shown);
   static std::vector<int> order;
   order.resize(rows.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -63,21 +71,18 @@ void draw_compare_window(GuiSession& session) {
     if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
       const int column = specs->Specs[0].ColumnIndex;
       const bool ascending = specs->Specs[0].SortDirection == ImGuiSortDirection_Ascending;
-      const auto* baseline = cli::torch_ddp_row(rows);
-      const bool text = column == 0 || column == 2 || column == 3 || column == 6 || column == 7;
+      const std::string& header = headers[column];
       auto less = [&](int a, int b) {
-        if (text) {
-          return cli::comparison_cells(rows[a], baseline)[column] <
-                 cli::comparison_cells(rows[b], baseline)[column];
-        }
-        return numeric(rows[a], column) < numeric(rows[b], column);
+        double x = 0, y = 0;
+        if (numeric(header, rows[a], &x) && numeric(header, rows[b], &y)) return x < y;
+        return cli::comparison_cells(rows[a], rows, shown)[column] <
+               cli::comparison_cells(rows[b], rows, shown)[column];
       };
       std::stable_sort(order.begin(), order.end(),
                        [&](int a, int b) { return ascending ? less(a, b) : less(b, a); });
     }
-    const auto* baseline = cli::torch_ddp_row(rows);
     for (int i : order) {
-      const auto cells = cli::comparison_cells(rows[i], baseline);
+      const auto cells = cli::comparison_cells(rows[i], rows, shown);
       ImGui::TableNextRow();
       for (size_t c = 0; c < cells.size(); ++c) {
         ImGui::TableNextColumn();

@@ -16,6 +16,7 @@
 #include "app/gui/gui_session.h"
 #include "app/gui/screenshot.h"
 #include "app/gui/windows.h"
+#include "app/trace_open.h"
 #include "profiling/hardware_profile.h"
 #include "profiling/trace_io.h"
 
@@ -277,6 +278,9 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
                           current->trace.event_count());
       if (current->live) {
         ImGui::TextColored(ImVec4(1, 0.8f, 0.2f, 1), "RUNNING (the timeline grows)");
+      } else if (current->row.no_result) {
+        // Another tool's trace, or one without our result: a trace to look at, not a failure.
+        ImGui::TextDisabled("a trace without a shardscope result");
       } else if (!current->row.ok) {
         const std::string& f = current->row.failure;
         ImGui::TextColored(ImVec4(1, 0.3f, 0.3f, 1), "FAILED: %s",
@@ -388,7 +392,7 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
   std::vector<std::unique_ptr<LoadedRun>> opened;
   for (const auto& file : options.open_files) {
     try {
-      opened.push_back(make_loaded_run(profiling::read_trace_file(file), file));
+      opened.push_back(make_loaded_run(cli::open_trace_path(file), file));
     } catch (const std::exception& e) {
       err << "error: " << e.what() << "\n";
       return 2;
@@ -443,7 +447,7 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
       glfwPollEvents();
       for (auto& finished : session.launches.take_finished()) {
         auto run = make_loaded_run(std::move(finished.trace), "launched");
-        run->label = finished.label + " #" + std::to_string(finished.id);
+        run->origin = "#" + std::to_string(finished.id);
         if (session.live_index >= 0 && session.live_id == finished.id) {
           session.replace_run(session.live_index, std::move(run));
           session.select_run(session.live_index);
@@ -466,7 +470,7 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
             session.live_rank_steps.push_back(step);
           }
           auto run = make_loaded_run(std::move(live), "launched");
-          run->label = "running #" + std::to_string(id);
+          run->origin = "running #" + std::to_string(id);
           run->live = true;
           if (session.live_index >= 0 && session.live_id == id) {
             session.replace_run(session.live_index, std::move(run));

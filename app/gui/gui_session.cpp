@@ -1,8 +1,10 @@
 #include "app/gui/gui_session.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "app/trace_figures.h"
+#include "app/trace_open.h"
 #include "app/trace_projection.h"
 #include "engine/atomic_file.h"
 #include "profiling/trace_io.h"
@@ -20,14 +22,26 @@ std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::st
   if (const auto pipeline = cli::pipeline_of_run(run->trace.run_json))
     run->bubble_formula = pipeline->formula;
   for (const auto& rank : run->trace.ranks) run->memory_peaks.push_back(peak_breakdown(rank));
-  std::string label = run->row.strategy.empty() || run->row.strategy == "?"
-                          ? std::string("trace")
-                          : run->row.strategy + " w" + std::to_string(run->row.world);
   const size_t slash = source.find_last_of('/');
-  if (source != "launched")
-    label += " (" + source.substr(slash == std::string::npos ? 0 : slash + 1) + ")";
-  run->label = label;
+  if (source != "launched") run->origin = source.substr(slash == std::string::npos ? 0 : slash + 1);
+  run->label = cli::run_label(run->row.attributes, {});
+  if (run->label == "trace" && !run->origin.empty()) run->label += " (" + run->origin + ")";
   return run;
+}
+
+void GuiSession::relabel() {
+  std::vector<cli::RunAttributes> attributes;
+  for (const auto& r : runs) attributes.push_back(r->row.attributes);
+  const std::vector<std::string> labels = cli::run_labels(attributes);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    LoadedRun& run = *runs[i];
+    run.label = labels[i];
+    const bool launched = run.source == "launched";
+    const bool same = std::count(labels.begin(), labels.end(), labels[i]) > 1;
+    if (!run.origin.empty() && (launched || same || !run.row.attributes.known)) {
+      run.label += launched ? " " + run.origin : " (" + run.origin + ")";
+    }
+  }
 }
 
 ShownRun GuiSession::shown(LoadedRun& run) {
@@ -57,6 +71,7 @@ ShownRun GuiSession::shown(LoadedRun& run) {
     if (lensed->view.device_time) {
       lensed->row.step_s = cli::summarise(lensed->view.trace).step_s;
       lensed->row.lens = "device time on " + lensed->view.hardware;
+      lensed->row.attributes.lens = lensed->row.lens;
     }
     run.lensed = std::move(lensed);
   }
@@ -76,6 +91,7 @@ void GuiSession::set_lens(const cli::Lens& next) {
 
 int GuiSession::add_run(std::unique_ptr<LoadedRun> run) {
   runs.push_back(std::move(run));
+  relabel();
   select_run(static_cast<int>(runs.size()) - 1);
   return current;
 }
@@ -91,6 +107,7 @@ void GuiSession::select_run(int index) {
 
 void GuiSession::replace_run(int index, std::unique_ptr<LoadedRun> run) {
   runs[index] = std::move(run);
+  relabel();
   if (index == current) {
     // Event indices of the old trace mean nothing in the new one.
     timeline.reset();
@@ -101,11 +118,12 @@ void GuiSession::replace_run(int index, std::unique_ptr<LoadedRun> run) {
 
 bool GuiSession::open_trace(const std::string& path) {
   try {
-    add_run(make_loaded_run(profiling::read_trace_file(path), path));
+    add_run(make_loaded_run(cli::open_trace_path(path), path));
     message = "opened " + path;
     return true;
   } catch (const std::exception& e) {
-    message = "cannot open " + path + ": " + e.what();
+    // The reader's message names the path and says what it is instead of a trace.
+    message = std::string("cannot open: ") + e.what();
     return false;
   }
 }
@@ -149,6 +167,7 @@ nlohmann::json GuiSession::state() const {
   s["launches"] = launches;
   s["what_if"] = what_if.figures;
   s["launch_errors"] = launch_errors;
+  s["launch_warnings"] = launch_warnings;
   s["live_run"] = live_index;
   s["live_rank_steps"] = live_rank_steps;
   return s;

@@ -19,8 +19,12 @@ namespace shardscope::gui {
 // A run the GUI shows: a trace loaded from a file, or one a queued launch produced. Everything
 // a window needs that is costly to derive is derived once, here.
 struct LoadedRun {
+  // What sets it apart from the other runs loaded (GuiSession::relabel), e.g. "zero2 w4, bf16".
   std::string label;
   std::string source;  // the file it came from, or "launched"
+  // Where it came from, shown after the label for launched runs ("#3", "running #3") and for
+  // files whose labels would otherwise be the same (the file's name).
+  std::string origin;
   profiling::Trace trace;
   nlohmann::json run;  // the run description: config, and the result when the run attached one
   TimelineIndex index;
@@ -81,7 +85,9 @@ struct GuiSession {
   std::string save_path;
   std::string export_path = "comparison.md";
   nlohmann::json launch_errors = nlohmann::json::object();  // field -> why, in the Launch form
-  std::vector<nlohmann::json> launches_progress_snapshot;   // refreshed every frame
+  // field -> a warning that does not stop the run (one bucket leaves nothing to overlap)
+  nlohmann::json launch_warnings = nlohmann::json::object();
+  std::vector<nlohmann::json> launches_progress_snapshot;  // refreshed every frame
   std::string message;  // the last thing that went wrong or was done, shown in the status bar
 
   LoadedRun* current_run() { return current >= 0 ? runs[current].get() : nullptr; }
@@ -90,6 +96,9 @@ struct GuiSession {
   void select_run(int index);
   // Puts `run` in place of run `index` (a live run's newer snapshot, or its final trace).
   void replace_run(int index, std::unique_ptr<LoadedRun> run);
+  // Names every run by what sets it apart from the others loaded (run_attributes.h); called
+  // whenever the set of runs changes.
+  void relabel();
   // The running launch's entry in `runs` and which launch it is (-1: none).
   int live_index = -1, live_id = -1;
   double live_refreshed = 0;

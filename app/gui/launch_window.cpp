@@ -3,10 +3,13 @@
 
 #include <imgui.h>
 
+#include "app/gui/launch_form.h"
 #include "app/gui/windows.h"
 #include "engine/config.h"
+#include "engine/gpt_model.h"
 #include "engine/run.h"
 #include "engine/strategy_registry.h"
+#include "strategies/bucket_preview.h"
 
 namespace shardscope::gui {
 
@@ -113,6 +116,71 @@ void folder_line(const char* what, const std::string& path) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", path.c_str());
 }
 
+void draw_field(GuiSession& s, const FormField& f) {
+  const char* label = f.label.c_str();
+  switch (f.kind) {
+    case FormField::Kind::kChoice:
+      combo(s, label, f.key,
+            !f.choices.empty()  ? f.choices
+            : f.key == "preset" ? preset_names()
+                                : StrategyRegistry::instance().names());
+      break;
+    case FormField::Kind::kInteger:
+      integer(s, label, f.key);
+      break;
+    case FormField::Kind::kReal:
+      real(s, label, f.key);
+      break;
+    case FormField::Kind::kText:
+      text(s, label, f.key, f.hint.c_str());
+      break;
+    case FormField::Kind::kFlag:
+      flag(s, label, f.key);
+      break;
+  }
+}
+
+void strategy_notes(GuiSession& session) {
+  const std::string strategy = field(session.launch_form, "strategy").is_string()
+                                   ? field(session.launch_form, "strategy").get<std::string>()
+                                   : "";
+  if (const StrategyInfo* info = StrategyRegistry::instance().find(strategy)) {
+    ImGui::TextWrapped("%s", info->description.c_str());
+  }
+  const char* note = strategy_teaching_note(strategy);
+  if (*note) ImGui::TextWrapped("%s", note);
+}
+
+// One bucket: the gradients are reduced at the end of backward, so overlap on and off are the
+// same run. The plan is the strategies' own (bucket_preview.h), built again only when the model
+// or the cap changes.
+void bucket_warning(GuiSession& session, const Config& config) {
+  static std::string planned_for;
+  static int buckets = 0;
+  const nlohmann::json key = {to_json(config)["model"], config.strategy_options.bucket_mb,
+                              config.seed};
+  if (key.dump() != planned_for) {
+    planned_for = key.dump();
+    // The plan builds the model's parameters: not for one the size of gpt-7b (for projections).
+    constexpr int64_t kLargestPlanned = 200'000'000;
+    try {
+      buckets =
+          parameter_count(config.model) <= kLargestPlanned ? gradient_bucket_count(config) : 0;
+    } catch (const std::exception&) {
+      buckets = 0;  // a model the form cannot build yet: the field errors say why
+    }
+  }
+  if (buckets == 1) {
+    const char* warning =
+        "one bucket at this cap: every gradient is reduced at the end of backward, so there is "
+        "nothing to overlap (lower bucket MB)";
+    session.launch_warnings["strategy_options.bucket_mb"] = warning;
+    ImGui::TextColored(ImVec4(1, 0.75f, 0.2f, 1), "%s", warning);
+  } else if (buckets > 1) {
+    ImGui::TextDisabled("%d gradient buckets at this cap", buckets);
+  }
+}
+
 }  // namespace
 
 // Sets one field of the Launch form from text (the script's `set KEY VALUE`).
@@ -167,48 +235,21 @@ void draw_launch_window(GuiSession& session) {
   session.launch_errors = errors;
 
   ImGui::BeginChild("form", ImVec2(ImGui::GetContentRegionAvail().x * 0.62f, 0), true);
-  ImGui::TextDisabled("model and run");
-  combo(session, "preset", "preset", preset_names());
-  integer(session, "layers", "model.layers");
-  integer(session, "d_model", "model.d_model");
-  integer(session, "heads", "model.heads");
-  integer(session, "seq", "model.seq");
-  integer(session, "steps", "steps");
-  integer(session, "world size", "world");
-  combo(session, "mode", "mode", {"threads", "processes"});
-  combo(session, "device", "device", {"cpu", "cuda", "cuda:0"});
-  combo(session, "backend", "backend", {"auto", "gloo", "nccl"});
-  integer(session, "micro-batch (sequences per rank)", "micro_batch");
-  integer(session, "gradient accumulation", "grad_accum");
-  ImGui::Separator();
-  ImGui::TextDisabled("strategy");
-  combo(session, "strategy", "strategy", StrategyRegistry::instance().names());
-  const std::string strategy = field(session.launch_form, "strategy").is_string()
-                                   ? field(session.launch_form, "strategy").get<std::string>()
-                                   : "";
-  if (const StrategyInfo* info = StrategyRegistry::instance().find(strategy)) {
-    ImGui::TextWrapped("%s", info->description.c_str());
+  shown_keys().clear();
+  session.launch_warnings = nlohmann::json::object();
+  for (const FormSection& section : launch_form_sections()) {
+    if (section.collapsed) {
+      if (!ImGui::CollapsingHeader(section.title.c_str())) continue;
+    } else {
+      ImGui::Separator();
+      ImGui::TextDisabled("%s", section.title.c_str());
+    }
+    for (const FormField& f : section.fields) {
+      draw_field(session, f);
+      if (f.key == "strategy") strategy_notes(session);
+      if (f.key == "strategy_options.bucket_mb" && valid) bucket_warning(session, config);
+    }
   }
-  const char* note = strategy_teaching_note(strategy);
-  if (*note) ImGui::TextWrapped("%s", note);
-  real(session, "bucket MB (0: DDP's default)", "strategy_options.bucket_mb");
-  flag(session, "overlap communication with backward", "strategy_options.overlap");
-  flag(session, "prefetch (fsdp)", "strategy_options.prefetch");
-  integer(session, "tensor parallel degree", "strategy_options.tensor_parallel");
-  integer(session, "pipeline parallel degree", "strategy_options.pipeline_parallel");
-  integer(session, "data parallel degree", "strategy_options.data_parallel");
-  integer(session, "pipeline micro-batches", "strategy_options.micro_batches");
-  combo(session, "schedule", "strategy_options.schedule", {"1f1b", "gpipe"});
-  combo(session, "data-parallel sync", "strategy_options.data_parallel_sync",
-        {"ddp_bucketed", "torch_ddp", "zero1"});
-  flag(session, "sequence parallel", "strategy_options.sequence_parallel");
-  combo(session, "precision", "strategy_options.precision", {"fp32", "bf16"});
-  flag(session, "activation checkpointing", "strategy_options.activation_checkpointing");
-  ImGui::Separator();
-  ImGui::TextDisabled("checkpoints (a stopped or failed run can then be resumed)");
-  integer(session, "checkpoint every (steps; 0: only when stopped)", "checkpoint_every");
-  text(session, "checkpoint directory", "checkpoint_dir", "none");
-  text(session, "resume from", "resume", "a checkpoint directory");
   for (const auto& [key, why] : session.launch_errors.items()) {
     // Problems of fields the form does not show (or of the whole form).
     if (shown_keys().count(key) == 0) {

@@ -5,6 +5,7 @@
 
 #include "app/gui/gui_style.h"
 #include "app/gui/line_chart.h"
+#include "app/gui/loss_curves.h"
 #include "app/gui/windows.h"
 
 namespace shardscope::gui {
@@ -64,7 +65,8 @@ void draw_sync_window(GuiSession& session) {
   const nlohmann::json result = run->run.value("result", nlohmann::json::object());
   if (result.empty()) {
     ImGui::TextWrapped(
-        "This trace carries no result (recorded before results were kept in traces).");
+        "This trace carries no shardscope result: another tool recorded it (PyTorch's "
+        "profiler, say), or it predates results kept in traces. The timeline shows it.");
     return;
   }
   if (!result.value("ok", false)) {
@@ -100,30 +102,15 @@ void draw_sync_window(GuiSession& session) {
     }
   }
 
-  std::vector<ChartSeries> series;
-  const auto rank_losses = result.value("rank_losses", nlohmann::json::array());
-  for (size_t r = 0; r < rank_losses.size(); ++r) {
-    ChartSeries s;
-    s.label = "rank " + std::to_string(r);
-    s.colour = rank_colour(static_cast<int>(r));
-    for (size_t i = 0; i < rank_losses[r].size(); ++i) {
-      s.x.push_back(static_cast<float>(i));
-      s.y.push_back(rank_losses[r][i].get<float>());
-    }
-    series.push_back(std::move(s));
-  }
-  if (reference.is_object() && reference.contains("losses")) {
-    ChartSeries s;
-    s.label = "reference";
-    s.colour = 0xFFFFFFFF;
-    for (size_t i = 0; i < reference["losses"].size(); ++i) {
-      s.x.push_back(static_cast<float>(i));
-      s.y.push_back(reference["losses"][i].get<float>());
-    }
-    series.push_back(std::move(s));
-  }
+  const LossCurves curves = loss_curves(result);
   ImGui::Text("loss per step: each rank's own micro-batches, and the reference on the whole batch");
-  line_chart("losses", series, ImGui::GetContentRegionAvail().x, 200, "");
+  if (!curves.left_out.empty()) {
+    std::string ranks;
+    for (int r : curves.left_out) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    ImGui::TextDisabled("left out: rank%s %s (pipeline stages before the last compute no loss)",
+                        curves.left_out.size() > 1 ? "s" : "", ranks.c_str());
+  }
+  line_chart("losses", curves.series, ImGui::GetContentRegionAvail().x, 200, "");
 }
 
 }  // namespace shardscope::gui

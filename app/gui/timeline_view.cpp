@@ -9,6 +9,7 @@
 #include "app/gui/gui_style.h"
 #include "app/gui/timeline_figures.h"
 #include "app/gui/timeline_ticks.h"
+#include "profiling/figure_text.h"
 #include "profiling/trace_metrics.h"
 
 namespace shardscope::gui {
@@ -109,8 +110,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
                        "), at " + format_ms(d["start_ms"]) + ", " + format_ms(d["duration_ms"]);
     if (d.contains("bytes")) line += ", " + format_bytes(d["bytes"].get<double>());
     if (d.contains("busbw_gbps")) {
-      std::snprintf(buf, sizeof(buf), ", busbw %.2f GB/s", d["busbw_gbps"].get<double>());
-      line += buf;
+      line += ", busbw " + profiling::format_gbps(d["busbw_gbps"].get<double>());
     }
     if (linked_.size() > 1) {
       int64_t first = INT64_MAX, last = INT64_MIN;
@@ -408,7 +408,8 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
                   d["group"].get<std::string>().c_str(),
                   static_cast<long long>(d["seq"].get<int64_t>()));
     }
-    if (d.contains("busbw_gbps")) ImGui::Text("busbw %.2f GB/s", d["busbw_gbps"].get<double>());
+    if (d.contains("busbw_gbps"))
+      ImGui::Text("busbw %s", profiling::format_gbps(d["busbw_gbps"].get<double>()).c_str());
     ImGui::EndTooltip();
   }
   if (canvas_released && io.MouseDragMaxDistanceSqr[0] < 16 &&

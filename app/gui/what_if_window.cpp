@@ -3,7 +3,9 @@
 #include <imgui.h>
 
 #include "app/gui/windows.h"
+#include "app/node_placement.h"
 #include "app/trace_projection.h"
+#include "profiling/figure_text.h"
 #include "profiling/hardware_profile.h"
 
 namespace shardscope::gui {
@@ -30,8 +32,13 @@ void project(GuiSession& session, LoadedRun& run) {
                  {"measured_efficiency", t.measured_efficiency},
                  {"projected_efficiency", t.projected_efficiency}};
     if (t.mfu) w.figures["mfu"] = *t.mfu;
+    const cli::NodePlacement placement =
+        cli::node_placement(static_cast<int>(run.trace.ranks.size()), hw);
+    w.figures["nodes"] = placement.nodes;
+    w.figures["inter_node_link_used"] = placement.inter_link_used;
+    w.figures["placement"] = placement.note;
     w.projected = make_loaded_run(t.projected, "projected onto " + hw.name);
-    w.projected->label = run.label + " on " + hw.name;
+    w.projected->label = run.label + ", projected onto " + hw.name;
     w.timeline.reset();
   } catch (const std::exception& e) {
     w.error = e.what();
@@ -84,6 +91,7 @@ void draw_what_if_window(GuiSession& session) {
   const auto& f = w.figures;
   ImGui::Text("compute scale %.4g (%s)", f["compute_scale"].get<double>(),
               f["scale_source"].get<std::string>().c_str());
+  ImGui::TextWrapped("%s", f["placement"].get<std::string>().c_str());
   if (ImGui::BeginTable("figures", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableSetupColumn("");
     ImGui::TableSetupColumn("measured");
@@ -110,8 +118,8 @@ void draw_what_if_window(GuiSession& session) {
     ImGui::EndTable();
   }
   if (f.contains("mfu"))
-    ImGui::Text("MFU on %s: %.1f %%", f["hardware"].get<std::string>().c_str(),
-                100 * f["mfu"].get<double>());
+    ImGui::Text("MFU on %s: %s", f["hardware"].get<std::string>().c_str(),
+                profiling::format_percent(f["mfu"].get<double>()).c_str());
   if (w.projected) {
     ImGui::Separator();
     ImGui::Text("projected timeline: %s", w.projected->label.c_str());

@@ -287,7 +287,34 @@ TEST(CliTrace, ReportRejectsWhatIsNotATrace) {
   EXPECT_NE(r.err.find("garbage.json"), std::string::npos) << r.err;
   auto missing = cli({"report", (dir / "missing.sst").string()});
   EXPECT_EQ(missing.code, 2);
-  EXPECT_NE(missing.err.find("cannot open"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("does not exist"), std::string::npos) << missing.err;
+  // Each kind of path that is not a trace is named as what it is.
+  std::ofstream(dir / "empty.sst");
+  std::ofstream(dir / "notes.txt") << "hello";
+  std::filesystem::create_directories(dir / "folder");
+  const std::pair<std::string, std::string> cases[] = {
+      {"empty.sst", "the file is empty"},
+      {"notes.txt", "not a trace"},
+      {"folder", "is a directory without trace.sst"},
+  };
+  for (const auto& [name, phrase] : cases) {
+    auto bad = cli({"report", (dir / name).string()});
+    EXPECT_EQ(bad.code, 2) << name;
+    EXPECT_NE(bad.err.find(phrase), std::string::npos) << bad.err;
+  }
+}
+
+// A plain Chrome trace of another tool (PyTorch's profiler) is a trace to report on, not a
+// failed run.
+TEST(CliTrace, ReportReadsAnotherToolsChromeTrace) {
+  auto dir = test::test_temp_dir();
+  std::ofstream(dir / "pytorch.json")
+      << R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":2841234,)"
+      << R"("tid":2841234,"ts":1700000000000.5,"dur":12.5}]})";
+  auto r = cli({"report", (dir / "pytorch.json").string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1 ranks, 1 events"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAILED"), std::string::npos) << r.out;
 }
 
 }  // namespace
@@ -326,6 +353,27 @@ TEST(CliBench, SkipsWhatCannotRunAndKeepsGoing) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("| zero1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("skipped ddp_flat: strategy_options.offload"), std::string::npos) << r.out;
+}
+
+// pp's default layout (a stage per rank, 4) does not fit tiny's 2 blocks: it runs as pp 2 x dp 2
+// on the same model and global batch, says so, and compares with torch_ddp.
+TEST(CliBench, EveryStrategyGetsItsRowInTheLayoutItNeeds) {
+  auto r = cli({"bench", "--quick", "--strategies", "torch_ddp,pp", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u);
+  const auto& pp = rows[1];
+  EXPECT_EQ(pp["strategy"], "pp");
+  EXPECT_TRUE(pp["ok"].get<bool>()) << pp.dump();
+  EXPECT_FALSE(pp["skipped"].get<bool>());
+  EXPECT_EQ(pp["layout"], "dp2 x pp2");
+  EXPECT_LE(pp["rel_deviation"].get<double>(), 1e-5);
+  EXPECT_TRUE(pp["vs_torch_ddp_peak"].is_number()) << pp.dump();
+  EXPECT_NE(r.err.find("pp runs as dp2 x pp2"), std::string::npos) << r.err;
+  auto table = cli({"bench", "--quick", "--strategies", "pp", "--format", "markdown"});
+  ASSERT_EQ(table.code, 0) << table.err;
+  EXPECT_NE(table.out.find("| pp (dp2 x pp2)"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("skipped"), std::string::npos) << table.out;
 }
 
 TEST(CliBench, BadInputIsExitCodeTwo) {

@@ -151,7 +151,9 @@ TEST(ChromeTrace, BrokenFilesAreClearErrors) {
        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "name": "a"}]})",
        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1, "dur": -5, "name": "a"}]})",
        R"({"traceEvents": [{"ph": "X", "pid": -1, "tid": 0, "ts": 1, "dur": 1, "name": "a"}]})",
-       R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 900, "ts": 1, "dur": 1, "name": "a"}]})",
+       // A file of ours (it says so) must fit our lanes: tid 900 is no lane.
+       R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 900, "ts": 1, "dur": 1, "name": "a"}],
+           "otherData": {"format": "shardscope"}})",
        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": "x", "dur": 1, "name": "a"}]})",
        R"({"traceEvents": [{"ph": "X", "pid": 0, "tid": 0, "ts": 1e300, "dur": 1, "name": "a"}]})"}) {
     EXPECT_THROW(from_chrome_json(text), TraceFormatError) << text;
@@ -210,9 +212,33 @@ TEST(ChromeTrace, MetadataPutsSlotsBackOnTheirLaneAndPidsOnTheirRank) {
                                {"ph":"M","name":"process_name","pid":2,"args":{"rank":0}}]})",
           R"({"traceEvents": [{"ph":"M","name":"process_name","pid":1,"args":{"rank":70000}}]})",
           R"({"traceEvents": [{"ph":"M","name":"thread_name","pid":1,"tid":1,"args":{"lane":300}}]})",
-          R"({"traceEvents": [{"ph":"M","name":"thread_name","pid":1,"tid":300,"args":{}}]})"}) {
+          R"({"traceEvents": [{"ph":"M","name":"thread_name","pid":1,"tid":300,"args":{}}],
+              "otherData": {"format": "shardscope"}})"}) {
     EXPECT_THROW(from_chrome_json(text), TraceFormatError) << text;
   }
+}
+
+// PyTorch's profiler writes process ids as pids and thread ids as tids (past our ranks and
+// lanes), and names some by text: such a file opens as a trace, a rank per process and a lane
+// per thread, events kept.
+TEST(ChromeTrace, AnotherToolsTraceOpensAsProcessesAndThreads) {
+  const Trace t = from_chrome_json(R"({"schemaVersion": 1, "traceEvents": [
+    {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":2841234,"tid":2841234,"ts":1700000000000.5,"dur":12.5},
+    {"ph":"X","cat":"cpu_op","name":"aten::add","pid":2841234,"tid":2841299,"ts":1700000000001,"dur":2},
+    {"ph":"X","cat":"kernel","name":"sgemm","pid":0,"tid":7,"ts":1700000000020,"dur":3},
+    {"ph":"X","cat":"gpu_user_annotation","name":"step","pid":0,"tid":"stream 7 ","ts":1700000000020,"dur":5},
+    {"ph":"M","name":"thread_name","pid":2841234,"tid":2841234,"args":{"name":"python3"}},
+    {"ph":"M","name":"process_name","pid":2841234,"tid":0,"args":{"name":"python3"}},
+    {"ph":"f","id":10,"pid":0,"tid":7,"ts":1700000000020,"cat":"ac2g","name":"ac2g","bp":"e"},
+    {"ph":"i","s":"t","name":"Iteration Start","pid":"Traces","tid":"PyTorch Profiler","ts":1700000000000}],
+    "traceName": "worker0.pt.trace.json"})");
+  ASSERT_EQ(t.ranks.size(), 2u);
+  EXPECT_EQ(t.event_count(), 4u);
+  EXPECT_EQ(t.ranks[0].rank, 0);  // the GPU process keeps its pid
+  EXPECT_EQ(t.ranks[0].lanes.size(), 2u);
+  EXPECT_EQ(t.ranks[1].rank, 1);  // the CPU process's pid is no rank: numbered after
+  EXPECT_EQ(t.ranks[1].lanes, (std::vector<std::string>{"python3", "thread 2841299"}));
+  EXPECT_TRUE(t.run_json.empty() || t.run_json == "{}");
 }
 
 TEST(TraceFiles, ChosenByNameReadByContent) {

@@ -1,0 +1,118 @@
+// Runs a person can tell apart, and what the GUI says about what it opens and projects: run
+// labels and Compare columns, the Launch form's one-bucket warning, the What-if's node
+// placement, and opening what is not a trace.
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "app/gui/gui_app.h"
+#include "app/gui/gui_session.h"
+#include "tests/app/gui/virtual_display.h"
+#include "tests/support/temp_dir.h"
+
+namespace shardscope::gui {
+namespace {
+
+using testing::HasSubstr;
+
+std::string asset(const std::string& name) {
+  return std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/" + name;
+}
+
+class GuiLabels : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(display_.ok()) << display_.error();
+    dir_ = test::test_temp_dir().string();
+  }
+
+  // Runs `script` in the app; its state at the end.
+  nlohmann::json play(const std::string& script, int* code = nullptr) {
+    const std::string script_file = dir_ + "/session.script";
+    std::ofstream(script_file) << script;
+    GuiOptions options;
+    options.script = script_file;
+    options.state_out = dir_ + "/state.json";
+    options.frames = 2;
+    std::ostringstream out, err;
+    const int rc = gui_main(options, out, err);
+    if (code != nullptr) *code = rc;
+    EXPECT_EQ(rc, 0) << err.str();
+    std::ifstream state(options.state_out);
+    return state ? nlohmann::json::parse(state, nullptr, false) : nlohmann::json();
+  }
+
+  std::string dir_;
+
+ private:
+  test::VirtualDisplay display_;
+};
+
+// Two ddp_bucketed runs that differ only in overlap, and a zero2 run: overlap names them.
+TEST_F(GuiLabels, ThreeRunsAreNamedByWhatSetsThemApart) {
+  const auto state = play("open " + asset("ddp_bucketed-w2.sst") + "\nopen " +
+                          asset("ddp_bucketed-no-overlap-w2.sst") + "\nopen " +
+                          asset("zero2-w4.sst") + "\ntab compare\n");
+  ASSERT_EQ(state["runs"].size(), 3u);
+  std::set<std::string> labels;
+  for (const auto& r : state["runs"]) labels.insert(r["label"].get<std::string>());
+  EXPECT_EQ(labels.size(), 3u) << state["runs"].dump();
+  EXPECT_THAT(state["runs"][0]["label"].get<std::string>(), HasSubstr("overlap on"));
+  EXPECT_THAT(state["runs"][1]["label"].get<std::string>(), HasSubstr("overlap off"));
+  EXPECT_THAT(state["runs"][2]["label"].get<std::string>(), HasSubstr("zero2 w4"));
+}
+
+// Bucket cap above every gradient: one bucket, and the form says there is nothing to overlap;
+// a small cap: no warning.
+TEST_F(GuiLabels, LaunchWarnsWhenOneBucketLeavesNothingToOverlap) {
+  const auto one = play("tab launch\nset strategy_options.bucket_mb 100\nframes 2\n");
+  EXPECT_THAT(one["launch_warnings"].value("strategy_options.bucket_mb", ""),
+              HasSubstr("nothing to overlap"));
+  const auto many = play("tab launch\nset strategy_options.bucket_mb 0.01\nframes 2\n");
+  EXPECT_FALSE(many["launch_warnings"].contains("strategy_options.bucket_mb"));
+}
+
+// Two ranks on two nodes of eight: the What-if says the network is unused.
+TEST_F(GuiLabels, WhatIfSaysWhenAllRanksFitInOneNode) {
+  const auto state = play("open " + asset("ddp_bucketed-w2.sst") + "\nproject 2x8xH100-IB 0.05\n");
+  EXPECT_EQ(state["what_if"]["nodes"], 1);
+  EXPECT_FALSE(state["what_if"]["inter_node_link_used"].get<bool>());
+  EXPECT_THAT(state["what_if"]["placement"].get<std::string>(),
+              HasSubstr("inter-node infiniband link is unused"));
+}
+
+// What is not a trace says what it is; another tool's trace opens as a trace, not a failure.
+TEST(GuiOpen, SaysWhatAPathIsInsteadOfATrace) {
+  const auto dir = test::test_temp_dir();
+  std::ofstream(dir / "empty.sst");
+  std::ofstream(dir / "notes.txt") << "hello";
+  std::filesystem::create_directories(dir / "folder");
+  std::ofstream(dir / "pytorch.json")
+      << R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":2841234,)"
+      << R"("tid":2841234,"ts":1700000000000.5,"dur":12.5}]})";
+  const std::pair<std::string, std::string> cases[] = {
+      {"empty.sst", "the file is empty"},
+      {"notes.txt", "not a trace"},
+      {"folder", "is a directory without trace.sst"},
+      {"missing.sst", "does not exist"},
+  };
+  GuiSession session;
+  for (const auto& [name, phrase] : cases) {
+    EXPECT_FALSE(session.open_trace((dir / name).string())) << name;
+    EXPECT_THAT(session.message, HasSubstr(phrase)) << name;
+    EXPECT_THAT(session.message, HasSubstr(name));
+  }
+  ASSERT_TRUE(session.open_trace((dir / "pytorch.json").string())) << session.message;
+  const LoadedRun* run = session.current_run();
+  EXPECT_TRUE(run->row.no_result);
+  EXPECT_EQ(run->trace.event_count(), 1u);
+  EXPECT_THAT(run->label, HasSubstr("pytorch.json"));
+}
+
+}  // namespace
+}  // namespace shardscope::gui
