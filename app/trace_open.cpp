@@ -13,7 +13,7 @@ profiling::Trace open_trace_path(const std::string& path) {
   std::error_code ec;
   if (path.empty()) throw TraceFormatError("no file given");
   if (!fs::exists(path, ec) && !is_trace_directory(path)) {
-    throw TraceFormatError(path + " does not exist");
+    throw TraceFormatError("cannot open trace file '" + path + "': it does not exist");
   }
   if (is_trace_directory(path)) {
     // A folder is read through the trace.sst that `run --trace DIR/` leaves in it.

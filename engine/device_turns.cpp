@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 
 #include "profiling/host_tracing.h"
@@ -46,6 +47,7 @@ void DeviceTurns::acquire() {
 }
 
 void DeviceTurns::release() {
+  if (!holds_turn) return;  // a Release that unwound without taking the turn back
   holds_turn = false;
   if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_UN);
   device_.unlock();
@@ -80,7 +82,9 @@ DeviceTurns::Release::Release() {
 }
 
 DeviceTurns::Release::~Release() {
-  if (released_) instance().acquire();
+  // A wait that throws (a collective that timed out, a peer that died) ends this rank's step:
+  // taking the turn back would queue it behind a peer that may hold it for ever, so it does not.
+  if (released_ && std::uncaught_exceptions() == 0) instance().acquire();
 }
 
 }  // namespace shardscope

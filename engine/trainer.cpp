@@ -10,6 +10,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/comm.h"
+#include "engine/device_turns.h"
 #include "engine/optimizer_factory.h"
 #include "engine/stop_request.h"
 #include "engine/token_data.h"
@@ -121,7 +122,12 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
       // exit and hang are for rank processes (validation keeps them out of threads mode): a
       // process that vanishes mid-run, and one that never answers again.
       if (config.fault.kind == "exit") std::_Exit(3);
-      while (config.fault.kind == "hang") std::this_thread::sleep_for(std::chrono::seconds(1));
+      if (config.fault.kind == "hang") {
+        // A hung rank stalls its peers only through the collectives it never joins: on its own
+        // device it would not hold up theirs, so it gives the shared device's turn up.
+        DeviceTurns::Release give_up_the_device;
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
       throw std::runtime_error("injected fault (kind=throw) at step " + std::to_string(step));
     }
     const int64_t t0 = profiling::now_ns();
