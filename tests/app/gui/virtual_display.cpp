@@ -1,8 +1,8 @@
 #include "tests/app/gui/virtual_display.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,55 +15,55 @@
 
 namespace shardscope::test {
 
-namespace {
-
-bool exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-}  // namespace
-
 VirtualDisplay::VirtualDisplay() {
   if (const char* d = std::getenv("DISPLAY")) previous_display_ = d;
-  int number = 90 + static_cast<int>(::getpid() % 400);
-  for (int tries = 0; tries < 50; ++tries, ++number) {
-    if (!exists("/tmp/.X11-unix/X" + std::to_string(number)) &&
-        !exists("/tmp/.X" + std::to_string(number) + "-lock"))
-      break;
+  // Xvfb picks a free display number itself and writes it to a pipe once it accepts clients
+  // (-displayfd): choosing one here raced with GUI tests running beside this one, and the loser
+  // drew on the winner's server until that went away. -noreset keeps the server up between the
+  // app's windows within a test.
+  int ready[2];
+  if (::pipe(ready) != 0) {
+    error_ = "pipe failed";
+    return;
   }
-  const std::string display = ":" + std::to_string(number);
   pid_ = ::fork();
   if (pid_ == 0) {
+    ::close(ready[0]);
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 1);
     ::dup2(null, 2);
-    ::execlp("Xvfb", "Xvfb", display.c_str(), "-screen", "0", "1920x1080x24", "-nolisten", "tcp",
-             static_cast<char*>(nullptr));
+    const std::string fd = std::to_string(ready[1]);
+    ::execlp("Xvfb", "Xvfb", "-displayfd", fd.c_str(), "-screen", "0", "1920x1080x24", "-nolisten",
+             "tcp", "-noreset", static_cast<char*>(nullptr));
     ::_exit(127);
   }
+  ::close(ready[1]);
   if (pid_ < 0) {
+    ::close(ready[0]);
     error_ = "fork failed";
     return;
   }
-  const std::string socket = "/tmp/.X11-unix/X" + std::to_string(number);
-  for (int i = 0; i < 200 && !exists(socket); ++i) {
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      error_ = "Xvfb exited (is the xvfb package installed?)";
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The number arrives as text ending in a newline; the pipe closes without it if Xvfb dies.
+  std::string number;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (number.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd p{ready[0], POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[16];
+    const ssize_t n = ::read(ready[0], buf, sizeof buf);
+    if (n <= 0) break;
+    number.append(buf, static_cast<size_t>(n));
   }
-  if (!exists(socket)) {
-    error_ = "Xvfb did not start within 10 s";
+  ::close(ready[0]);
+  if (number.find('\n') == std::string::npos) {
+    error_ = "Xvfb did not start within 10 s (is the xvfb package installed?)";
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
     return;
   }
-  ::setenv("DISPLAY", display.c_str(), 1);
+  number.erase(number.find('\n'));
+  ::setenv("DISPLAY", (":" + number).c_str(), 1);
 }
 
 VirtualDisplay::~VirtualDisplay() {
