@@ -1,6 +1,8 @@
 #include "engine/device_turns.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -35,6 +37,37 @@ void DeviceTurns::share_across_processes(const std::string& lock_path) {
   lock_fd_ = fd;
 }
 
+void DeviceTurns::pin_compute_cores(int compute_cores) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    }
+  }
+  std::lock_guard<std::mutex> lock(pinning_);
+  compute_cpus_.clear();
+  communication_cpus_.clear();
+  if (compute_cores < 1 || static_cast<int>(cpus.size()) <= compute_cores) return;
+  compute_cpus_.assign(cpus.begin(), cpus.begin() + compute_cores);
+  communication_cpus_.assign(cpus.begin() + compute_cores, cpus.end());
+}
+
+void DeviceTurns::keep_to_communication_cores() {
+  instance().pin(false);
+}
+
+void DeviceTurns::pin(bool computing) {
+  std::lock_guard<std::mutex> lock(pinning_);
+  const std::vector<int>& cpus = computing ? compute_cpus_ : communication_cpus_;
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);  // best effort: a hint
+}
+
 void DeviceTurns::acquire() {
   // Only the wait is a span: it is the time this rank's device would not have made it wait.
   {
@@ -44,11 +77,13 @@ void DeviceTurns::acquire() {
     }
   }
   holds_turn = true;
+  pin(true);
 }
 
 void DeviceTurns::release() {
   if (!holds_turn) return;  // a Release that unwound without taking the turn back
   holds_turn = false;
+  pin(false);
   if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_UN);
   device_.unlock();
 }

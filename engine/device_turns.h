@@ -2,6 +2,7 @@
 
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "profiling/trace.h"
 
@@ -21,6 +22,17 @@ class DeviceTurns {
   // of it when a process dies, so a crashed rank never leaves the device taken) turns are taken
   // across every process that opens the same path. Throws std::runtime_error naming the file.
   void share_across_processes(const std::string& lock_path);
+
+  // On a CPU "device", the collectives of ranks that are not computing run on the same cores
+  // (Gloo's threads, the kernel's loopback TCP) and slow the one that is: on two cores that
+  // made a rank's backward 30 % slower in some steps, and overlap look slower than none. With
+  // pinning on, the turn's holder computes on the first `compute_cores` allowed cores and every
+  // other thread of a rank runs on the rest, like a GPU's copy engines beside its SMs. Off (the
+  // default) when fewer than compute_cores + 1 cores are allowed.
+  void pin_compute_cores(int compute_cores);
+  // This thread (a rank's, before it makes its process group, whose threads inherit it) keeps
+  // to the communication cores while it does not hold the turn.
+  static void keep_to_communication_cores();
 
   // Holds the turn on this thread for the scope's life (only when `enabled`).
   class Scope {
@@ -59,8 +71,12 @@ class DeviceTurns {
   void acquire();
   void release();
 
+  void pin(bool computing);
+
   std::mutex device_;  // among this process's threads
   int lock_fd_ = -1;   // among processes (flock), when shared
+  std::mutex pinning_;
+  std::vector<int> compute_cpus_, communication_cpus_;  // empty: no pinning
 };
 
 }  // namespace shardscope

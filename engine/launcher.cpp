@@ -34,10 +34,15 @@ LaunchSpec launch_spec(const Config& config) {
   spec.backend = config.backend;
   spec.device = config.device;
   spec.timeout = std::chrono::seconds(setup_timeout_s(config));
-  // Taking turns, each rank has the whole machine while it computes.
-  spec.threads_per_rank = config.threads_per_rank > 0 || !config.takes_turns()
-                              ? config.threads_per_rank
-                              : default_threads_per_rank(1);
+  // Taking turns, each rank has the whole machine while it computes; on a CPU "device" less one
+  // core, where the collectives run (DeviceTurns::pin_compute_cores says why).
+  if (config.threads_per_rank > 0 || !config.takes_turns()) {
+    spec.threads_per_rank = config.threads_per_rank;
+  } else {
+    const int cores = default_threads_per_rank(1);
+    const bool cpu = config.device.rfind("cpu", 0) == 0;
+    spec.threads_per_rank = cpu ? std::max(1, cores - 1) : cores;
+  }
   spec.tracing = config.tracing;
   spec.take_turns = config.takes_turns();
   spec.memory_capacity_bytes = static_cast<int64_t>(config.memory_limit_mb * 1e6);
@@ -118,6 +123,11 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
   } pop_rank;
   int64_t t_failed = 0;  // stamped where it was thrown, before teardown takes its time
   try {
+    if (spec.take_turns && spec.device.rfind("cpu", 0) == 0) {
+      // The turn's holder computes on `threads` cores; the collectives get the rest.
+      DeviceTurns::instance().pin_compute_cores(threads);
+      DeviceTurns::keep_to_communication_cores();
+    }
     ProcessGroupSpec pg_spec;
     pg_spec.backend = spec.backend;
     pg_spec.rank = rank;

@@ -78,7 +78,10 @@ ReducerSync::ReducerSync(const std::vector<torch::Tensor>& params,
 ReducerSync::~ReducerSync() = default;
 
 void ReducerSync::before_forward() {
-  // Rebuilding broadcasts rank 0's bucket order, waiting outside our Comm: not on the device.
+  // Rebuilding (once, in the second step) broadcasts rank 0's bucket order, waiting outside our
+  // Comm: not on the device. Any other step keeps its turn: a rank that gave it up for nothing
+  // would queue behind its peers' compute, and time lost to the host's scheduler shows as work.
+  if (!reducer_->should_rebuild_buckets()) return;
   DeviceTurns::Release give_up_the_device;
   profiling::MemoryTag buckets(profiling::MemoryKind::kCommBuffers);  // rebuilt buckets
   reducer_->rebuild_buckets();
@@ -105,6 +108,9 @@ void ReducerSync::arm(const std::vector<torch::Tensor>& outputs) {
         DeviceTurns::give_up_until_taken_back();
         for (CommWork& work : *in_flight) work.wait();
         in_flight->clear();
+        // The Reducer's own callback, next, copies the reduced buckets into the gradients: work
+        // on the device, so with the device's turn, as ddp_bucketed's unflattening is.
+        DeviceTurns::take_back();
       });
     });
     break;
