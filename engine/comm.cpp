@@ -57,7 +57,11 @@ CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog*
 
 void CommWork::wait() {
   if (log_ != nullptr) log_->stamp_wait_begin(event_, now_ns());
-  {
+  if (work_.defined() && work_->isCompleted()) {
+    // Done already: giving the device up would only queue this rank behind its peers' compute.
+    work_->wait();  // rethrows the work's error, if it failed
+    if (retired_) retired_->keep(work_);
+  } else {
     // A rank waiting for its peers does not compute: with serialised compute it lets another
     // rank have the device meanwhile, and has it back before its wait is over.
     DeviceTurns::Release give_up_the_device;
