@@ -114,7 +114,7 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--seed", "seed", Kind::Uint, "seed of initialisation and data order"},
       {"--data", "data", Kind::String, "auto (licence texts), synthetic, or a text file"},
       {"--threads-per-rank", "threads_per_rank", Kind::Int,
-       "intra-op threads per rank (0: cores / world)"},
+       "intra-op threads per rank (0: taking turns, all cores but one on a CPU, where the collectives run; --contended: cores / world)"},
       {"--timeout", "collective_timeout_s", Kind::Int,
        "seconds before a stuck collective fails the run (0: adaptive, max(5 s, 10 x the slowest "
        "step so far), 60 s before steps are timed)"},

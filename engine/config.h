@@ -93,7 +93,7 @@ struct Config {
   OptimizerConfig optimizer;
   uint64_t seed = 1234;
   std::string data = "auto";  // auto (licence texts, else synthetic) | synthetic | path to a text
-  int threads_per_rank = 0;   // intra-op threads per rank; 0 = cores / world
+  int threads_per_rank = 0;   // intra-op threads per rank; 0 = launch_spec decides
   // Seconds a collective may wait before the run is failed as hung. 0 (the default): adaptive,
   // max(5 s, 10 x the slowest step so far) once steps are timed, and kSetupTimeoutS while ranks
   // connect, before the first steps and around checkpoints.

@@ -122,6 +122,10 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
     ~PopRank() { profiling::DeviceTracer::instance().pop_rank(); }
   } pop_rank;
   int64_t t_failed = 0;  // stamped where it was thrown, before teardown takes its time
+  // The collective timeout in force, for a failure that a timeout caused: Gloo names it in some
+  // messages ("Timed out waiting 5000ms") and not in others ("Application timeout caused pair
+  // closure"), depending on which of a rank's pairs noticed first.
+  std::chrono::milliseconds timeout_in_force = spec.timeout;
   try {
     if (spec.take_turns && spec.device.rfind("cpu", 0) == 0) {
       // The turn's holder computes on `threads` cores; the collectives get the rest.
@@ -174,6 +178,7 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
     };
     ctx.set_collective_timeout = [&](std::chrono::milliseconds timeout) {
       pg_spec.timeout = timeout;
+      timeout_in_force = timeout;
       comm.set_timeout(timeout);
       for (auto& [name, group] : subgroups) group->set_timeout(timeout);
     };
@@ -189,7 +194,11 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
                        t_failed ? t_failed : profiling::now_ns()};
   } catch (const c10::Error& e) {
     // LibTorch's own errors carry a stack dump of its internals: the report wants the sentence.
-    return RankFailure{rank, e.what_without_backtrace(), t_failed ? t_failed : profiling::now_ns()};
+    std::string what = e.what_without_backtrace();
+    const std::string ms = std::to_string(timeout_in_force.count()) + "ms";
+    if (what.find("timeout") != std::string::npos && what.find(ms) == std::string::npos)
+      what += " (the collective timeout: " + ms + ")";
+    return RankFailure{rank, what, t_failed ? t_failed : profiling::now_ns()};
   } catch (const std::exception& e) {
     // By now the group is destroyed (it lived in the try scope), which closes this rank's
     // connections and wakes peers blocked on it.

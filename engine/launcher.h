@@ -18,7 +18,7 @@ struct LaunchSpec {
   std::string backend = "gloo";
   std::string device = "cpu";
   std::chrono::milliseconds timeout{60000};
-  int threads_per_rank = 0;  // 0: cores / world, at least 1
+  int threads_per_rank = 0;  // 0: cores / world, at least 1 (launch_spec sets it when taking turns)
   bool emulate_flat_collectives = false;
   bool tracing = true;                // false: ranks record nothing (their logs stay empty)
   bool take_turns = false;            // ranks take turns on the device (DeviceTurns)

@@ -10,6 +10,7 @@ common=(--preset tiny --steps 3 --quiet)
 "$B" run --strategy ddp_bucketed --world 2 --bucket-mb 0.1 "${common[@]}" --trace "$T/ddp_bucketed-w2.sst"
 "$B" run --strategy ddp_bucketed --world 2 --bucket-mb 0.1 --no-overlap "${common[@]}" --trace "$T/ddp_bucketed-no-overlap-w2.sst"
 "$B" run --strategy torch_ddp --world 4 "${common[@]}" --trace "$T/torch_ddp-w4.sst"
+"$B" run --strategy zero1 --world 4 "${common[@]}" --trace "$T/zero1-w4.sst"
 "$B" run --strategy zero2 --world 4 "${common[@]}" --trace "$T/zero2-w4.sst"
 "$B" run --strategy fsdp --world 4 "${common[@]}" --trace "$T/fsdp-w4.sst"
 "$B" run --strategy pp --world 2 --micro-batches 4 --micro-batch 4 --schedule gpipe "${common[@]}" --trace "$T/pp-gpipe-w2.sst"

@@ -72,7 +72,7 @@ const std::vector<FormSection>& launch_form_sections() {
        {flag("contended",
              "ranks compute at once, contending for the device (off: they take "
              "turns, for clean device time)"),
-        integer("threads_per_rank", "threads per rank (0: cores / world)"),
+        integer("threads_per_rank", "threads per rank (0: all cores but one, taking turns)"),
         integer("collective_timeout_s", "collective timeout s (0: adaptive)"),
         real("memory_limit_mb", "memory limit MB per rank (0: none)"),
         flag("reference", "check against a single-device reference"), integer("seed", "seed"),
