@@ -103,7 +103,7 @@ std::vector<std::string> comparison_headers(const std::vector<std::string>& show
   std::vector<std::string> headers{"strategy", "world"};
   for (const auto& name : shown) headers.push_back(attribute_header(name));
   for (const char* h : {"mode", "device/backend", "peak MB/rank", "spread MB", "vs torch_ddp",
-                        "weights", "final loss", "step s", "MB/step", "overlap", "exposed ms"}) {
+                        "weights", "final loss", "step ms", "MB/step", "overlap", "exposed ms"}) {
     headers.push_back(h);
   }
   return headers;
@@ -158,9 +158,9 @@ std::vector<std::string> comparison_cells(const ComparisonRow& r,
     }
   }
   for (std::string cell : {fixed(r.peak_max / 1e6, 1), fixed((r.peak_max - r.peak_min) / 1e6, 1),
-                           change, weight_status(r), fixed(r.final_loss, 4), fixed(r.step_s, 3),
-                           fixed(r.bytes_per_step / 1e6, 1), fixed(100 * r.overlap, 0) + " %",
-                           fixed(r.exposed_ms, 1)}) {
+                           change, weight_status(r), fixed(r.final_loss, 4),
+                           fixed(r.step_s * 1e3, 2), fixed(r.bytes_per_step / 1e6, 1),
+                           fixed(100 * r.overlap, 0) + " %", fixed(r.exposed_ms, 2)}) {
     cells.push_back(std::move(cell));
   }
   return cells;

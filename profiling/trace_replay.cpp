@@ -269,6 +269,9 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
       const bool wait = e.category == Category::kWait;
       e.t0_ns = map(e.t0_ns, !wait);
       e.t1_ns = std::max(e.t0_ns, map(e.t1_ns, wait));
+      // A turn on the shared device takes no time on a device of one's own, even where it was
+      // taken inside a wait for a peer (whose projected length the interpolation would share).
+      if (wait && measured.str(e.name) == kDeviceTurnWaitName) e.t1_ns = e.t0_ns;
     }
     for (const Op& op : ops[r]) {
       Event& e = rank.events[op.event];

@@ -20,7 +20,7 @@ bool numeric(const std::string& header, const cli::ComparisonRow& r, double* val
     *value = double(r.peak_max - r.peak_min);
   else if (header == "final loss")
     *value = r.final_loss;
-  else if (header == "step s")
+  else if (header == "step ms")
     *value = r.step_s;
   else if (header == "MB/step")
     *value = double(r.bytes_per_step);
@@ -52,7 +52,7 @@ void draw_compare_window(GuiSession& session) {
     run_of.push_back(static_cast<int>(i));
   }
   if (!run_of.empty()) {
-    // The lens every row is timed through (step s, overlap, exposed ms).
+    // The lens every row is timed through (step ms, overlap, exposed ms).
     const ShownRun view = session.shown(*session.runs[run_of.front()]);
     ImGui::TextDisabled("times: %s", view.title.c_str());
   }
