@@ -1,10 +1,8 @@
 #include <unistd.h>
 
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <sstream>
 
@@ -20,215 +18,17 @@
 #include "app/perf/perf_suite.h"
 #include "app/project_command.h"
 #include "app/report_command.h"
+#include "app/run_command.h"
 #include "app/run_outputs.h"
-#include "app/run_summary_text.h"
 #include "app/trace_output.h"
-#include "engine/atomic_file.h"
-#include "engine/checkpoint.h"
+#include "app/worker_command.h"
 #include "engine/config.h"
-#include "engine/rank_process.h"
-#include "engine/run.h"
-#include "engine/stop_request.h"
 #include "engine/strategy_registry.h"
 #include "engine/weights.h"
 #include "engine/weights_file.h"
 #include "profiling/trace_io.h"
 
 namespace shardscope::cli {
-namespace {
-
-struct RunOutputs {
-  std::string config_file;
-  OutputFiles files;
-  double tolerance = -1;  // unset: kDefaultTolerance, or kBf16Tolerance with bf16 anywhere
-  bool quiet = false;
-  bool tolerance_given = false;
-  std::vector<std::string> command;  // as typed, for the resume hint
-};
-
-// The command that continues this run: as typed, with --resume DIR in place of any earlier one
-// and without an injected fault (a rehearsal of a failure, not part of the run).
-std::string resume_command(const std::vector<std::string>& command, const std::string& dir) {
-  auto dropped = [](const std::string& word, bool* takes_value) {
-    for (const std::string flag : {"--resume", "--inject-fault"}) {
-      *takes_value = word == flag;
-      if (*takes_value || word.rfind(flag + "=", 0) == 0) return true;
-    }
-    return false;
-  };
-  std::string text;
-  auto append = [&](const std::string& word) {
-    const bool plain =
-        !word.empty() && word.find_first_of(" \t'\"$\\`*?;&|<>()") == std::string::npos;
-    text += (text.empty() ? "" : " ") + (plain ? word : "'" + word + "'");
-  };
-  for (size_t i = 0; i < command.size(); ++i) {
-    bool takes_value = false;
-    if (dropped(command[i], &takes_value)) {
-      if (takes_value) ++i;  // and its value
-      continue;
-    }
-    append(command[i]);
-  }
-  append("--resume");
-  append(dir);
-  return text;
-}
-
-// The outputs of a run, in the same words for run and collect.
-void add_output_options(CLI::App& command, OutputFiles& files, bool& quiet) {
-  command.add_option("--json", files.json, "write a machine-readable summary here")
-      ->type_name("FILE")
-      ->group("Output");
-  command
-      .add_option("--trace", files.trace,
-                  "write the trace: FILE.json as Chrome trace JSON (Perfetto, chrome://tracing), "
-                  "DIR/ as one Kineto file per rank (Holistic Trace Analysis) plus "
-                  "DIR/trace.sst, any other name in the native format (for `shardscope report` "
-                  "and the GUI)")
-      ->type_name("FILE|DIR/")
-      ->group("Output");
-  command
-      .add_option("--export-weights", files.weights,
-                  "write the trained full weights (name -> tensor): FILE.safetensors as "
-                  "safetensors, any other name for Python's torch.load")
-      ->type_name("FILE")
-      ->group("Output");
-  command.add_flag("--quiet", quiet, "print only the final check")->group("Output");
-}
-
-OutputFiles output_files(const RunOutputs& outputs) {
-  return outputs.files;
-}
-
-int execute_run(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ostream& out,
-                std::ostream& err) {
-  Config config;
-  std::string backend_choice;
-  try {
-    config = config_from_json(flags.config_overrides(outputs.config_file));
-    if (no_reference) config.reference = false;
-    if (outputs.tolerance_given && !std::isfinite(outputs.tolerance))
-      throw ConfigError("tolerance", "must be a finite number");
-    if (outputs.tolerance_given && !(outputs.tolerance >= 0))
-      throw ConfigError("tolerance", "must not be negative");
-    finalize(config);
-    if (!outputs.tolerance_given) outputs.tolerance = default_tolerance(config);
-    backend_choice = check_environment(config);
-    check_output_files(output_files(outputs));
-  } catch (const ConfigError& e) {
-    err << "error: " << RunFlags::describe_key(e.field()) << ": "
-        << std::string(e.what()).substr(e.field().size() + 2) << "\n";
-    return kExitBadInput;
-  }
-
-  RunSummary summary;
-  try {
-    RunCallbacks callbacks;
-    if (!outputs.quiet) {
-      callbacks.on_phase = [&](const std::string& phase) {
-        if (phase == "training") print_step_heading(out);
-        if (phase == "reference") out << "training the single-device reference...\n";
-        out.flush();
-      };
-      callbacks.on_step = [&](const StepRecord& r) {
-        print_step(r, out);
-        out.flush();
-      };
-      print_run_header(config, out);
-      if (backend_choice != config.backend) out << "  backend: " << backend_choice << "\n";
-      callbacks.on_resume = [&](const CheckpointInfo& from,
-                                const std::vector<std::string>& skipped) {
-        for (const auto& why : skipped) out << "  " << why << "\n";
-        out << "  resuming from " << from.directory << " (step " << from.step << ", world "
-            << from.world << ", " << from.strategy << ")\n";
-      };
-    }
-    install_stop_signal_handlers(/*escalate=*/true);
-    summary = run_training(config, callbacks);
-    if (!summary.device_tracing.empty() && !outputs.quiet)
-      out << "device tracing: " << summary.device_tracing << "\n";
-  } catch (const ConfigError& e) {
-    err << "error: " << RunFlags::describe_key(e.field()) << ": "
-        << std::string(e.what()).substr(e.field().size() + 2) << "\n";
-    return kExitBadInput;
-  } catch (const std::exception& e) {
-    err << "error: " << e.what() << "\n";
-    return kExitRunFailed;
-  }
-
-  Conclusion how;
-  how.steps = config.steps;
-  how.tolerance = outputs.tolerance;
-  how.resume_command = resume_command(outputs.command, config.checkpoint_dir);
-  return write_outputs_and_conclude(output_files(outputs), summary, how, outputs.quiet, out, err);
-}
-
-// Rank 0 keeps the run's config (its world resolved) beside the ranks' outcomes, so that
-// `shardscope collect DIR` finds everything in the folder. Our own launcher's config file is
-// already there.
-void keep_run_config(const std::string& config_file, const std::string& out_dir,
-                     const Config& config) {
-  const std::string kept = out_dir + "/config.json";
-  std::error_code ec;
-  if (std::filesystem::equivalent(config_file, kept, ec)) return;
-  write_file_atomically(kept, to_json(config).dump(2) + "\n");
-}
-
-// One rank process: its config comes from the launcher's file, who it is from the environment.
-// Started by torchrun or a scheduler, it shows what `run` would: rank 0 its steps, every rank
-// its own failure (on stderr, stdout being the user's). Under our launcher, which shows both,
-// it is silent.
-int worker_command(const std::string& config_file, const std::string& out_dir, std::ostream& err) {
-  install_stop_signal_handlers(/*escalate=*/false);  // first: the launcher escalates
-  std::string who = "worker";
-  try {
-    const RankEnvironment env = rank_environment_from_env();
-    who = "rank " + std::to_string(env.rank);
-    std::ifstream file(config_file);
-    if (!file) throw ConfigError("config", "cannot read '" + config_file + "'");
-    auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded()) throw ConfigError("config", "'" + config_file + "' is not JSON");
-    // A config written for any size of job: the launcher's WORLD_SIZE says how many ranks.
-    if (json.is_object() && !json.contains("world")) json["world"] = env.world;
-    Config config = config_from_json(json);
-    finalize(config);
-    std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
-    if (ec) throw ConfigError("out", "cannot create '" + out_dir + "': " + ec.message());
-    if (env.rank == 0 && config.world == env.world) keep_run_config(config_file, out_dir, config);
-    RankProcessReports reports;
-    if (!env.launcher_reports) {
-      if (env.rank == 0) {
-        print_run_header(config, err);
-        print_step_heading(err);
-        reports.on_step = [&](const StepRecord& r) {
-          print_step(r, err);
-          err.flush();
-        };
-      }
-      reports.failed = [&](const RankFailure& f) {
-        // One write for the whole line: ranks sharing a terminal or a log file must not
-        // interleave within a line.
-        err << (who + " failed: " + f.message + "\n");
-        err.flush();
-      };
-    }
-    const int code = run_rank_process(config, env, out_dir, reports);
-    if (code == 0 && env.rank == 0 && !env.launcher_reports) {
-      err << "rank 0 finished; once every rank has: shardscope collect " << out_dir << "\n";
-    }
-    return code;
-  } catch (const ConfigError& e) {
-    err << who << ": error: " << e.what() << "\n";
-    return kExitBadInput;
-  } catch (const std::exception& e) {
-    err << who << ": failed: " << e.what() << "\n";
-    return kExitRunFailed;
-  }
-}
-
-}  // namespace
 
 int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   CLI::App app{
@@ -551,7 +351,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   outputs.tolerance_given = tolerance->count() > 0;
   outputs.command = {"shardscope"};
   outputs.command.insert(outputs.command.end(), args.begin(), args.end());
-  return execute_run(flags, outputs, no_reference, out, err);
+  return run_command(flags, outputs, no_reference, out, err);
 }
 
 }  // namespace shardscope::cli
