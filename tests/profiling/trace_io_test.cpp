@@ -269,7 +269,7 @@ TEST(TraceFiles, TheChecksumIsStandardFnv1aAndVersionOneFilesStillOpen) {
     h *= 0x100000001b3ull;
   }
   EXPECT_EQ(checksum, h);
-  const std::string old = std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/fsdp-w4.sst";
+  const std::string old = std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/fsdp-w4-v1.sst";
   std::ifstream in(old, std::ios::binary);
   std::string old_bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::memcpy(&version, old_bytes.data() + 8, 4);
