@@ -99,7 +99,7 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   }
   if (strategies.empty()) {
     for (const auto& name : StrategyRegistry::instance().names()) {
-      if (name != "single") strategies.push_back(name);
+      if (strategy_traits(name).family != "reference") strategies.push_back(name);
     }
   }
   // The options may suit only some strategies (those others are skipped below), but a

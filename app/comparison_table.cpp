@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/text_table.h"
+#include "engine/strategy_registry.h"
 #include "profiling/trace_metrics.h"
 
 namespace shardscope::cli {
@@ -37,9 +38,10 @@ std::string weight_status(const ComparisonRow& r) {
   return status;
 }
 
-// torch_ddp is PyTorch's own DDP: the other strategies' memory is read against it.
+// PyTorch's own DDP (the strategy whose traits say baseline): the other strategies' memory is
+// read against it.
 bool is_torch_ddp(const ComparisonRow& r) {
-  return r.strategy == "torch_ddp";
+  return strategy_traits(r.strategy).baseline;
 }
 
 }  // namespace

@@ -23,6 +23,11 @@ const StrategyInfo* StrategyRegistry::find(const std::string& name) const {
   return it == entries_.end() ? nullptr : &*it;
 }
 
+StrategyTraits strategy_traits(const std::string& name) {
+  const StrategyInfo* info = StrategyRegistry::instance().find(name);
+  return info != nullptr ? info->traits : StrategyTraits{};
+}
+
 std::vector<std::string> StrategyRegistry::names() const {
   std::vector<std::string> names;
   for (const auto& entry : entries_) names.push_back(entry.name);

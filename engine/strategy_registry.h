@@ -10,6 +10,25 @@ namespace shardscope {
 class Strategy;
 struct Config;
 
+// What the rest of the program asks of a strategy, instead of comparing its name: the GUI's
+// memory formula and teaching text, Compare's baseline, bench's list. It lives with the
+// strategy, in its registration.
+struct StrategyTraits {
+  // "reference" (one device, what every strategy must match), "data parallel" or "model
+  // parallel".
+  std::string family = "data parallel";
+  // What data parallelism shards, as the ZeRO paper counts: 0 nothing, 1 optimizer state, 2 and
+  // gradients, 3 and parameters.
+  int zero_stage = 0;
+  // The model-parallel dimension that takes the whole world when its degree is not given:
+  // "tensor", "pipeline", or empty (the degrees come from the options, or there are none).
+  std::string world_dimension;
+  // PyTorch's own engine: what Compare measures the others against.
+  bool baseline = false;
+  // What the strategy shows a student, in a sentence or three (the Launch and Timeline tabs).
+  std::string teaching;
+};
+
 // What the engine knows of a strategy without building one: kept free of LibTorch so that
 // configuration code can validate names cheaply.
 struct StrategyInfo {
@@ -18,7 +37,12 @@ struct StrategyInfo {
   std::function<std::unique_ptr<Strategy>()> make;
   // Throws ConfigError for configurations this strategy cannot run (optional).
   std::function<void(const Config&)> validate;
+  StrategyTraits traits;
 };
+
+// The traits of the strategy a run or trace names; defaults for a name no registration knows
+// (a trace of another tool, or of a strategy since renamed).
+StrategyTraits strategy_traits(const std::string& name);
 
 class StrategyRegistry {
  public:

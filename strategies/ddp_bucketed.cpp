@@ -42,6 +42,15 @@ class DdpBucketed final : public HookedDataParallel {
   std::unique_ptr<GradientBuckets> buckets_;
 };
 
+StrategyTraits traits() {
+  StrategyTraits t;
+  t.teaching =
+      "Gradients are grouped into buckets, each all_reduced while backward goes on. With "
+      "overlap on, the orange collectives sit under the blue backward spans and the red "
+      "exposed-communication line shrinks; turn overlap off to see it grow.";
+  return t;
+}
+
 const StrategyRegistrar registrar({
     "ddp_bucketed",
     "gradients in buckets of bucket_mb, each all-reduced as soon as it is full (overlap option)",
@@ -52,6 +61,7 @@ const StrategyRegistrar registrar({
       support.reduce_dtype = true;
       validate_option_support(config, support);
     },
+    traits(),
 });
 
 }  // namespace

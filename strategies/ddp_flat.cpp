@@ -44,6 +44,14 @@ class DdpFlat final : public HookedDataParallel {
   std::vector<CommWork> works_;
 };
 
+StrategyTraits traits() {
+  StrategyTraits t;
+  t.teaching =
+      "One all_reduce per parameter, launched as soon as its gradient is ready: many small "
+      "collectives overlap backward but each pays the latency.";
+  return t;
+}
+
 const StrategyRegistrar registrar({
     "ddp_flat",
     "one async all-reduce per parameter, launched as its gradient is ready",
@@ -52,6 +60,7 @@ const StrategyRegistrar registrar({
       ReplicatedStrategy::validate_unused_parameters(config);
       validate_option_support(config, {});
     },
+    traits(),
 });
 
 }  // namespace

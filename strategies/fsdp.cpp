@@ -373,6 +373,15 @@ class Fsdp final : public Strategy {
   int64_t live_reduce_bytes_ = 0, peak_reduce_bytes_ = 0;
 };
 
+StrategyTraits traits() {
+  StrategyTraits t;
+  t.zero_stage = 3;
+  t.teaching =
+      "FSDP (ZeRO-3): parameters are sharded as well and all_gathered unit by unit before "
+      "forward and backward; memory bars shrink by about N, communication grows by half.";
+  return t;
+}
+
 const StrategyRegistrar registrar({
     "fsdp",
     "ZeRO-3 / FSDP: parameters, gradients and optimizer state sharded per unit; all-gather per "
@@ -385,6 +394,7 @@ const StrategyRegistrar registrar({
       support.blocks_in_backward = "its pre-backward all-gather";
       validate_option_support(config, support);
     },
+    traits(),
 });
 
 }  // namespace

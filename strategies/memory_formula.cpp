@@ -4,14 +4,11 @@
 
 #include "engine/config_bounds.h"
 #include "engine/memory_formula_hook.h"
+#include "engine/strategy_registry.h"
 #include "strategies/parallel_layout.h"
 
 namespace shardscope {
 namespace {
-
-bool model_parallel(const Config& config) {
-  return config.strategy == "tp" || config.strategy == "pp" || config.strategy == "hybrid";
-}
 
 // What `run --json` and the trace report as each rank's formula.
 const bool registered = [] {
@@ -30,7 +27,10 @@ profiling::TrainingLayout memory_layout(const Config& config) {
   layout.sequence_parallel = o.sequence_parallel;
   layout.micro_batch = config.micro_batch;
   layout.dp = config.world;
-  if (model_parallel(config)) {
+  const StrategyTraits traits = strategy_traits(config.strategy);
+  static const char* const kZero[] = {"ddp", "zero1", "zero2", "zero3"};
+  layout.zero = kZero[std::clamp(traits.zero_stage, 0, 3)];
+  if (traits.family == "model parallel") {
     const ParallelLayout parallel = layout_of(config);
     layout.dp = parallel.data;
     layout.tp = parallel.tensor;
@@ -41,12 +41,6 @@ profiling::TrainingLayout memory_layout(const Config& config) {
     layout.micro_batch =
         std::max(1, config.micro_batch * layout.tp * layout.pp / layout.micro_batches);
     if (layout.dp > 1 && o.data_parallel_sync == "zero1") layout.zero = "zero1";
-  } else if (config.strategy == "zero1") {
-    layout.zero = "zero1";
-  } else if (config.strategy == "zero2") {
-    layout.zero = "zero2";
-  } else if (config.strategy == "fsdp") {
-    layout.zero = "zero3";
   }
   return layout;
 }

@@ -325,23 +325,36 @@ void validate_model_parallel(const Config& config) {
   validate_option_support(config, support);
 }
 
-StrategyInfo model_parallel(const char* name, const char* description) {
+StrategyInfo model_parallel(const char* name, const char* description, const char* world_dimension,
+                            const char* teaching) {
+  StrategyTraits traits;
+  traits.family = "model parallel";
+  traits.world_dimension = world_dimension;
+  traits.teaching = teaching;
   return {name, description,
           [] { return std::unique_ptr<Strategy>(std::make_unique<ModelParallelStrategy>()); },
-          validate_model_parallel};
+          validate_model_parallel, traits};
 }
 
 const StrategyRegistrar tp_registrar(model_parallel(
     "tp",
     "tensor parallel (Megatron): heads, MLP and vocabulary split over --tp ranks (default all; "
-    "the rest data-parallel)"));
+    "the rest data-parallel)",
+    "tensor",
+    "Tensor parallelism (Megatron): each block's matrices are split across ranks; two "
+    "all_reduces per block in forward and two in backward sit on the critical path."));
 const StrategyRegistrar pp_registrar(model_parallel(
     "pp",
     "pipeline parallel: --pp parameter-balanced stages (default all ranks), --micro-batches "
-    "through a 1f1b or gpipe --schedule"));
+    "through a 1f1b or gpipe --schedule",
+    "pipeline",
+    "Pipeline parallelism: stages of blocks pass activations with send/recv; the gaps before "
+    "the first and after the last micro-batch are the bubble, (p-1)/(m+p-1) of the step."));
 const StrategyRegistrar hybrid_registrar(model_parallel(
     "hybrid",
-    "data x tensor x pipeline parallel: --tp, --pp, the rest data-parallel with --dp-sync"));
+    "data x tensor x pipeline parallel: --tp, --pp, the rest data-parallel with --dp-sync", "",
+    "Data x tensor x pipeline parallel: tensor groups innermost, pipeline outermost; each "
+    "dimension talks over its own sub-group (tp{..}, dp{..}, pp{..})."));
 
 }  // namespace
 }  // namespace shardscope

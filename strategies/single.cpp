@@ -9,6 +9,13 @@ namespace {
 
 class SingleDevice final : public ReplicatedStrategy {};
 
+StrategyTraits traits() {
+  StrategyTraits t;
+  t.family = "reference";
+  t.teaching = "One device trains on the whole batch: the reference every strategy must match.";
+  return t;
+}
+
 const StrategyRegistrar registrar({
     "single",
     "one rank, no communication (the reference)",
@@ -20,6 +27,7 @@ const StrategyRegistrar registrar({
       }
       validate_option_support(config, {});
     },
+    traits(),
 });
 
 }  // namespace

@@ -53,6 +53,15 @@ class TorchDdp final : public ReplicatedStrategy {
   std::unique_ptr<ReducerSync> reducer_;
 };
 
+StrategyTraits traits() {
+  StrategyTraits t;
+  t.baseline = true;
+  t.teaching =
+      "PyTorch's own DDP engine (c10d::Reducer): buckets in reverse order, reduced during "
+      "backward. The baseline the others are compared with.";
+  return t;
+}
+
 const StrategyRegistrar registrar({
     "torch_ddp",
     "PyTorch's DDP engine (c10d::Reducer): bucketed all-reduce overlapped with backward",
@@ -66,6 +75,7 @@ const StrategyRegistrar registrar({
       support.blocks_in_backward = "its Reducer's end-of-backward callback";
       validate_option_support(config, support);
     },
+    traits(),
 });
 
 }  // namespace

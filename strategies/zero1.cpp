@@ -9,6 +9,15 @@
 namespace shardscope {
 namespace {
 
+StrategyTraits sharded_optimizer_traits() {
+  StrategyTraits t;
+  t.zero_stage = 1;
+  t.teaching =
+      "ZeRO-1: optimizer state is split across ranks (purple bar shrinks by N); gradients are "
+      "reduce-scattered and updated shards all_gathered.";
+  return t;
+}
+
 // The base is looked up when a run starts, not at registration: registration order across files
 // is unspecified.
 StrategyInfo with_sharded_optimizer(const std::string& name, const std::string& base) {
@@ -29,6 +38,7 @@ StrategyInfo with_sharded_optimizer(const std::string& name, const std::string& 
         const StrategyInfo* info = StrategyRegistry::instance().find(base);
         if (info->validate) info->validate(base_config);
       },
+      sharded_optimizer_traits(),
   };
 }
 

@@ -241,6 +241,13 @@ class Zero2 final : public HookedDataParallel {
   int64_t peak_bucket_bytes_ = 0;
 };
 
+StrategyTraits traits() {
+  StrategyTraits t;
+  t.zero_stage = 2;
+  t.teaching = "ZeRO-2: gradients are sharded too; each rank keeps only its shard's gradients.";
+  return t;
+}
+
 const StrategyRegistrar registrar({
     "zero2",
     "ZeRO-2: gradients reduce-scattered in buckets, optimizer state and gradients sharded",
@@ -252,6 +259,7 @@ const StrategyRegistrar registrar({
       support.offload = true;
       validate_option_support(config, support);
     },
+    traits(),
 });
 
 }  // namespace

@@ -146,9 +146,8 @@ void strategy_notes(GuiSession& session) {
                                    : "";
   if (const StrategyInfo* info = StrategyRegistry::instance().find(strategy)) {
     ImGui::TextWrapped("%s", info->description.c_str());
+    if (!info->traits.teaching.empty()) ImGui::TextWrapped("%s", info->traits.teaching.c_str());
   }
-  const char* note = strategy_teaching_note(strategy);
-  if (*note) ImGui::TextWrapped("%s", note);
 }
 
 // One bucket: the gradients are reduced at the end of backward, so overlap on and off are the

@@ -7,7 +7,10 @@
 #include "app/gui/line_chart.h"
 #include "app/gui/memory_breakdown.h"
 #include "app/gui/windows.h"
+#include "engine/config.h"
+#include "engine/config_bounds.h"
 #include "profiling/memory_projection.h"
+#include "strategies/memory_formula.h"
 
 namespace shardscope::gui {
 
@@ -33,40 +36,13 @@ bool recorded_formula(const nlohmann::json& rank, int64_t (&bytes)[6]) {
 }
 
 // For traces written before runs recorded their formula: the busiest GPU's bytes for the
-// run's configuration, or nothing when the trace does not say what ran.
+// run's configuration (laid out by the strategies' own rule, memory_formula.h), or nothing when
+// the trace does not say what ran.
 bool predicted(const nlohmann::json& run, profiling::MemoryProjection* out) {
   try {
-    const auto& c = run.at("config");
-    const auto& m = c.at("model");
-    profiling::ModelShape shape{m.at("vocab"),         m.at("d_model"), m.at("heads"),
-                                m.at("layers"),        m.at("seq"),     m.at("mlp_ratio"),
-                                m.at("tie_embeddings")};
-    const auto& o = c.at("strategy_options");
-    const std::string strategy = c.at("strategy");
-    const int world = c.at("world");
-    profiling::TrainingLayout layout;
-    layout.tp = o.value("tensor_parallel", 0);
-    layout.pp = o.value("pipeline_parallel", 0);
-    if (strategy == "tp" && layout.tp == 0) layout.tp = world;
-    if (strategy == "pp" && layout.pp == 0) layout.pp = world;
-    layout.tp = std::max(layout.tp, 1);
-    layout.pp = std::max(layout.pp, 1);
-    layout.dp = std::max(1, world / (layout.tp * layout.pp));
-    if (strategy == "zero1" || strategy.find("+zero1") != std::string::npos ||
-        o.value("data_parallel_sync", std::string()) == "zero1") {
-      layout.zero = "zero1";
-    }
-    if (strategy == "zero2") layout.zero = "zero2";
-    if (strategy == "fsdp") layout.zero = "zero3";
-    layout.micro_batch = c.at("micro_batch");
-    layout.micro_batches =
-        std::max(1, o.value("micro_batches", 0) > 0 ? o.value("micro_batches", 0) : layout.pp);
-    layout.schedule = o.value("schedule", std::string("1f1b"));
-    layout.mixed_precision = false;  // the engine trains fp32 masters; bf16 is compute only
-    layout.compute_bytes = o.value("precision", std::string("fp32")) == "bf16" ? 2 : 4;
-    layout.sequence_parallel = o.value("sequence_parallel", false);
-    layout.activation_checkpointing = o.value("activation_checkpointing", false);
-    *out = profiling::project_memory(shape, layout);
+    Config config = config_from_json(run.at("config"));
+    finalize(config);
+    *out = profiling::project_memory(model_shape(config.model), memory_layout(config));
     return true;
   } catch (const std::exception&) {
     return false;

@@ -1,6 +1,7 @@
 #include <imgui.h>
 
 #include "app/gui/windows.h"
+#include "engine/strategy_registry.h"
 
 namespace shardscope::gui {
 
@@ -19,8 +20,8 @@ void draw_timeline_window(GuiSession& session) {
         "rank held (hover for the bytes). Yellow lines mark steps, by their own numbers. Click a "
         "collective to link it across ranks: the rank that arrived last is the one the others "
         "waited for.");
-    const char* note = strategy_teaching_note(run->row.strategy);
-    if (*note) ImGui::TextWrapped("%s: %s", run->row.strategy.c_str(), note);
+    const std::string note = strategy_traits(run->row.strategy).teaching;
+    if (!note.empty()) ImGui::TextWrapped("%s: %s", run->row.strategy.c_str(), note.c_str());
   }
   // The lens: device time (what N devices would do) by default, the wall clock one click away.
   const ShownRun view = session.shown(*run);

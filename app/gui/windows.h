@@ -19,9 +19,6 @@ void error_text(const std::string& text);
 // The run a window shows, or null after saying how to get one.
 LoadedRun* run_or_hint(GuiSession& session);
 
-// Teaching text for a strategy: what it does and what to look for in the windows.
-const char* strategy_teaching_note(const std::string& strategy);
-
 }  // namespace shardscope::gui
 
 namespace shardscope::gui {
