@@ -1,15 +1,17 @@
 // Chrome Trace Event Format: the reader, of what chrome_trace.cpp writes now and wrote before.
+// chrome_json_scan.cpp parses the file (simdjson, a batch of events at a time); this file
+// makes a trace of its events.
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <map>
 #include <set>
+#include <string_view>
 #include <type_traits>
 
-#include <nlohmann/json.hpp>
-
 #include "profiling/chrome_format.h"
+#include "profiling/chrome_json_scan.h"
 #include "profiling/trace_io.h"
 
 namespace shardscope::profiling {
@@ -18,89 +20,168 @@ namespace {
 using chrome_format::kMaxRank;
 using chrome_format::kMemoryPrefix;
 using nlohmann::json;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
 
 int64_t to_ns(double us, int64_t origin) {
   return origin + std::llround(us * 1000.0);
 }
 
-// A JSON value as T, or TraceFormatError. Numbers are range-checked before they are converted:
-// a float too large for an integer field is undefined behaviour in a plain cast (the fuzzer
-// found one), and an integer too large for a narrow field would wrap.
+// A float as the integer T, if it is one T can hold: a float too large for an integer field is
+// undefined behaviour in a plain cast (the fuzzer found one).
 template <typename T>
-bool convert(const json& v, T* out) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+bool float_to(double d, T* out) {
+  using limits = std::numeric_limits<T>;
+  // The first value past the top is a power of two, exact as a double (max is not).
+  const double past_max = 2.0 * static_cast<double>(limits::max() / 2 + 1);
+  if (!std::isfinite(d) || d < static_cast<double>(limits::min()) || d >= past_max) return false;
+  *out = static_cast<T>(d);
+  return true;
+}
+
+// A JSON value as T (a signed integer, a float or a string), or false. Integers are
+// range-checked: one too large for a narrow field would wrap.
+template <typename T>
+bool convert(element v, T* out) {
+  if constexpr (std::is_integral_v<T>) {
+    static_assert(std::is_signed_v<T>, "the fields read are signed");
     using limits = std::numeric_limits<T>;
-    if (v.is_number_unsigned()) {
-      const auto u = v.get<json::number_unsigned_t>();
-      if (u > static_cast<json::number_unsigned_t>(limits::max())) return false;
-      *out = static_cast<T>(u);
-      return true;
-    }
-    if (v.is_number_integer()) {
-      const auto i = v.get<json::number_integer_t>();
-      if (i < static_cast<json::number_integer_t>(limits::min()) ||
-          i > static_cast<json::number_integer_t>(limits::max())) {
-        return false;
+    switch (v.type()) {
+      case element_type::INT64: {
+        const int64_t i = v.get_int64().value_unsafe();
+        if (i < int64_t{limits::min()} || i > int64_t{limits::max()}) return false;
+        *out = static_cast<T>(i);
+        return true;
       }
-      *out = static_cast<T>(i);
-      return true;
-    }
-    if (v.is_number_float()) {
-      const double d = v.get<double>();
-      // The first value past the top is a power of two, exact as a double (max is not).
-      const double past_max = 2.0 * static_cast<double>(limits::max() / 2 + 1);
-      if (!std::isfinite(d) || d < static_cast<double>(limits::min()) || d >= past_max) {
+      case element_type::UINT64:  // past INT64_MAX, so past every signed field
         return false;
-      }
-      *out = static_cast<T>(d);
-      return true;
+      case element_type::DOUBLE:
+        return float_to(v.get_double().value_unsafe(), out);
+      default:
+        return false;
     }
-    return false;
   } else if constexpr (std::is_floating_point_v<T>) {
     if (!v.is_number()) return false;
-    *out = v.get<T>();
+    *out = static_cast<T>(v.get_double().value_unsafe());
     return true;
   } else {
-    try {
-      *out = v.get<T>();
-      return true;
-    } catch (const json::exception&) {
-      return false;
+    std::string_view s;
+    if (v.get(s)) return false;
+    *out = T(s);
+    return true;
+  }
+}
+
+// The members of one JSON object that the reader looks at, found in one pass; of a name given
+// twice the last counts (as it did when nlohmann read the object).
+template <size_t N>
+struct Members {
+  const std::array<const char*, N>* keys;
+  std::array<bool, N> found{};
+  std::array<element, N> value{};
+
+  explicit Members(const std::array<const char*, N>& names) : keys(&names) {}  // no object
+  Members(const std::array<const char*, N>& names, element v) : keys(&names) {
+    simdjson::dom::object object;
+    if (!v.get(object)) read(object);
+  }
+  Members(const std::array<const char*, N>& names, simdjson::dom::object object) : keys(&names) {
+    read(object);
+  }
+  void read(simdjson::dom::object object) {
+    for (const simdjson::dom::key_value_pair field : object) {
+      for (size_t k = 0; k < N; ++k) {
+        if (field.key == (*keys)[k]) {
+          found[k] = true;
+          value[k] = field.value;
+          break;
+        }
+      }
     }
   }
-}
+  const char* name(size_t k) const { return (*keys)[k]; }
+};
 
-template <typename T>
-T field(const json& object, const char* key, const char* where) {
-  auto it = object.find(key);
-  if (it == object.end()) {
-    throw TraceFormatError(std::string(where) + ": missing field '" + key + "'");
+template <typename T, size_t N>
+T field(const Members<N>& object, size_t k, const char* where) {
+  if (!object.found[k]) {
+    throw TraceFormatError(std::string(where) + ": missing field '" + object.name(k) + "'");
   }
   T value{};
-  if (!convert(*it, &value)) {
-    throw TraceFormatError(std::string(where) + ": field '" + key + "' has the wrong type");
+  if (!convert(object.value[k], &value)) {
+    throw TraceFormatError(std::string(where) + ": field '" + object.name(k) +
+                           "' has the wrong type");
   }
   return value;
 }
 
-template <typename T>
-T optional_field(const json& object, const char* key, T fallback) {
-  if (!object.is_object()) return fallback;
-  auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return fallback;
+template <typename T, size_t N>
+T optional_field(const Members<N>& object, size_t k, T fallback) {
+  if (!object.found[k] || object.value[k].is_null()) return fallback;
   T value{};
-  if (!convert(*it, &value)) {
-    throw TraceFormatError(std::string("trace event: field '") + key + "' has the wrong type");
+  if (!convert(object.value[k], &value)) {
+    throw TraceFormatError(std::string("trace event: field '") + object.name(k) +
+                           "' has the wrong type");
   }
   return value;
 }
 
-const json& object_field(const json& object, const char* key, const char* where) {
-  auto it = object.find(key);
-  if (it == object.end()) {
-    throw TraceFormatError(std::string(where) + ": missing field '" + key + "'");
+template <size_t N>
+element object_field(const Members<N>& object, size_t k, const char* where) {
+  if (!object.found[k]) {
+    throw TraceFormatError(std::string(where) + ": missing field '" + object.name(k) + "'");
   }
-  return *it;
+  return object.value[k];
+}
+
+// The keys of an event, and of its args.
+enum EventKey : size_t { kPh, kName, kPid, kTid, kTs, kDur, kCat, kArgs };
+constexpr std::array<const char*, 8> kEventKeys = {"ph", "name", "pid", "tid",
+                                                   "ts", "dur",  "cat", "args"};
+enum ArgKey : size_t {
+  kStep,
+  kMicro,
+  kBytes,
+  kSeq,
+  kPeer,
+  kGroupSize,
+  kGroup,
+  kRank,
+  kArgName,
+  kLane,
+  kLaneName
+};
+constexpr std::array<const char*, 11> kArgKeys = {"step", "micro",      "bytes",    "seq",
+                                                  "peer", "group_size", "group",    "rank",
+                                                  "name", "lane",       "lane_name"};
+using EventMembers = Members<kEventKeys.size()>;
+using ArgMembers = Members<kArgKeys.size()>;
+
+// otherData's origin_ns (nlohmann's reading of it, see chrome_json_scan.h).
+int64_t origin_of(const json& other) {
+  auto it = other.find("origin_ns");
+  if (it == other.end() || it->is_null()) return 0;
+  int64_t origin = 0;
+  bool ok = false;
+  if (it->is_number_unsigned()) {
+    ok = it->get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()};
+    if (ok) origin = it->get<int64_t>();
+  } else if (it->is_number_integer()) {
+    ok = true;
+    origin = it->get<int64_t>();
+  } else if (it->is_number_float()) {
+    ok = float_to(it->get<double>(), &origin);
+  }
+  if (!ok) throw TraceFormatError("trace event: field 'origin_ns' has the wrong type");
+  return origin;
+}
+
+// otherData's format: "shardscope" for ours.
+std::string format_of(const json& other) {
+  auto it = other.find("format");
+  if (it == other.end() || it->is_null()) return "";
+  if (!it->is_string()) throw TraceFormatError("trace event: field 'format' has the wrong type");
+  return it->get<std::string>();
 }
 
 // Ids given to processes and threads named by text, past any numeric id a file uses.
@@ -116,118 +197,6 @@ RankTrace& rank_of(Trace& trace, std::map<int, size_t>& index, int pid) {
   }
   return trace.ranks[it->second];
 }
-
-// Reads the trace event by event instead of building the whole document: a million events as
-// one nlohmann DOM took 11 s, most of it faulting in and freeing the memory of millions of small
-// maps. The SAX handler builds a small DOM for one event at a time (and for otherData, which is
-// small), hands it to `on_event`, and drops it. Times are kept relative to the file until the
-// origin (written after the events) is known.
-class EventSax : public nlohmann::json_sax<json> {
- public:
-  explicit EventSax(std::function<void(const json&)> on_event) : on_event_(std::move(on_event)) {}
-
-  bool saw_events = false;
-  json other = json::object();
-
-  bool null() override { return value(nullptr); }
-  bool boolean(bool v) override { return value(v); }
-  bool number_integer(number_integer_t v) override { return value(v); }
-  bool number_unsigned(number_unsigned_t v) override { return value(v); }
-  bool number_float(number_float_t v, const string_t&) override { return value(v); }
-  bool string(string_t& v) override { return value(std::move(v)); }
-  bool binary(binary_t&) override { return value(nullptr); }
-
-  bool start_object(std::size_t) override { return open(json::object()); }
-  bool start_array(std::size_t) override {
-    if (depth_ == 1 && key_ == "traceEvents") {
-      if (in_events_ || saw_events) throw TraceFormatError("more than one traceEvents array");
-      in_events_ = saw_events = true;
-      ++depth_;
-      return true;
-    }
-    return open(json::array());
-  }
-  bool end_object() override { return close(); }
-  bool end_array() override {
-    if (in_events_ && depth_ == 2) {
-      in_events_ = false;
-      --depth_;
-      return true;
-    }
-    return close();
-  }
-  bool key(string_t& k) override {
-    if (!stack_.empty()) {
-      key_ = std::move(k);
-    } else if (depth_ == 1) {
-      key_ = std::move(k);
-    }
-    return true;
-  }
-  bool parse_error(std::size_t position, const std::string&,
-                   const nlohmann::detail::exception&) override {
-    throw TraceFormatError("not valid JSON (truncated or corrupt?) at byte " +
-                           std::to_string(position));
-  }
-
- private:
-  // A value somewhere: part of the subtree being built, or the start of one worth keeping
-  // (an event, otherData), or skipped.
-  bool value(json v) {
-    if (!stack_.empty()) {
-      insert(std::move(v));
-      return true;
-    }
-    if (in_events_ && depth_ == 2) throw TraceFormatError("trace event is not an object");
-    if (depth_ == 0) throw TraceFormatError("not a Chrome trace: no traceEvents array");
-    return true;
-  }
-  bool open(json container) {
-    if (depth_ == 0 && !container.is_object()) {
-      throw TraceFormatError("not a Chrome trace: no traceEvents array");
-    }
-    ++depth_;
-    if (!stack_.empty()) {
-      stack_.push_back(insert(std::move(container)));
-    } else if ((in_events_ && depth_ == 3) || (depth_ == 2 && key_ == "otherData")) {
-      if (in_events_ && !container.is_object())
-        throw TraceFormatError("trace event is not an object");
-      root_ = std::move(container);
-      stack_.push_back(&root_);
-    }
-    return true;
-  }
-  bool close() {
-    --depth_;
-    if (stack_.empty()) return true;
-    stack_.pop_back();
-    if (!stack_.empty()) return true;
-    if (in_events_) {
-      on_event_(root_);
-    } else if (root_.is_object()) {
-      other = std::move(root_);
-    }
-    root_ = json();
-    return true;
-  }
-  json* insert(json v) {
-    json& top = *stack_.back();
-    if (top.is_object()) {
-      json& slot = top[key_];
-      slot = std::move(v);
-      return &slot;
-    }
-    top.push_back(std::move(v));
-    return &top.back();
-  }
-
-  std::function<void(const json&)> on_event_;
-  int depth_ = 0;  // 1: inside the root object
-  bool in_events_ = false;
-  std::string key_;
-  json root_;
-  std::vector<json*> stack_;
-};
 
 // A thread as its metadata describes it. Files from before the comm lane was split into slots
 // have no lane: their tid is the lane.
@@ -351,86 +320,88 @@ Trace from_chrome_json(const std::string& text) {
   // Another tool's files may name processes and threads by text ("Traces", "stream 7"): each
   // name gets an id past every numeric one, which only a foreign file may have (below).
   std::map<std::string, int> named_ids;
-  auto id_of = [&](const json& e, const char* key, const char* where) {
-    auto it = e.find(key);
-    if (it != e.end() && it->is_string()) {
-      return named_ids.emplace(it->get<std::string>(), kNamedIdBase + int(named_ids.size()))
+  auto id_of = [&](const EventMembers& e, EventKey key, const char* where) {
+    std::string_view name;
+    if (e.found[key] && !e.value[key].get(name)) {
+      return named_ids.emplace(std::string(name), kNamedIdBase + int(named_ids.size()))
           .first->second;
     }
     return field<int>(e, key, where);
   };
-  auto rank_at = [&](const json& e, const char* where) -> std::pair<int, size_t> {
-    const int pid = id_of(e, "pid", where);
+  auto rank_at = [&](const EventMembers& e, const char* where) -> std::pair<int, size_t> {
+    const int pid = id_of(e, kPid, where);
     rank_of(trace, index, pid);
     const size_t at = index.at(pid);
     if (tids.size() <= at) tids.resize(at + 1);
     return {pid, at};
   };
-  auto tid_of = [&](const json& e, const char* where) {
-    const int tid = id_of(e, "tid", where);
+  auto tid_of = [&](const EventMembers& e, const char* where) {
+    const int tid = id_of(e, kTid, where);
     if (tid < 0) throw TraceFormatError(std::string(where) + ": tid out of range");
     return tid;
   };
-  auto on_event = [&](const json& e) {
-    const std::string ph = field<std::string>(e, "ph", "trace event");
+  auto on_event = [&](simdjson::dom::object object) {
+    const EventMembers e(kEventKeys, object);
+    const std::string ph = field<std::string>(e, kPh, "trace event");
     if (ph == "M") {
-      const std::string name = field<std::string>(e, "name", "metadata event");
+      const std::string name = field<std::string>(e, kName, "metadata event");
       if (name == "process_name") {
         const int pid = rank_at(e, "metadata event").first;
-        auto args = e.find("args");
-        const int rank = args == e.end() ? -1 : optional_field<int>(*args, "rank", -1);
+        const int rank = e.found[kArgs]
+                             ? optional_field<int>(ArgMembers(kArgKeys, e.value[kArgs]), kRank, -1)
+                             : -1;
         if (rank < -1 || rank > kMaxRank) throw TraceFormatError("process_name: rank out of range");
         if (rank >= 0) rank_of_pid[pid] = rank;
         return;
       }
       if (name != "thread_name") return;
       const int pid = rank_at(e, "metadata event").first;
-      const json& args = object_field(e, "args", "thread_name");
+      const ArgMembers args(kArgKeys, object_field(e, kArgs, "thread_name"));
       ThreadMeta& t = threads[{pid, tid_of(e, "thread_name")}];
-      t.name = optional_field<std::string>(args, "name", "");
-      t.lane = optional_field<int>(args, "lane", -1);
-      t.lane_name = optional_field<std::string>(args, "lane_name", t.name);
+      t.name = optional_field<std::string>(args, kArgName, "");
+      t.lane = optional_field<int>(args, kLane, -1);
+      t.lane_name = optional_field<std::string>(args, kLaneName, t.name);
       if (t.lane < -1 || t.lane > 255) throw TraceFormatError("thread_name: lane out of range");
     } else if (ph == "X") {
       const size_t at = rank_at(e, "X event").second;
       RankTrace& r = trace.ranks[at];
       Event out;
       tids[at].push_back(tid_of(e, "X event"));
-      const double ts = field<double>(e, "ts", "X event");
-      const double dur = field<double>(e, "dur", "X event");
+      const double ts = field<double>(e, kTs, "X event");
+      const double dur = field<double>(e, kDur, "X event");
       if (!std::isfinite(ts) || !std::isfinite(dur) || dur < 0 || std::abs(ts) > 1e15 ||
           dur > 1e15) {
         throw TraceFormatError("X event: ts/dur out of range");
       }
       out.t0_ns = to_ns(ts, 0);
       out.t1_ns = out.t0_ns + std::llround(dur * 1000.0);
-      out.name = trace.intern(field<std::string>(e, "name", "X event"));
-      if (!parse_category(optional_field<std::string>(e, "cat", "other"), &out.category)) {
+      out.name = trace.intern(field<std::string>(e, kName, "X event"));
+      if (!parse_category(optional_field<std::string>(e, kCat, "other"), &out.category)) {
         out.category = Category::kOther;
       }
-      static const json kNoArgs = json::object();
-      auto args_it = e.find("args");
-      const json& args = args_it != e.end() && args_it->is_object() ? *args_it : kNoArgs;
-      out.step = optional_field<int32_t>(args, "step", -1);
-      out.micro = optional_field<int16_t>(args, "micro", -1);
-      out.bytes = optional_field<int64_t>(args, "bytes", 0);
-      out.seq = optional_field<int64_t>(args, "seq", -1);
-      out.peer = optional_field<int16_t>(args, "peer", -1);
-      out.group_size = optional_field<int16_t>(args, "group_size", 0);
-      out.group = trace.intern(optional_field<std::string>(args, "group", ""));
+      // args that are not an object are none.
+      const ArgMembers args =
+          e.found[kArgs] ? ArgMembers(kArgKeys, e.value[kArgs]) : ArgMembers(kArgKeys);
+      out.step = optional_field<int32_t>(args, kStep, -1);
+      out.micro = optional_field<int16_t>(args, kMicro, -1);
+      out.bytes = optional_field<int64_t>(args, kBytes, 0);
+      out.seq = optional_field<int64_t>(args, kSeq, -1);
+      out.peer = optional_field<int16_t>(args, kPeer, -1);
+      out.group_size = optional_field<int16_t>(args, kGroupSize, 0);
+      out.group = trace.intern(optional_field<std::string>(args, kGroup, ""));
       r.events.push_back(out);
     } else if (ph == "C") {
-      const std::string name = field<std::string>(e, "name", "counter event");
+      const std::string name = field<std::string>(e, kName, "counter event");
       if (name.rfind(kMemoryPrefix, 0) != 0) return;
       RankTrace& r = trace.ranks[rank_at(e, "counter event").second];
       CounterSample c;
-      const double ts = field<double>(e, "ts", "counter event");
+      const double ts = field<double>(e, kTs, "counter event");
       if (!std::isfinite(ts) || std::abs(ts) > 1e15) {
         throw TraceFormatError("counter event: ts out of range");
       }
       c.t_ns = to_ns(ts, 0);
-      const json& args = object_field(e, "args", "counter event");
-      c.bytes = optional_field<int64_t>(args, "bytes", 0);
+      const ArgMembers args(kArgKeys, object_field(e, kArgs, "counter event"));
+      c.bytes = optional_field<int64_t>(args, kBytes, 0);
       const std::string kind = name.substr(std::string(kMemoryPrefix).size());
       bool known = false;
       // Traces written before memory provenance named the temporaries "other".
@@ -447,11 +418,10 @@ Trace from_chrome_json(const std::string& text) {
       if (known) r.counters.push_back(c);
     }
   };
-  EventSax sax(on_event);
-  json::sax_parse(text, &sax);
-  if (!sax.saw_events) throw TraceFormatError("not a Chrome trace: no traceEvents array");
-  const json& other = sax.other;
-  const int64_t origin = optional_field<int64_t>(other, "origin_ns", 0);
+  const chrome_json::Document doc = chrome_json::scan(text, on_event);
+  if (!doc.saw_events) throw TraceFormatError("not a Chrome trace: no traceEvents array");
+  const json& other = doc.other;
+  const int64_t origin = origin_of(other);
   // Event times are within +-1e18 ns of it (checked above), so the sums cannot overflow.
   if (origin < -4'000'000'000'000'000'000 || origin > 4'000'000'000'000'000'000) {
     throw TraceFormatError("otherData: origin_ns out of range");
@@ -469,7 +439,7 @@ Trace from_chrome_json(const std::string& text) {
   }
   // Ours say so; what they hold must fit our ranks and lanes. Another tool's file is read as
   // what it is: processes and threads.
-  const bool ours = optional_field<std::string>(other, "format", "") == "shardscope";
+  const bool ours = format_of(other) == "shardscope";
   if (ours || !needs_foreign_numbering(index, threads, tids)) {
     resolve_lanes_and_ranks(trace, index, rank_of_pid, threads, tids);
   } else {

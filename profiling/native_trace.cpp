@@ -8,10 +8,10 @@
 // The reader trusts nothing: every count is checked against the bytes that remain before
 // anything is allocated, every index against its table, every enum against its range.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "profiling/trace_io.h"
 
@@ -253,10 +253,17 @@ Trace read_trace_file(const std::string& path) {
     throw TraceFormatError(path + " is a directory, not a trace file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceFormatError("cannot open trace file '" + path + "'");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
+  // Read straight into one string of the file's size (a stringstream's growing buffer and the
+  // copy out of it once held the file three times over).
+  std::string bytes;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec) bytes.reserve(size);
+  std::array<char, 1 << 16> chunk;
+  while (in.read(chunk.data(), chunk.size()) || in.gcount() > 0) {
+    bytes.append(chunk.data(), static_cast<size_t>(in.gcount()));
+  }
   try {
-    return parse_trace(buffer.str());
+    return parse_trace(bytes);
   } catch (const TraceFormatError& e) {
     throw TraceFormatError(path + ": " + e.what());
   }

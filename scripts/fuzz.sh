@@ -11,7 +11,8 @@ OUT=build-fuzz
 mkdir -p "$OUT"
 command -v clang++ >/dev/null || { echo "clang++ not found (apt-get install clang)" >&2; exit 2; }
 SOURCES=(profiling/trace.cpp profiling/native_trace.cpp profiling/chrome_trace.cpp
-         profiling/chrome_trace_reader.cpp profiling/chrome_tracks.cpp profiling/comm_links.cpp)
+         profiling/chrome_trace_reader.cpp profiling/chrome_json_scan.cpp
+         profiling/chrome_tracks.cpp profiling/comm_links.cpp)
 FLAGS=(-std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 status=0
 for format in native json; do
@@ -20,7 +21,7 @@ for format in native json; do
   if [ ! -x "$bin" ] || [ -n "$(find "${SOURCES[@]}" tests/fuzz/trace_reader_fuzzer.cpp -newer "$bin" 2>/dev/null)" ]; then
     echo "[fuzz] building $bin" >&2
     clang++ "${FLAGS[@]}" -DSHARDSCOPE_FUZZ_FORMAT=$define tests/fuzz/trace_reader_fuzzer.cpp \
-      "${SOURCES[@]}" -o "$bin"
+      "${SOURCES[@]}" -lsimdjson -o "$bin"
   fi
   corpus="$OUT/corpus-$format"
   mkdir -p "$corpus"

@@ -5,7 +5,9 @@
 # as Debian packages, unpacked there by scripts/gpu-check.sh. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PACKAGES=(nlohmann-json3-dev libcli11-dev libgloo-dev libgtest-dev libgmock-dev)
+# simdjson is no header-only library: its shared library (libsimdjson14) travels with its headers.
+PACKAGES=(nlohmann-json3-dev libsimdjson-dev libsimdjson14 libcli11-dev libgloo-dev libgtest-dev
+          libgmock-dev)
 mkdir -p .gpukit
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what shardscope needs to build, idempotently:
-#  - Debian -dev packages (GoogleTest, CLI11, nlohmann-json, ImGui, GLFW, ...), and libgloo-dev for
-#    the Gloo headers the torch wheel does not ship (headers only; torch carries Gloo's code);
+#  - Debian -dev packages (GoogleTest, CLI11, nlohmann-json, simdjson, ImGui, GLFW, ...), and
+#    libgloo-dev for the Gloo headers the torch wheel does not ship (headers only; torch carries
+#    Gloo's code);
 #  - LibTorch from the pinned PyPI `torch` wheel, into a fixed venv outside the repository so that
 #    every clone (and CI) reuses it, with the Python tools the tests compare against (HTA,
 #    safetensors).
@@ -27,7 +28,7 @@ trap 'rc=$?; [ $rc -eq 0 ] || echo "[install] FAILED (exit $rc) at: $step" >&2' 
 
 DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache python3 python3-venv
-  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev
   libspdlog-dev libfmt-dev libimgui-dev libglfw3-dev libstb-dev xvfb libgloo-dev
   pkg-config libgl-dev libgl1-mesa-dri xauth iproute2
 )

@@ -76,8 +76,8 @@ void measure_gui(const PerfOptions& options, std::vector<PerfRow>& rows) {
   PerfRow json = native;
   json.what = "open a 1 M-event trace: Chrome JSON (read, parse, index)";
   json.ours = json.ratio = load_seconds(trace, dir + ".json", 1);
-  json.target.clear();
-  json.met = true;
+  json.target = "<= 2 s";
+  json.met = json.ours <= 2.0;
   rows.push_back(json);
 }
 

@@ -313,3 +313,63 @@ TEST(ChromeTrace, AFloatTooLargeForAnIntegerFieldIsAnError) {
 
 }  // namespace
 }  // namespace shardscope::profiling
+
+namespace shardscope::profiling {
+namespace {
+
+std::string chrome_error(const std::string& text) {
+  try {
+    from_chrome_json(text);
+  } catch (const TraceFormatError& e) {
+    return e.what();
+  }
+  return "(read)";
+}
+
+std::string x_event(int ts, const std::string& args = "{}") {
+  return R"({"ph":"X","name":"n","cat":"forward","pid":1,"tid":0,"ts":)" + std::to_string(ts) +
+         R"(,"dur":1,"args":)" + args + "}";
+}
+
+// The reader parses the events a batch at a time (chrome_json_scan.cpp): a file of many batches
+// reads whole, and of two things wrong in it the first in the file is named, as when a
+// streaming parser read it.
+TEST(ChromeTrace, ManyBatchesReadWholeAndTheFirstFaultIsNamed) {
+  std::string text = R"({"traceEvents":[)";
+  for (int i = 0; i < 20000; ++i) text += (i ? "," : "") + x_event(i);
+  text += "]}";
+  ASSERT_GT(text.size(), size_t{1} << 20);  // three batches
+  EXPECT_EQ(from_chrome_json(text).event_count(), 20000u);
+  std::string broken = text;
+  broken.insert(broken.size() - 1000, "\xff");
+  EXPECT_NE(chrome_error(broken).find("not valid JSON"), std::string::npos);
+  broken.replace(broken.find(R"("ts":3000,)"), 10, R"("ts":"x",)");
+  EXPECT_NE(chrome_error(broken).find("field 'ts' has the wrong type"), std::string::npos);
+  EXPECT_NE(chrome_error(text.substr(0, text.size() / 2)).find("not valid JSON"),
+            std::string::npos);
+  const size_t second = text.find("},{") + 2;
+  EXPECT_NE(chrome_error(text.substr(0, second) + "7," + text.substr(second)).find("not an object"),
+            std::string::npos);
+}
+
+// nlohmann, the parser before simdjson, read an integer past 64 bits as a float, any depth, and
+// a NUL byte as the end of the input: files that opened then still do.
+TEST(ChromeTrace, WhatOpenedBeforeStillOpens) {
+  const std::string huge = "123456789012345678901234567890";
+  EXPECT_EQ(chrome_error(R"({"traceEvents":[)" + x_event(1, R"({"id":)" + huge + "}") +
+                         R"(],"seed":-)" + huge + "}"),
+            "(read)");
+  EXPECT_NE(chrome_error(R"({"traceEvents":[)" + x_event(1, R"({"bytes":)" + huge + "}") + "]}")
+                .find("field 'bytes' has the wrong type"),
+            std::string::npos);
+  EXPECT_NE(chrome_error(R"({"traceEvents":[)" + x_event(1, R"({"bytes":1e400})") + "]}")
+                .find("not valid JSON"),
+            std::string::npos);
+  const std::string deep = std::string(5000, '[') + std::string(5000, ']');
+  EXPECT_EQ(chrome_error(R"({"traceEvents":[)" + x_event(1, deep) + R"(],"deep":)" + deep + "}"),
+            "(read)");
+  EXPECT_EQ(chrome_error(R"({"traceEvents":[]})" + std::string(64, '\0')), "(read)");
+}
+
+}  // namespace
+}  // namespace shardscope::profiling

@@ -38,6 +38,12 @@ check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; failures=$((fa
 packages=$(sed -n '/^DEBIAN_PACKAGES=(/,/^)/p' "$SCRIPT" | sed '1s/.*(//; $d' | tr -s ' \n' '\n' | grep -v '^$')
 [ -n "$packages" ] || { echo "FAIL: could not read DEBIAN_PACKAGES from $SCRIPT"; exit 1; }
 
+# Every package CMakeLists.txt tells a user to install when it is missing is on the list.
+cmake_lists="$(dirname "$SCRIPT")/../CMakeLists.txt"
+for p in $(grep -o 'install lib[a-z0-9.+-]*-dev' "$cmake_lists" | sed 's/^install //' | sort -u); do
+  check "installs $p, which CMakeLists.txt requires" 'grep -qx "$p" <<<"$packages"'
+done
+
 export APT_LOG="$work/apt.log"
 : >"$APT_LOG"
 PATH="$work/bin:$PATH" SHARDSCOPE_SKIP_TORCH=1 bash "$SCRIPT" >"$work/out" 2>&1
