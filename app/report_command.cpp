@@ -48,7 +48,8 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
   }
   // The Kineto export (`run --trace DIR/`) holds the measured times, so the table that must agree
   // with Holistic Trace Analysis reads those, whatever lens the rest of the report uses.
-  const std::vector<profiling::WindowMetrics> as_exported = profiling::window_metrics(trace);
+  std::vector<profiling::WindowMetrics> as_exported;
+  if (!options.json) as_exported = profiling::window_metrics(trace);
   Lens lens;
   lens.measured = options.measured;
   lens.hardware = options.hardware;
