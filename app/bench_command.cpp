@@ -31,14 +31,9 @@ ComparisonRow measure(const std::string& strategy, RunSummary& s, const NamedTen
                       const Lens& lens) {
   if (s.ok) {
     const WeightDeviation d = compare_weights(s.weights, reference);
-    nlohmann::json run = nlohmann::json::parse(s.trace.run_json, nullptr, false);
-    if (run.is_object() && run.contains("result")) {
-      run["result"]["reference"] = {{"max_abs_deviation", d.max_abs},
-                                    {"rel_deviation", d.rel},
-                                    {"worst_parameter", d.worst},
-                                    {"worst_parameter_rel_deviation", d.worst_rel}};
-      s.trace.run_json = run.dump();
-    }
+    if (s.trace.run.result)
+      s.trace.run.result->reference =
+          profiling::RecordedReference{d.max_abs, d.rel, d.worst, d.worst_rel, {}};
   }
   ComparisonRow row = comparison_row(s.trace);
   if (s.ok && !lens.measured) {

@@ -47,47 +47,43 @@ bool is_torch_ddp(const ComparisonRow& r) {
 }  // namespace
 
 ComparisonRow comparison_row(const profiling::Trace& trace, const std::string& lens) {
-  using nlohmann::json;
   ComparisonRow row;
-  row.attributes = run_attributes(trace.run_json, lens);
-  const json run = json::parse(trace.run_json, nullptr, false);
-  if (!run.is_object() || !run.contains("result")) {
+  row.attributes = run_attributes(trace.run, lens);
+  const profiling::RunRecord& run = trace.run;
+  row.strategy = run.strategy.empty() ? "?" : run.strategy;
+  row.world = run.world;
+  row.mode = run.mode;
+  row.device = run.device;
+  row.backend = run.backend;
+  if (!run.result) {
     // Not our run, or one still going: a trace to look at, with no result to judge.
     row.no_result = true;
     row.failure = "no result recorded";
+    return row;
   }
-  if (!run.is_object()) return row;
-  const json config = run.value("config", json::object());
-  row.strategy = run.value("strategy", config.value("strategy", std::string("?")));
-  row.world = run.value("world", config.value("world", 0));
-  row.mode = run.value("mode", std::string());
-  row.device = run.value("device", std::string());
-  row.backend = run.value("backend", std::string());
-  const json result = run.value("result", json::object());
-  row.ok = result.value("ok", false);
-  row.failure = result.value("failure", std::string(result.empty() ? "no result recorded" : ""));
+  const profiling::RunResult& result = *run.result;
+  row.ok = result.ok;
+  row.failure = result.failure;
   if (!row.ok) return row;
   row.peak_min = INT64_MAX;
-  for (const auto& r : result.value("ranks", json::array())) {
-    row.peak_max = std::max<int64_t>(row.peak_max, r.value("peak_allocated_bytes", int64_t{0}));
-    row.peak_min = std::min<int64_t>(row.peak_min, r.value("peak_allocated_bytes", int64_t{0}));
-    row.bytes_per_step =
-        std::max<int64_t>(row.bytes_per_step, r.value("comm_bytes_per_step", int64_t{0}));
+  for (const auto& r : result.ranks) {
+    row.peak_max = std::max(row.peak_max, r.peak_allocated_bytes);
+    row.peak_min = std::min(row.peak_min, r.peak_allocated_bytes);
+    row.bytes_per_step = std::max(row.bytes_per_step, r.comm_bytes_per_step);
   }
   if (row.peak_min == INT64_MAX) row.peak_min = 0;
-  row.replicated = result.value("replicated", true);
-  row.ranks_agree = result.value("ranks_agree", false);
-  const json reference = result.value("reference", json());
-  if (reference.is_object()) {
+  row.replicated = result.replicated;
+  row.ranks_agree = result.ranks_agree;
+  if (result.reference) {
     row.has_reference = true;
-    row.deviation = reference.value("rel_deviation", 0.0);
-    row.max_abs = reference.value("max_abs_deviation", 0.0);
+    row.deviation = result.reference->rel_deviation;
+    row.max_abs = result.reference->max_abs_deviation;
   }
-  const json steps = result.value("steps", json::array());
-  if (!steps.empty()) row.final_loss = steps.back().value("loss", 0.0);
+  const auto& steps = result.steps;
+  if (!steps.empty()) row.final_loss = steps.back().loss;
   std::vector<double> times;
   for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i)
-    times.push_back(steps[i].value("step_time_s", 0.0));
+    times.push_back(steps[i].step_time_s);
   row.step_s = median(times);
   // Overlap and exposed communication: medians over steps after the first, over all ranks.
   std::vector<double> overlap, exposed;

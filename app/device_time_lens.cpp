@@ -3,25 +3,14 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include <nlohmann/json.hpp>
-
 #include "app/trace_projection.h"
+#include "engine/recorded_config.h"
 #include "profiling/hardware_profile.h"
 
 namespace shardscope::cli {
-namespace {
-
-nlohmann::json run_of(const profiling::Trace& trace) {
-  auto run = nlohmann::json::parse(trace.run_json, nullptr, false);
-  return run.is_object() ? run : nlohmann::json::object();
-}
-
-}  // namespace
 
 std::string default_lens_hardware(const profiling::Trace& measured) {
-  const auto run = run_of(measured);
-  const std::string device = run.value("device", std::string("cpu"));
-  return device.rfind("cuda", 0) == 0 ? "8xH100" : "cpu-10GbE";
+  return measured.run.device.rfind("cuda", 0) == 0 ? "8xH100" : "cpu-10GbE";
 }
 
 LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
@@ -49,10 +38,8 @@ LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
     out.note = std::string("device time unavailable (") + e.what() + "): showing the recording";
     return out;
   }
-  const auto config = run_of(measured).value("config", nlohmann::json::object());
-  const bool contended = config.contains("contended") ? config.value("contended", false)
-                                                      : !config.value("serialize_compute", true);
-  if (measured.ranks.size() > 1 && config.is_object() && !config.empty() && contended)
+  const std::optional<Config> config = recorded_config(measured.run);
+  if (measured.ranks.size() > 1 && config && config->contended)
     out.note =
         "recorded with --contended: each rank's compute was slowed by the others sharing "
         "its device, and device time keeps that";

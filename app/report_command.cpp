@@ -68,16 +68,16 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
     err << "error: --hardware: " << e.what() << "\n";
     return 2;
   }
-  auto run = nlohmann::json::parse(trace.run_json, nullptr, false);
+  const profiling::RunRecord& run = trace.run;
   if (options.json) {
     // The figures alone, through the same lens, for checks outside the GUI (trace_figures.h
     // says what each is).
     nlohmann::json j = figures_json(trace);
     j["trace"] = path;
     j["lens"] = lens_json;
-    if (run.is_object() && run.contains("strategy")) {
-      j["strategy"] = run.value("strategy", "");
-      j["world"] = run.value("world", 0);
+    if (!run.strategy.empty()) {
+      j["strategy"] = run.strategy;
+      j["world"] = run.world;
     }
     out << j.dump(2) << "\n";
     return 0;
@@ -85,9 +85,9 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
   const profiling::RunFigures figures = profiling::run_figures(trace);
   out << "trace " << path << ": " << trace.ranks.size() << " ranks, " << trace.event_count()
       << " events";
-  if (run.is_object() && run.contains("strategy")) {
-    out << "; " << run.value("strategy", "") << ", world " << run.value("world", 0) << ", "
-        << run.value("device", "") << "/" << run.value("backend", "");
+  if (!run.strategy.empty()) {
+    out << "; " << run.strategy << ", world " << run.world << ", " << run.device << "/"
+        << run.backend;
   }
   out << "\n";
   for (const auto& r : trace.ranks) {
@@ -134,7 +134,7 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
 
   // A pipeline's bubble: the part of its micro-batches' time a stage does not compute, against
   // the textbook (p - 1) / (m + p - 1) of equal stages.
-  if (const auto pipeline = pipeline_of_run(trace.run_json)) {
+  if (const auto pipeline = pipeline_of_run(trace.run)) {
     out << "\npipeline bubble (" << pipeline->stages << " stages, " << pipeline->micro_batches
         << " micro-batches, " << pipeline->schedule << "), median over steps:\n";
     for (const auto& f : figures.ranks) {

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/config.h"
+#include "engine/recorded_config.h"
 #include "strategies/parallel_layout.h"
 
 namespace shardscope::cli {
@@ -25,21 +25,18 @@ bool same_shape(const ModelConfig& a, const ModelConfig& b) {
 
 }  // namespace
 
-RunAttributes run_attributes(const std::string& run_json, const std::string& lens) {
-  using nlohmann::json;
+RunAttributes run_attributes(const profiling::RunRecord& run, const std::string& lens) {
   RunAttributes a;
   a.lens = lens;
-  const json run = json::parse(run_json, nullptr, false);
-  if (!run.is_object() || !run.contains("config")) return a;
-  Config config;
-  try {
-    config = config_from_json(run["config"]);
-  } catch (const std::exception&) {
+  if (!run.has_config()) return a;
+  const std::optional<Config> recorded = recorded_config(run);
+  if (!recorded) {
     // A run description from another version: name it by what it says plainly.
-    a.strategy = run.value("strategy", std::string("?"));
-    a.world = run.value("world", 0);
+    a.strategy = run.strategy.empty() ? "?" : run.strategy;
+    a.world = run.world;
     return a;
   }
+  const Config& config = *recorded;
   a.known = true;
   a.strategy = config.strategy;
   a.world = config.world;
@@ -58,7 +55,7 @@ RunAttributes run_attributes(const std::string& run_json, const std::string& len
   }
   a.bucket = o.bucket_mb > 0 ? megabytes(o.bucket_mb) : "default";
   a.precision = o.precision;
-  a.model = run["config"].value("model", json::object()).dump();
+  a.model = to_json(config).value("model", nlohmann::json::object()).dump();
   a.global_batch = config.global_batch > 0 ? config.global_batch : config.global_batch_size();
   return a;
 }

@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "profiling/run_record.h"
+
 namespace shardscope::cli {
 
 // What a student changes between two runs, read from a trace's run description: the attributes
@@ -23,8 +25,8 @@ struct RunAttributes {
   int global_batch = 0;
 };
 
-// `run_json`: Trace::run_json. `lens` names the timing the figures beside it use.
-RunAttributes run_attributes(const std::string& run_json, const std::string& lens = "measured");
+// `run`: a trace's run record. `lens` names the timing the figures beside it use.
+RunAttributes run_attributes(const profiling::RunRecord& run, const std::string& lens = "measured");
 
 // The attributes a label can show, in label order.
 const std::vector<std::string>& attribute_names();

@@ -1,17 +1,17 @@
 #include "app/trace_figures.h"
 
-#include "engine/config.h"
+#include "engine/recorded_config.h"
 #include "profiling/step_figures.h"
 #include "strategies/parallel_layout.h"
 #include "strategies/pipeline_schedule.h"
 
 namespace shardscope::cli {
 
-std::optional<RunPipeline> pipeline_of_run(const std::string& run_json) {
-  const auto run = nlohmann::json::parse(run_json, nullptr, false);
-  if (!run.is_object() || !run.contains("config")) return std::nullopt;
+std::optional<RunPipeline> pipeline_of_run(const profiling::RunRecord& run) {
+  const std::optional<Config> recorded = recorded_config(run);
+  if (!recorded) return std::nullopt;  // not ours, or another version's configuration
+  const Config& config = *recorded;
   try {
-    const Config config = config_from_json(run["config"]);
     const ParallelLayout layout = layout_of(config);
     if (layout.pipeline <= 1) return std::nullopt;
     RunPipeline p;
@@ -23,14 +23,14 @@ std::optional<RunPipeline> pipeline_of_run(const std::string& run_json) {
       p.stage_of_rank.push_back(layout.coordinates(r).pipeline);
     return p;
   } catch (const std::exception&) {
-    // A configuration from another version: not ours to judge.
+    // A configuration this version reads but cannot lay out: not ours to judge.
     return std::nullopt;
   }
 }
 
 nlohmann::json figures_json(const profiling::Trace& trace) {
   const profiling::RunFigures figures = profiling::run_figures(trace);
-  const auto pipeline = pipeline_of_run(trace.run_json);
+  const auto pipeline = pipeline_of_run(trace.run);
   nlohmann::json ranks = nlohmann::json::array();
   for (const auto& f : figures.ranks) {
     nlohmann::json r = {{"rank", f.rank},       {"steps", f.steps},

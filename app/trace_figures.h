@@ -21,7 +21,7 @@ struct RunPipeline {
 };
 // Empty for a run without pipeline stages, or a trace whose description names no configuration
 // this version can read (another version's, a foreign Chrome trace).
-std::optional<RunPipeline> pipeline_of_run(const std::string& run_json);
+std::optional<RunPipeline> pipeline_of_run(const profiling::RunRecord& run);
 
 // The per-rank figures of profiling/step_figures.h as `report --json` and `project --json` give
 // them: {"step_s": the slowest rank's, "ranks": [{"rank", "steps", "step_s", "exposed_comm_s",

@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "engine/config_bounds.h"
 #include "engine/device_speed.h"
+#include "engine/recorded_config.h"
 #include "profiling/memory_projection.h"
 #include "profiling/trace_metrics.h"
 #include "profiling/trace_replay.h"
@@ -59,9 +59,7 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
     } else {
       // The measuring device's matmul rate: recorded in the trace by the run, else this machine's
       // (calibrated, or measured now and cached), for a trace from before runs recorded it.
-      auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
-      double here = 0;
-      if (run.is_object()) here = run.value("device_matmul_tflops", 0.0);
+      double here = measured.run.device_matmul_tflops;
       t.scale_source = "the measuring device's matmul rate against half the target's peak";
       if (!(here > 0)) {
         try {
@@ -86,22 +84,13 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   };
   t.measured_efficiency = efficiency(t.measured_summary);
   t.projected_efficiency = efficiency(t.projected_summary);
-  auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
-  if (run.is_object() && run.contains("config") && t.projected_summary.step_s > 0 &&
-      hw.peak_bf16_tflops > 0) {
-    try {
-      const auto& c = run["config"];
-      const auto& model = c.at("model");
-      profiling::ModelShape shape{
-          model.at("vocab"), model.at("d_model"),   model.at("heads"),         model.at("layers"),
-          model.at("seq"),   model.at("mlp_ratio"), model.at("tie_embeddings")};
-      const double tokens = double(c.at("micro_batch").get<int>()) * c.at("world").get<int>() *
-                            c.at("grad_accum").get<int>() * shape.seq;
-      const double flops = 6.0 * profiling::model_parameters(shape) * tokens;
-      t.mfu = flops / (t.projected_summary.step_s * n * hw.peak_bf16_tflops * 1e12);
-    } catch (const std::exception&) {
-      // A trace without our run description: no model, no MFU.
-    }
+  // A trace without our run description has no model, so no MFU.
+  const std::optional<Config> c = recorded_config(measured.run);
+  if (c && t.projected_summary.step_s > 0 && hw.peak_bf16_tflops > 0) {
+    const profiling::ModelShape shape = model_shape(c->model);
+    const double tokens = double(c->micro_batch) * c->world * c->grad_accum * shape.seq;
+    const double flops = 6.0 * profiling::model_parameters(shape) * tokens;
+    t.mfu = flops / (t.projected_summary.step_s * n * hw.peak_bf16_tflops * 1e12);
   }
   return t;
 }

@@ -19,6 +19,7 @@
 #include "engine/weights.h"
 #include "profiling/clock.h"
 #include "profiling/device_tracer.h"
+#include "profiling/run_record_json.h"
 #include "profiling/trace_builder.h"
 
 namespace shardscope {
@@ -66,15 +67,19 @@ std::string describe_failures(const LaunchReport& launch) {
 
 }  // namespace
 
-std::string run_description(const Config& config) {
-  nlohmann::json run = {{"config", to_json(config)}, {"strategy", config.strategy},
-                        {"world", config.world},     {"mode", config.mode},
-                        {"device", config.device},   {"backend", config.backend},
-                        {"torch", TORCH_VERSION}};
+profiling::RunRecord run_description(const Config& config) {
+  profiling::RunRecord run;
+  run.config_json = to_json(config).dump();
+  run.strategy = config.strategy;
+  run.world = config.world;
+  run.mode = config.mode;
+  run.device = config.device;
+  run.backend = config.backend;
+  run.torch = TORCH_VERSION;
   // The measuring device's speed travels with the trace: device time on another machine's
   // hardware is priced from it (the compute scale), with no calibration step.
-  run["device_matmul_tflops"] = device_matmul_tflops(config.device);
-  return run.dump();
+  run.device_matmul_tflops = device_matmul_tflops(config.device);
+  return run;
 }
 
 std::string check_environment(Config& config) {
@@ -125,39 +130,29 @@ profiling::Trace trace_of(const Config& config, const LaunchReport& launch) {
 // rank's (gathered) weights are from rank 0's and from the single-device reference's.
 void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
                    const NamedTensors* reference_weights) {
-  nlohmann::json run = nlohmann::json::parse(summary.trace.run_json, nullptr, false);
-  if (!run.is_object()) run = nlohmann::json::object();
-  nlohmann::json result = summary_to_json(summary);
-  result.erase("config");
-  nlohmann::json rank_losses = nlohmann::json::array();
-  // Per rank: whether its losses are losses (a pipeline stage before the last computes none and
-  // records 0), so that a viewer leaves the others out of its loss chart.
-  nlohmann::json reports_loss = nlohmann::json::array();
-  nlohmann::json sync = {{"groups", nlohmann::json::array()}, {"ranks", nlohmann::json::array()}};
+  profiling::RunResult result = run_result(summary);
+  result.has_rank_detail = true;
   for (const RankResult& r : results) {
-    nlohmann::json losses = nlohmann::json::array();
+    std::vector<double> losses;
     for (const auto& step : r.steps) losses.push_back(step.local_loss);
-    rank_losses.push_back(losses);
-    reports_loss.push_back(r.reports_loss);
+    result.rank_losses.push_back(losses);
+    // Whether its losses are losses (a pipeline stage before the last computes none and records
+    // 0), so that a viewer leaves the others out of its loss chart.
+    result.reports_loss.push_back(r.reports_loss);
     if (!summary.ok || r.weights.empty() || summary.weights.empty()) continue;
-    nlohmann::json row = {{"rank", r.rank}};
-    auto fill = [&](const char* key, const NamedTensors& expected) {
-      nlohmann::json values = nlohmann::json::array();
+    profiling::WeightSyncRow row;
+    row.rank = r.rank;
+    auto fill = [&](std::vector<double>& values, const NamedTensors& expected) {
       const auto groups = group_deviations(r.weights, expected);
-      if (sync["groups"].empty())
-        for (const auto& g : groups) sync["groups"].push_back(g.group);
+      if (result.sync_groups.empty())
+        for (const auto& g : groups) result.sync_groups.push_back(g.group);
       for (const auto& g : groups) values.push_back(g.max_abs);
-      row[key] = values;
     };
-    fill("vs_rank0", summary.weights);
-    if (reference_weights != nullptr) fill("vs_reference", *reference_weights);
-    sync["ranks"].push_back(row);
+    fill(row.vs_rank0, summary.weights);
+    if (reference_weights != nullptr) fill(row.vs_reference, *reference_weights);
+    result.sync_ranks.push_back(row);
   }
-  result["rank_losses"] = rank_losses;
-  result["reports_loss"] = reports_loss;
-  result["weight_sync"] = sync;
-  run["result"] = result;
-  summary.trace.run_json = run.dump();
+  summary.trace.run.result = std::move(result);
 }
 
 // What the ranks' outcome says, compared across ranks and, when config.reference is set, with
@@ -322,70 +317,49 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
   attach_result(summary, outcome.results, nullptr);
 }
 
-// Bytes per memory category as an object keyed by the categories' names.
-nlohmann::json memory_categories_json(const profiling::MemoryCategories& bytes) {
-  nlohmann::json out = nlohmann::json::object();
-  for (int k = 0; k < profiling::kMemoryCategoryCount; ++k)
-    out[profiling::memory_kind_name(static_cast<profiling::MemoryKind>(k))] = bytes[k];
+}  // namespace
+
+profiling::RunResult run_result(const RunSummary& s) {
+  profiling::RunResult out;
+  out.data = s.data;
+  out.parameters = s.parameters;
+  out.ok = s.ok;
+  out.failed_rank = s.failed_rank;
+  out.failure = s.failure;
+  for (const auto& st : s.steps) out.steps.push_back({st.step, st.loss, st.step_time_s, st.lr});
+  for (const auto& r : s.ranks) {
+    profiling::RecordedRank rank;
+    rank.rank = r.rank;
+    rank.checksum = r.checksum;
+    rank.weight_sum = r.weight_sum;
+    rank.comm_calls = static_cast<int64_t>(r.comm_events.size());
+    rank.comm_bytes_per_step = r.comm_bytes_per_step;
+    rank.peak_allocated_bytes = r.peak_allocated_bytes;
+    rank.peak_breakdown = r.peak_breakdown;
+    rank.formula_bytes = r.formula_bytes;
+    rank.holdings = {r.memory.parameters, r.memory.gradients, r.memory.optimizer_state,
+                     r.memory.comm_buffers, r.memory.host};
+    out.ranks.push_back(rank);
+  }
+  out.replicated = s.replicated;
+  out.ranks_agree = s.ranks_agree;
+  out.max_rank_delta = s.max_rank_delta;
+  if (s.reference) {
+    const WeightDeviation& d = s.reference->deviation;
+    out.reference =
+        profiling::RecordedReference{d.max_abs, d.rel, d.worst, d.worst_rel, s.reference->losses};
+  }
+  if (!s.resumed_from.empty())
+    out.resumed_from = profiling::RecordedResume{s.resumed_from, s.resumed_step, s.resume_skipped};
+  out.checkpoint = s.checkpoint;
+  out.stopped_by_signal = s.stopped_by_signal;
+  out.wall_s = s.wall_s;
   return out;
 }
 
-}  // namespace
-
 nlohmann::json summary_to_json(const RunSummary& s) {
-  using nlohmann::json;
-  json out;
+  nlohmann::json out = profiling::run_result_json(run_result(s));
   out["config"] = to_json(s.config);
-  out["data"] = s.data;
-  out["parameters"] = s.parameters;
-  out["ok"] = s.ok;
-  if (!s.ok) {
-    out["failed_rank"] = s.failed_rank;
-    out["failure"] = s.failure;
-  }
-  json steps = json::array();
-  for (const auto& st : s.steps) {
-    steps.push_back(
-        {{"step", st.step}, {"loss", st.loss}, {"step_time_s", st.step_time_s}, {"lr", st.lr}});
-  }
-  out["steps"] = steps;
-  json ranks = json::array();
-  for (const auto& r : s.ranks) {
-    ranks.push_back({{"rank", r.rank},
-                     {"checksum", r.checksum},
-                     {"weight_sum", r.weight_sum},
-                     {"comm_calls", r.comm_events.size()},
-                     {"comm_bytes_per_step", r.comm_bytes_per_step},
-                     {"peak_allocated_bytes", r.peak_allocated_bytes},
-                     {"peak_breakdown", memory_categories_json(r.peak_breakdown)},
-                     {"formula_bytes", memory_categories_json(r.formula_bytes)},
-                     {"memory_bytes",
-                      {{"parameters", r.memory.parameters},
-                       {"gradients", r.memory.gradients},
-                       {"optimizer_state", r.memory.optimizer_state},
-                       {"comm_buffers", r.memory.comm_buffers},
-                       {"host", r.memory.host}}}});
-  }
-  out["ranks"] = ranks;
-  out["replicated"] = s.replicated;
-  out["ranks_agree"] = s.ranks_agree;
-  out["max_rank_delta"] = s.max_rank_delta;
-  if (s.reference) {
-    out["reference"] = {{"max_abs_deviation", s.reference->deviation.max_abs},
-                        {"rel_deviation", s.reference->deviation.rel},
-                        {"worst_parameter", s.reference->deviation.worst},
-                        {"worst_parameter_rel_deviation", s.reference->deviation.worst_rel},
-                        {"losses", s.reference->losses}};
-  } else {
-    out["reference"] = nullptr;
-  }
-  if (!s.resumed_from.empty()) {
-    out["resumed_from"] = {
-        {"folder", s.resumed_from}, {"step", s.resumed_step}, {"skipped", s.resume_skipped}};
-  }
-  if (!s.checkpoint.empty()) out["checkpoint"] = s.checkpoint;
-  if (s.stopped_by_signal != 0) out["stopped_by_signal"] = s.stopped_by_signal;
-  out["wall_s"] = s.wall_s;
   return out;
 }
 

@@ -89,9 +89,9 @@ RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {}
 RunSummary summarise_rank_folder(const Config& config, const std::string& dir,
                                  const RunCallbacks& callbacks = {});
 
-// What a trace says about the run that recorded it (JSON): config, strategy, world, mode,
-// device, backend, LibTorch version. A finished run adds its result.
-std::string run_description(const Config& config);
+// What a trace says about the run that recorded it: config, strategy, world, mode, device,
+// backend, LibTorch version. A finished run adds its result.
+profiling::RunRecord run_description(const Config& config);
 
 // What the configuration asks of this machine (a CUDA device); throws ConfigError.
 std::string check_environment(Config& config);
@@ -100,6 +100,9 @@ std::string check_environment(Config& config);
 // the whole global batch.
 Config reference_config(const Config& config);
 
+// What a run found, as traces and `run --json` record it (without the configuration).
+profiling::RunResult run_result(const RunSummary& summary);
+// `run --json`'s document: the result with the configuration beside it.
 nlohmann::json summary_to_json(const RunSummary& summary);
 
 }  // namespace shardscope

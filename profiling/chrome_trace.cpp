@@ -7,6 +7,7 @@
 #include "profiling/chrome_format.h"
 #include "profiling/chrome_tracks.h"
 #include "profiling/comm_links.h"
+#include "profiling/run_record_json.h"
 #include "profiling/trace_io.h"
 
 namespace shardscope::profiling {
@@ -165,8 +166,7 @@ std::string to_chrome_json(const Trace& trace) {
       w.raw("}");
     }
   }
-  json run = json::parse(trace.run_json, nullptr, /*allow_exceptions=*/false);
-  if (run.is_discarded()) run = json::object();
+  const json run = run_record_json(trace.run);
   json other = {
       {"format", "shardscope"}, {"origin_ns", origin}, {"run", run}, {"failures", failures}};
   w.raw("\n],\n\"displayTimeUnit\": \"ns\",\n\"otherData\": ");

@@ -12,6 +12,7 @@
 
 #include "profiling/chrome_format.h"
 #include "profiling/chrome_json_scan.h"
+#include "profiling/run_record_json.h"
 #include "profiling/trace_io.h"
 
 namespace shardscope::profiling {
@@ -426,7 +427,7 @@ Trace from_chrome_json(const std::string& text) {
   if (origin < -4'000'000'000'000'000'000 || origin > 4'000'000'000'000'000'000) {
     throw TraceFormatError("otherData: origin_ns out of range");
   }
-  if (other.contains("run")) trace.run_json = other["run"].dump();
+  if (other.contains("run")) trace.run = run_record_of(other["run"]);
   if (origin != 0) {
     // Times were read relative to the file; the origin puts them back on the recording clock.
     for (auto& r : trace.ranks) {

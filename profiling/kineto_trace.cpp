@@ -96,11 +96,8 @@ std::string kineto_file_name(int rank) {
 }
 
 std::string to_kineto_json(const Trace& trace, const RankTrace& rank) {
-  const auto run = nlohmann::json::parse(trace.run_json, nullptr, false);
-  const std::string backend = run.is_object() ? run.value("backend", "") : "";
-  const int world = run.is_object() && run.value("world", 0) > 0
-                        ? run.value("world", 0)
-                        : static_cast<int>(trace.ranks.size());
+  const std::string& backend = trace.run.backend;
+  const int world = trace.run.world > 0 ? trace.run.world : static_cast<int>(trace.ranks.size());
   const int host_pid = kHostPidBase + rank.rank, device_pid = rank.rank;
 
   // The header first, one key a line: HTA reads the rank from the first line that has one.

@@ -100,7 +100,7 @@ class Reader {
 
 std::string to_native(const Trace& trace) {
   Writer w;
-  w.put_string(trace.run_json);
+  w.put_string(run_record_to_json(trace.run));
   w.put<uint64_t>(trace.strings.size());
   for (const auto& s : trace.strings) w.put_string(s);
   w.put<uint64_t>(trace.ranks.size());
@@ -169,7 +169,7 @@ Trace from_native(const std::string& bytes) {
 
   Reader r(payload, payload_size);
   Trace trace;
-  trace.run_json = r.get_string("run description");
+  trace.run = run_record_from_json(r.get_string("run description"));
   const uint64_t strings = r.get_count(4, "string");
   if (strings == 0) throw TraceFormatError("corrupt trace: empty string table");
   trace.strings.clear();

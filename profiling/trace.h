@@ -6,6 +6,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "profiling/memory_kind.h"
+#include "profiling/run_record.h"
+
 namespace shardscope::profiling {
 
 // What an event is, for colouring and for the metrics (compute vs communication).
@@ -53,26 +56,6 @@ struct Event {
   Category category = Category::kOther;
 };
 
-// Memory a rank holds, by category, sampled over time.
-enum class MemoryKind : uint8_t {
-  kParameters,
-  kGradients,
-  kOptimizerState,
-  kActivations,
-  kCommBuffers,
-  // Everything allocated that is none of the above by its tag (not a remainder): blocks of a
-  // backward that are no gradient, a forward's scratch freed before backward began, ...
-  // Traces written before provenance tracking call it "other".
-  kTemporaries,
-  kOther = kTemporaries,
-  kAllocated,  // everything the rank's threads allocated and still hold, whatever it is
-};
-// The categories a block can be tagged with (all but kAllocated).
-constexpr int kMemoryCategoryCount = static_cast<int>(MemoryKind::kAllocated);
-using MemoryCategories = std::array<int64_t, kMemoryCategoryCount>;  // bytes per category
-constexpr int kMemoryKindCount = static_cast<int>(MemoryKind::kAllocated) + 1;
-const char* memory_kind_name(MemoryKind kind);
-
 struct CounterSample {
   int64_t t_ns = 0;
   int64_t bytes = 0;
@@ -87,10 +70,11 @@ struct RankTrace {
   std::string failure;                  // empty unless the rank failed
 };
 
-// One run: what ran (a JSON description: config, world, strategy, device, backend, versions),
+// One run: what ran and what it found (run_record.h: config, world, strategy, device, backend,
+// versions, the result),
 // and per rank its lanes, events and memory counters. Strings are interned once per trace.
 struct Trace {
-  std::string run_json = "{}";
+  RunRecord run;
   std::vector<std::string> strings{""};
   std::vector<RankTrace> ranks;
 

@@ -4,10 +4,10 @@
 
 namespace shardscope::profiling {
 
-Trace build_trace(const std::string& run_json, const std::vector<const RankEventLog*>& logs,
+Trace build_trace(const RunRecord& run, const std::vector<const RankEventLog*>& logs,
                   const std::vector<std::string>& failures) {
   Trace trace;
-  trace.run_json = run_json;
+  trace.run = run;
   for (size_t r = 0; r < logs.size(); ++r) {
     RankTrace rank;
     rank.rank = logs[r]->rank();

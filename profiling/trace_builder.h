@@ -13,7 +13,7 @@ namespace shardscope::profiling {
 // Activations are derived: allocated bytes beyond what the strategy holds, at each allocation
 // sample. Open spans (a rank that failed mid-step) are closed at the rank's last timestamp.
 // `failures` (rank -> message, may be empty) marks failed ranks.
-Trace build_trace(const std::string& run_json, const std::vector<const RankEventLog*>& logs,
+Trace build_trace(const RunRecord& run, const std::vector<const RankEventLog*>& logs,
                   const std::vector<std::string>& failures = {});
 
 }  // namespace shardscope::profiling

@@ -7,8 +7,6 @@
 #include <tuple>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "profiling/collective_model.h"
 
 namespace shardscope::profiling {
@@ -232,10 +230,7 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
   // The projected trace: host-side times through each rank's anchors, communication at its
   // projected issue and completion.
   Trace out = measured;
-  auto run = nlohmann::json::parse(measured.run_json, nullptr, false);
-  if (!run.is_object()) run = nlohmann::json::object();
-  run["projected"] = {{"hardware", hw.name}, {"compute_scale", scale}};
-  out.run_json = run.dump();
+  out.run.projected = RecordedProjection{hw.name, scale};
   for (size_t r = 0; r < n_ranks; ++r) {
     const auto& a = anchors[r];
     // A measured instant where the host waited zero time has two projected instants, before and

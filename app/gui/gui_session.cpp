@@ -15,11 +15,9 @@ std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::st
   auto run = std::make_unique<LoadedRun>();
   run->source = source;
   run->trace = std::move(trace);
-  run->run = nlohmann::json::parse(run->trace.run_json, nullptr, false);
-  if (!run->run.is_object()) run->run = nlohmann::json::object();
   run->index = build_timeline_index(run->trace);
   run->row = cli::comparison_row(run->trace);
-  if (const auto pipeline = cli::pipeline_of_run(run->trace.run_json))
+  if (const auto pipeline = cli::pipeline_of_run(run->trace.run))
     run->bubble_formula = pipeline->formula;
   for (const auto& rank : run->trace.ranks) run->memory_peaks.push_back(peak_breakdown(rank));
   const size_t slash = source.find_last_of('/');

@@ -26,7 +26,6 @@ struct LoadedRun {
   // files whose labels would otherwise be the same (the file's name).
   std::string origin;
   profiling::Trace trace;
-  nlohmann::json run;  // the run description: config, and the result when the run attached one
   TimelineIndex index;
   cli::ComparisonRow row;
   std::vector<MemoryBreakdown> memory_peaks;  // per rank: what it held at its peak

@@ -83,7 +83,7 @@ class LaunchQueue {
   // is built from them.
   std::mutex live_mutex_;
   std::vector<const profiling::RankEventLog*> live_logs_;
-  std::string live_description_;
+  profiling::RunRecord live_description_;
   int live_id_ = 0;
 };
 

@@ -3,9 +3,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "app/gui/line_chart.h"
+#include "profiling/run_record.h"
 
 namespace shardscope::gui {
 
@@ -17,9 +16,9 @@ struct LossCurves {
   std::vector<int> left_out;
 };
 
-// From a run's result (Trace::run_json's "result"): its `rank_losses`, `reports_loss` (per rank;
-// traces from before it was recorded: a rank whose losses are all exactly 0 reports none, as a
-// cross-entropy of real tokens never is) and the reference's losses.
-LossCurves loss_curves(const nlohmann::json& result);
+// From a run's result: its ranks' losses, whether each rank reports a loss (run_record.h reads
+// that for traces from before it was recorded) and the reference's losses. Losses that were not
+// numbers are left out.
+LossCurves loss_curves(const profiling::RunResult& result);
 
 }  // namespace shardscope::gui

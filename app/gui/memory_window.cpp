@@ -9,6 +9,7 @@
 #include "app/gui/windows.h"
 #include "engine/config.h"
 #include "engine/config_bounds.h"
+#include "engine/recorded_config.h"
 #include "profiling/memory_projection.h"
 #include "strategies/memory_formula.h"
 
@@ -24,12 +25,11 @@ constexpr MemoryKind kStacked[] = {MemoryKind::kParameters,     MemoryKind::kGra
 
 // The formula's bytes for one rank as the run recorded them (`formula_bytes`: the strategy's
 // own layout, the rank's pipeline stage and tensor shard), or false for traces without it.
-bool recorded_formula(const nlohmann::json& rank, int64_t (&bytes)[6]) {
-  const auto found = rank.find("formula_bytes");
-  if (found == rank.end() || !found->is_object()) return false;
+bool recorded_formula(const profiling::RecordedRank& rank, int64_t (&bytes)[6]) {
+  if (!rank.formula_bytes) return false;
   int64_t sum = 0;
   for (int k = 0; k < 6; ++k) {
-    bytes[k] = found->value(profiling::memory_kind_name(kStacked[k]), int64_t{0});
+    bytes[k] = (*rank.formula_bytes)[static_cast<int>(kStacked[k])];
     sum += bytes[k];
   }
   return sum > 0;
@@ -38,11 +38,12 @@ bool recorded_formula(const nlohmann::json& rank, int64_t (&bytes)[6]) {
 // For traces written before runs recorded their formula: the busiest GPU's bytes for the
 // run's configuration (laid out by the strategies' own rule, memory_formula.h), or nothing when
 // the trace does not say what ran.
-bool predicted(const nlohmann::json& run, profiling::MemoryProjection* out) {
+bool predicted(const profiling::RunRecord& run, profiling::MemoryProjection* out) {
+  std::optional<Config> config = recorded_config(run);
+  if (!config) return false;
   try {
-    Config config = config_from_json(run.at("config"));
-    finalize(config);
-    *out = profiling::project_memory(model_shape(config.model), memory_layout(config));
+    finalize(*config);
+    *out = profiling::project_memory(model_shape(config->model), memory_layout(*config));
     return true;
   } catch (const std::exception&) {
     return false;
@@ -132,15 +133,15 @@ void legend() {
 std::vector<Bar> measured_bars(const LoadedRun& run, bool with_prediction) {
   std::vector<Bar> bars;
   profiling::MemoryProjection p;
-  const bool have_prediction = with_prediction && predicted(run.run, &p);
-  const auto ranks =
-      run.run.value("result", nlohmann::json::object()).value("ranks", nlohmann::json::array());
+  const bool have_prediction = with_prediction && predicted(run.trace.run, &p);
+  static const std::vector<profiling::RecordedRank> kNone;
+  const auto& ranks = run.trace.run.result ? run.trace.run.result->ranks : kNone;
   for (size_t r = 0; r < run.trace.ranks.size(); ++r) {
     const auto& rank = run.trace.ranks[r];
     const MemoryBreakdown& peak = run.memory_peaks[r];
     Bar b;
     b.label = "rank " + std::to_string(rank.rank);
-    if (r < ranks.size()) b.exact_peak = ranks[r].value("peak_allocated_bytes", int64_t{0});
+    if (r < ranks.size()) b.exact_peak = ranks[r].peak_allocated_bytes;
     for (int k = 0; k < 6; ++k) b.bytes[k] = peak.of(kStacked[k]);
     bars.push_back(b);
     Bar f;

@@ -22,24 +22,24 @@ ImU32 cell_colour(double deviation) {
   return 0xFF3030D0;                                    // differs
 }
 
-void grid(const char* id, const nlohmann::json& groups, const nlohmann::json& ranks,
-          const char* key) {
+void grid(const char* id, const profiling::RunResult& result,
+          std::vector<double> profiling::WeightSyncRow::*values) {
+  const std::vector<std::string>& groups = result.sync_groups;
   const int columns = static_cast<int>(groups.size()) + 1;
   if (!ImGui::BeginTable(id, columns, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     return;
   }
   ImGui::TableSetupColumn("rank");
-  for (const auto& g : groups) ImGui::TableSetupColumn(g.get<std::string>().c_str());
+  for (const auto& g : groups) ImGui::TableSetupColumn(g.c_str());
   ImGui::TableHeadersRow();
   char buf[32];
-  for (const auto& row : ranks) {
-    if (!row.contains(key)) continue;
+  for (const auto& row : result.sync_ranks) {
+    if ((row.*values).empty()) continue;
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
-    ImGui::Text("rank %d", row["rank"].get<int>());
-    for (const auto& v : row[key]) {
+    ImGui::Text("rank %d", row.rank);
+    for (const double d : row.*values) {
       ImGui::TableNextColumn();
-      const double d = v.get<double>();
       ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, cell_colour(d));
       if (d == 0) {
         std::snprintf(buf, sizeof(buf), "equal");
@@ -62,43 +62,38 @@ void draw_sync_window(GuiSession& session) {
       "weights (gathered, for sharded strategies) are compared with one device trained on the "
       "same global batches. Each cell is the largest |difference| within a group of parameters: "
       "green when equal or within rounding, red when it differs.");
-  const nlohmann::json result = run->run.value("result", nlohmann::json::object());
-  if (result.empty()) {
+  if (!run->trace.run.result) {
     ImGui::TextWrapped(
         "This trace carries no shardscope result: another tool recorded it (PyTorch's "
         "profiler, say), or it predates results kept in traces. The timeline shows it.");
     return;
   }
-  if (!result.value("ok", false)) {
-    error_text("The run failed: " + result.value("failure", std::string("?")));
-  }
-  const bool replicated = result.value("replicated", true);
-  const nlohmann::json reference = result.value("reference", nlohmann::json());
+  const profiling::RunResult& result = *run->trace.run.result;
+  if (!result.ok) error_text("The run failed: " + (result.failure.empty() ? "?" : result.failure));
+  const bool replicated = result.replicated;
+  const auto& reference = result.reference;
   ImGui::Text("%s: %s", run->label.c_str(),
               replicated ? "replicated (every rank holds every weight)"
                          : "sharded (each rank holds a part; gathered for the check)");
-  if (reference.is_object()) {
-    const double rel = reference.value("rel_deviation", 0.0);
+  if (reference) {
+    const double rel = reference->rel_deviation;
     ImGui::Text(
         "against the single-device reference: ||w - ref|| / ||ref|| = %.3g, max |delta| = %.3g  %s",
-        rel, reference.value("max_abs_deviation", 0.0), rel <= 1e-5 ? "MATCHES" : "DIFFERS");
+        rel, reference->max_abs_deviation, rel <= 1e-5 ? "MATCHES" : "DIFFERS");
   } else {
     ImGui::TextDisabled("no single-device reference was run (run without --no-reference to check)");
   }
-  const nlohmann::json sync = result.value("weight_sync", nlohmann::json::object());
-  const nlohmann::json groups = sync.value("groups", nlohmann::json::array());
-  const nlohmann::json ranks = sync.value("ranks", nlohmann::json::array());
-  if (!groups.empty()) {
+  if (!result.sync_groups.empty()) {
     if (replicated) {
       ImGui::Text("ranks against rank 0");
-      grid("vs_rank0", groups, ranks, "vs_rank0");
+      grid("vs_rank0", result, &profiling::WeightSyncRow::vs_rank0);
     } else {
       ImGui::Text(
           "ranks against rank 0: sharded (each rank gathered the full weights for the check)");
     }
-    if (reference.is_object()) {
+    if (reference) {
       ImGui::Text("each rank's %sweights against the reference", replicated ? "" : "gathered ");
-      grid("vs_reference", groups, ranks, "vs_reference");
+      grid("vs_reference", result, &profiling::WeightSyncRow::vs_reference);
     }
   }
 

@@ -248,8 +248,8 @@ TEST(CliTrace, RunWritesBothFormatsAndReportReadsThem) {
 
 TEST(CliTrace, ReportShowsDeviceTimeByDefaultAndTheWallClockOnRequest) {
   const auto path = (test::test_temp_dir() / "lens.sst").string();
-  ASSERT_EQ(cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny",
-                 "--steps", "3", "--no-reference", "--trace", path})
+  ASSERT_EQ(cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny", "--steps",
+                 "3", "--no-reference", "--trace", path})
                 .code,
             0);
   const auto device = cli({"report", path});
@@ -259,8 +259,7 @@ TEST(CliTrace, ReportShowsDeviceTimeByDefaultAndTheWallClockOnRequest) {
       << device.out;
   const auto h100 = cli({"report", path, "--hardware", "8xH100"});
   ASSERT_EQ(h100.code, 0) << h100.err;
-  EXPECT_NE(h100.out.find("times: device time: 2 ranks on 8xH100"), std::string::npos)
-      << h100.out;
+  EXPECT_NE(h100.out.find("times: device time: 2 ranks on 8xH100"), std::string::npos) << h100.out;
   const auto measured = cli({"report", path, "--measured"});
   ASSERT_EQ(measured.code, 0) << measured.err;
   EXPECT_NE(measured.out.find("times: measured wall clock"), std::string::npos) << measured.out;

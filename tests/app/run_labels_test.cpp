@@ -18,19 +18,21 @@ namespace {
 profiling::Trace run_trace(const nlohmann::json& overrides, int64_t peak = 1000000) {
   Config config = config_from_json(overrides);
   finalize(config);
-  nlohmann::json run = nlohmann::json::parse(run_description(config));
-  nlohmann::json ranks = nlohmann::json::array();
-  for (int r = 0; r < config.world; ++r)
-    ranks.push_back({{"rank", r}, {"peak_allocated_bytes", peak}});
-  run["result"] = {{"ok", true}, {"ranks", ranks}, {"steps", nlohmann::json::array()}};
   profiling::Trace trace;
-  trace.run_json = run.dump();
+  trace.run = run_description(config);
+  trace.run.result = profiling::RunResult{};
+  trace.run.result->ok = true;
+  for (int r = 0; r < config.world; ++r) {
+    trace.run.result->ranks.emplace_back();
+    trace.run.result->ranks.back().rank = r;
+    trace.run.result->ranks.back().peak_allocated_bytes = peak;
+  }
   return trace;
 }
 
 std::vector<std::string> labels_of(const std::vector<nlohmann::json>& configs) {
   std::vector<RunAttributes> runs;
-  for (const auto& c : configs) runs.push_back(run_attributes(run_trace(c).run_json));
+  for (const auto& c : configs) runs.push_back(run_attributes(run_trace(c).run));
   return run_labels(runs);
 }
 
@@ -87,7 +89,7 @@ TEST(RunLabels, EachAttributeWhenItDiffers) {
 
 // The lens is a parameter: measured by default, device time when the caller says so.
 TEST(RunLabels, LensWhenItDiffers) {
-  const std::string run = run_trace(kTiny).run_json;
+  const profiling::RunRecord run = run_trace(kTiny).run;
   const auto labels =
       run_labels({run_attributes(run), run_attributes(run, "device time on 8xH100")});
   EXPECT_EQ(labels[0], "ddp_bucketed w4, measured");
@@ -97,9 +99,9 @@ TEST(RunLabels, LensWhenItDiffers) {
 // A foreign trace has no attributes; it neither gets columns nor makes the others show all.
 TEST(RunLabels, ForeignTraceIsATrace) {
   profiling::Trace foreign;
-  foreign.run_json = "{}";
+  foreign.run = profiling::run_record_from_json("{}");
   const auto labels =
-      run_labels({run_attributes(run_trace(kTiny).run_json), run_attributes(foreign.run_json)});
+      run_labels({run_attributes(run_trace(kTiny).run), run_attributes(foreign.run)});
   EXPECT_EQ(labels[0], "ddp_bucketed w4");
   EXPECT_EQ(labels[1], "trace");
   const ComparisonRow row = comparison_row(foreign);

@@ -23,7 +23,7 @@ std::string written(const profiling::Trace& trace, const std::string& name) {
 }
 
 TEST(TraceFigures, PipelineOfRunReadsStagesAndMicroBatchesFromTheConfig) {
-  const auto p = cli::pipeline_of_run(test::gpipe_trace(4, 8, 1, 0).run_json);
+  const auto p = cli::pipeline_of_run(test::gpipe_trace(4, 8, 1, 0).run);
   ASSERT_TRUE(p.has_value());
   EXPECT_EQ(p->stages, 4);
   EXPECT_EQ(p->micro_batches, 8);
@@ -31,9 +31,11 @@ TEST(TraceFigures, PipelineOfRunReadsStagesAndMicroBatchesFromTheConfig) {
   EXPECT_DOUBLE_EQ(p->formula, 3.0 / 11.0);
   EXPECT_EQ(p->stage_of_rank, (std::vector<int>{0, 1, 2, 3}));
   // Not a pipeline, and not a configuration at all.
-  EXPECT_FALSE(cli::pipeline_of_run(R"({"config": {"strategy": "ddp_bucketed", "world": 2}})"));
-  EXPECT_FALSE(cli::pipeline_of_run(R"({"config": {"strategy": "no such strategy"}})"));
-  EXPECT_FALSE(cli::pipeline_of_run("{}"));
+  EXPECT_FALSE(cli::pipeline_of_run(
+      profiling::run_record_from_json(R"({"config": {"strategy": "ddp_bucketed", "world": 2}})")));
+  EXPECT_FALSE(cli::pipeline_of_run(
+      profiling::run_record_from_json(R"({"config": {"strategy": "no such strategy"}})")));
+  EXPECT_FALSE(cli::pipeline_of_run(profiling::RunRecord{}));
 }
 
 TEST(TraceFigures, EachStagesBubbleIsTheFormulaOnAUniformPipeline) {
@@ -77,8 +79,8 @@ TEST(TraceFigures, ReportJsonGivesPerRankFiguresAndTheSlowestRanksStep) {
 
 TEST(TraceFigures, RunStepIsTheSlowestRanksAndDataParallelHasNoBubble) {
   auto trace = test::gpipe_trace(2, 2, 3, 0);
-  trace.run_json = R"({"strategy": "ddp_bucketed", "world": 2,
-                       "config": {"strategy": "ddp_bucketed", "world": 2}})";
+  trace.run = profiling::run_record_from_json(R"({"strategy": "ddp_bucketed", "world": 2,
+                       "config": {"strategy": "ddp_bucketed", "world": 2}})");
   // Rank 1's steps take longer by 1 us: the run waits for it.
   for (auto& e : trace.ranks[1].events) {
     if (e.category == profiling::Category::kStep) e.t1_ns += 1000;

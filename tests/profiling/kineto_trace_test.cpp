@@ -33,7 +33,7 @@ Event event(Trace& t, const std::string& name, Category c, int64_t t0, int64_t t
 // flight together. Times in microseconds x 1000.
 Trace cpu_trace() {
   Trace t;
-  t.run_json = R"({"world": 2, "backend": "gloo"})";
+  t.run = run_record_from_json(R"({"world": 2, "backend": "gloo"})");
   for (int rank : {0, 1}) {
     RankTrace r;
     r.rank = rank;

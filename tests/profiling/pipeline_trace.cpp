@@ -52,7 +52,8 @@ profiling::Trace gpipe_trace(int stages, int micro, int steps, int first_step, i
                            {"strategy", "pp"},
                            {"model", {{"layers", 4 * stages}}},
                            {"strategy_options", {{"micro_batches", micro}, {"schedule", "gpipe"}}}};
-  t.run_json = nlohmann::json{{"strategy", "pp"}, {"world", stages}, {"config", config}}.dump();
+  t.run = profiling::run_record_from_json(
+      nlohmann::json{{"strategy", "pp"}, {"world", stages}, {"config", config}}.dump());
   t.normalise();
   return t;
 }

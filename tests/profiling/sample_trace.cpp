@@ -11,7 +11,7 @@ using profiling::Trace;
 
 profiling::Trace sample_trace() {
   Trace t;
-  t.run_json = R"({"strategy":"ddp_bucketed","world":2})";
+  t.run = profiling::run_record_from_json(R"({"strategy":"ddp_bucketed","world":2})");
   const int64_t base = 1'700'000'000'123'456'789;  // a realistic steady-clock value
   for (int r = 0; r < 2; ++r) {
     profiling::RankTrace rank;

@@ -25,7 +25,7 @@ TEST(TraceBuilder, CallsSpansWaitsAndCountersLandOnTheirLanes) {
   log.end_span(span);
   log.begin_span("never closed", Category::kBackward);  // a rank that failed mid-backward
 
-  Trace t = build_trace(R"({"world":4})", {&log}, {"boom"});
+  Trace t = build_trace(run_record_from_json(R"({"world":4})"), {&log}, {"boom"});
   ASSERT_EQ(t.ranks.size(), 1u);
   const RankTrace& r = t.ranks[0];
   EXPECT_EQ(r.rank, 3);
@@ -61,7 +61,7 @@ TEST(TraceBuilder, MemoryCategoriesAreTakenAsRecordedNotDerived) {
   RankEventLog log(0);
   log.add_memory(MemoryKind::kParameters, 100);
   log.add_memory(MemoryKind::kAllocated, 1450);
-  Trace t = build_trace("{}", {&log});
+  Trace t = build_trace(RunRecord{}, {&log});
   std::vector<int64_t> activations;
   int64_t allocated = 0;
   for (const auto& c : t.ranks[0].counters) {

@@ -97,7 +97,7 @@ TEST(TraceReplay, ScalesComputeAndTimesCollectivesByTheModel) {
     const Event& step = find(p, r, "step 0");
     EXPECT_NEAR(step.t1_ns, 1 * kMs + collective * 1e9 + 0.2 * kMs, 2);
   }
-  EXPECT_NE(p.run_json.find("8xH100"), std::string::npos);
+  EXPECT_NE(run_record_to_json(p.run).find("8xH100"), std::string::npos);
 }
 
 TEST(TraceReplay, AStragglerMakesTheOthersWait) {

@@ -7,6 +7,7 @@
 #include "engine/config.h"
 #include "engine/run.h"
 #include "engine/stop_request.h"
+#include "profiling/run_record_json.h"
 
 namespace shardscope::gui {
 namespace {
@@ -20,9 +21,10 @@ TEST(LossCurves, PipelineRunShowsOnlyTheLastStage) {
   clear_stop_request();  // a GUI test before this one in the binary may have pressed Stop
   const RunSummary summary = run_training(config);
   ASSERT_TRUE(summary.ok) << summary.failure;
-  const auto result = nlohmann::json::parse(summary.trace.run_json)["result"];
+  ASSERT_TRUE(summary.trace.run.result.has_value());
+  const auto result = profiling::run_result_json(*summary.trace.run.result);
   EXPECT_EQ(result["reports_loss"], nlohmann::json({false, true}));
-  const LossCurves curves = loss_curves(result);
+  const LossCurves curves = loss_curves(profiling::run_result_of(result));
   EXPECT_EQ(curves.left_out, std::vector<int>{0});
   ASSERT_EQ(curves.series.size(), 2u) << result.dump();  // rank 1 and the reference
   EXPECT_EQ(curves.series[0].label, "rank 1");
@@ -38,7 +40,7 @@ TEST(LossCurves, PipelineRunShowsOnlyTheLastStage) {
 TEST(LossCurves, EveryDataParallelRankIsDrawn) {
   const nlohmann::json result = {{"rank_losses", {{5.5, 5.4}, {5.6, 5.3}}},
                                  {"reports_loss", {true, true}}};
-  const LossCurves curves = loss_curves(result);
+  const LossCurves curves = loss_curves(profiling::run_result_of(result));
   EXPECT_TRUE(curves.left_out.empty());
   EXPECT_EQ(curves.series.size(), 2u);
 }
@@ -46,7 +48,7 @@ TEST(LossCurves, EveryDataParallelRankIsDrawn) {
 // Traces recorded before `reports_loss`: a rank whose losses are all exactly 0 computed none.
 TEST(LossCurves, OlderTracesLeaveOutRanksThatOnlyRecordedZero) {
   const nlohmann::json result = {{"rank_losses", {{0.0, 0.0}, {5.6, 5.3}}}};
-  const LossCurves curves = loss_curves(result);
+  const LossCurves curves = loss_curves(profiling::run_result_of(result));
   EXPECT_EQ(curves.left_out, std::vector<int>{0});
   ASSERT_EQ(curves.series.size(), 1u);
   EXPECT_EQ(curves.series[0].label, "rank 1");
