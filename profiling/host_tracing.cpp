@@ -1,7 +1,5 @@
 #include "profiling/host_tracing.h"
 
-#include <utility>
-
 namespace shardscope::profiling {
 namespace {
 
@@ -21,8 +19,8 @@ RankLogScope::~RankLogScope() {
   current_log = previous_;
 }
 
-ScopedSpan::ScopedSpan(Category category, std::string name) : log_(current_log) {
-  if (log_ != nullptr) index_ = log_->begin_span(std::move(name), category);
+ScopedSpan::ScopedSpan(Category category, std::string_view name) : log_(current_log) {
+  if (log_ != nullptr) index_ = log_->begin_span(name, category);
 }
 
 ScopedSpan::~ScopedSpan() {

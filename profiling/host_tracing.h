@@ -1,7 +1,7 @@
 #pragma once
 
 #include <cstddef>
-#include <string>
+#include <string_view>
 
 #include "profiling/rank_event_log.h"
 
@@ -25,7 +25,7 @@ class RankLogScope {
 // A host span of the current rank from construction to destruction.
 class ScopedSpan {
  public:
-  ScopedSpan(Category category, std::string name);
+  ScopedSpan(Category category, std::string_view name);
   ~ScopedSpan();
   ScopedSpan(const ScopedSpan&) = delete;
   ScopedSpan& operator=(const ScopedSpan&) = delete;

@@ -1,9 +1,13 @@
 #include "profiling/memory_tracker.h"
 
 #include <algorithm>
+#include <mutex>
+#include <typeinfo>
 #include <vector>
 
 #include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 #include <c10/util/ThreadLocalDebugInfo.h>
 #include <torch/csrc/autograd/graph_task.h>
@@ -58,6 +62,58 @@ class Reporter final : public c10::MemoryReportingInfoBase {
   RankMemoryTracker* tracker_;
 };
 
+// The Reporter collecting this thread's allocations for a rank (null: none, or another hook's).
+Reporter* tracking_reporter() {
+  c10::DebugInfoBase* info = c10::ThreadLocalDebugInfo::get(c10::DebugInfoKind::PROFILER_STATE);
+  return info != nullptr && typeid(*info) == typeid(Reporter) ? static_cast<Reporter*>(info)
+                                                              : nullptr;
+}
+
+// The CPU allocator. On a thread with a Reporter, c10's default CPU allocator reports each block
+// through a process-wide mutex and its own hash map of every live block (so that a free can say
+// its size), which costs as much again as the tracker itself, and makes the ranks' threads queue
+// on one lock; the tracker needs neither (it knows its blocks' sizes). So on such a thread this
+// allocates as the default does (c10::alloc_cpu) and reports straight to the Reporter; on any
+// other thread it is the default allocator, untouched.
+class TrackedCpuAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t bytes) override {
+    Reporter* reporter = tracking_reporter();
+    if (reporter == nullptr) return c10::GetDefaultCPUAllocator()->allocate(bytes);
+    void* data = nullptr;
+    try {
+      data = c10::alloc_cpu(bytes);
+    } catch (const c10::Error&) {
+      c10::profiledCPUMemoryReporter().OutOfMemory(bytes);
+      throw;
+    }
+    if (bytes > 0) reporter->reportMemoryUsage(data, static_cast<int64_t>(bytes), 0, 0, kCpu);
+    return {data, data, &release, kCpu};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  static inline const c10::Device kCpu{c10::DeviceType::CPU};
+
+  // As the default allocator's: a free is reported when the freeing thread has a Reporter (the
+  // tracker owning the block knows its size, so the size reported is only a sign).
+  static void release(void* data) {
+    if (data == nullptr) return;
+    if (Reporter* reporter = tracking_reporter()) reporter->reportMemoryUsage(data, -1, 0, 0, kCpu);
+    c10::free_cpu(data);
+  }
+};
+
+// Installed before main, so no thread sees the CPU allocator change under it; never destroyed,
+// since blocks are freed during exit.
+[[maybe_unused]] const bool tracked_cpu_allocator_installed = [] {
+  c10::SetCPUAllocator(new TrackedCpuAllocator(), /*priority=*/1);
+  return true;
+}();
+
 bool provisional(MemoryKind kind) {
   return kind == MemoryKind::kParameters || kind == MemoryKind::kActivations ||
          kind == MemoryKind::kOptimizerState;
@@ -81,12 +137,12 @@ RankMemoryTracker::~RankMemoryTracker() {
 }
 
 void RankMemoryTracker::set_capacity(int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   capacity_ = bytes;
 }
 
 bool RankMemoryTracker::record(void* ptr, int64_t bytes, bool may_refuse, Context context) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (may_refuse && bytes > 0 && capacity_ > 0 && live_ + bytes > capacity_) {
     held_when_refused_ = live_;
     refused_by_kind_ = live_by_kind_;
@@ -114,7 +170,7 @@ bool RankMemoryTracker::record(void* ptr, int64_t bytes, bool may_refuse, Contex
       block.epoch = provisional(phase_) ? epoch_ : kSettled;
     }
     live_by_kind_[index(block.kind)] += bytes;
-    blocks_[ptr] = block;
+    blocks_.assign(ptr, block);
     live_ += bytes;
     if (live_ > peak_) {
       peak_ = live_;
@@ -123,15 +179,15 @@ bool RankMemoryTracker::record(void* ptr, int64_t bytes, bool may_refuse, Contex
       peak_t_ns_ = now_ns();
     }
   } else {
-    auto it = blocks_.find(ptr);
-    if (it == blocks_.end()) return false;
-    Block& block = it->second;
+    Block* found = blocks_.find(ptr);
+    if (found == nullptr) return false;
+    Block& block = *found;
     // Freed in the phase that allocated it: it was scratch (a forward's block gone before any
     // backward began, an optimizer step's working memory), whatever the phase's tag said.
     if (block.epoch == epoch_) move_locked(block, MemoryKind::kTemporaries);
     live_by_kind_[index(block.kind)] -= block.bytes;
     live_ -= block.bytes;
-    blocks_.erase(it);
+    blocks_.erase(found);
   }
   // A step of 1/32 of the peak so far (at least kSampleStepBytes) keeps a curve with every
   // swing that matters at a few dozen samples per step.
@@ -166,22 +222,22 @@ void RankMemoryTracker::enter_locked(bool backward) {
 }
 
 void RankMemoryTracker::set_phase(MemoryKind phase) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   phase_ = phase;
   in_backward_ = false;
   ++epoch_;
 }
 
 bool RankMemoryTracker::retag(const void* ptr, MemoryKind kind) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = blocks_.find(ptr);
-  if (it == blocks_.end()) return false;
-  move_locked(it->second, kind);
+  std::lock_guard<SpinLock> lock(mutex_);
+  Block* found = blocks_.find(ptr);
+  if (found == nullptr) return false;
+  move_locked(*found, kind);
   return true;
 }
 
 void RankMemoryTracker::push_tag(MemoryKind kind) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   // Deeper nesting than any strategy needs keeps the innermost tag.
   if (tag_depth_ < static_cast<int>(std::size(tags_))) {
     tags_[tag_depth_] = kind;
@@ -192,7 +248,7 @@ void RankMemoryTracker::push_tag(MemoryKind kind) {
 }
 
 void RankMemoryTracker::pop_tag() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (tag_depth_ > 0) --tag_depth_;
 }
 
@@ -205,7 +261,7 @@ void RankMemoryTracker::sample_locked() {
 }
 
 void RankMemoryTracker::log_peak() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (log_ == nullptr || peak_ == 0) return;
   log_->add_memory_at(peak_t_ns_, MemoryKind::kAllocated, peak_);
   for (int k = 0; k < kMemoryCategoryCount; ++k)
@@ -213,22 +269,22 @@ void RankMemoryTracker::log_peak() {
 }
 
 MemoryCategories RankMemoryTracker::live_categories() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return live_by_kind_;
 }
 
 MemoryCategories RankMemoryTracker::refused_categories() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return refused_by_kind_;
 }
 
 int64_t RankMemoryTracker::activations_at_backward() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return activations_at_backward_;
 }
 
 MemoryCategories RankMemoryTracker::peak_categories() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return peak_by_kind_;
 }
 
@@ -239,17 +295,17 @@ RankMemoryTracker* RankMemoryTracker::current() {
 }
 
 int64_t RankMemoryTracker::held_when_refused() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return held_when_refused_;
 }
 
 int64_t RankMemoryTracker::live_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return live_;
 }
 
 int64_t RankMemoryTracker::peak_bytes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return peak_;
 }
 

@@ -4,11 +4,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <thread>
-#include <unordered_map>
 
+#include "profiling/block_map.h"
 #include "profiling/rank_event_log.h"
+#include "profiling/spin_lock.h"
 
 namespace shardscope::profiling {
 
@@ -133,8 +133,10 @@ class RankMemoryTracker {
 
   int rank_;
   RankEventLog* log_;
-  mutable std::mutex mutex_;  // this rank's only; another rank takes it only to free our block
-  std::unordered_map<const void*, Block> blocks_;
+  // This rank's only; another thread takes it only to free our block or to allocate on our
+  // behalf (a backend's worker, autograd's device thread).
+  mutable SpinLock mutex_;
+  BlockMap<Block> blocks_;
   int64_t live_ = 0;
   int64_t peak_ = 0;
   int64_t last_sample_ = 0;

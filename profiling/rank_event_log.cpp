@@ -1,5 +1,6 @@
 #include "profiling/rank_event_log.h"
 
+#include <mutex>
 #include <utility>
 
 #include "profiling/clock.h"
@@ -7,13 +8,13 @@
 namespace shardscope::profiling {
 
 void RankEventLog::set_position(int step, int micro) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   step_ = step;
   micro_ = static_cast<int16_t>(micro);
 }
 
 size_t RankEventLog::append(CommEvent event) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   event.step = step_;
   event.micro = micro_;
   events_.push_back(std::move(event));
@@ -21,78 +22,94 @@ size_t RankEventLog::append(CommEvent event) {
 }
 
 void RankEventLog::stamp_complete(size_t index, int64_t t_ns) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (index < events_.size() && events_[index].t_complete_ns == 0) {
     events_[index].t_complete_ns = t_ns;
   }
 }
 
 void RankEventLog::stamp_wait_begin(size_t index, int64_t t_ns) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (index < events_.size() && events_[index].t_wait_begin_ns == 0) {
     events_[index].t_wait_begin_ns = t_ns;
   }
 }
 
 void RankEventLog::stamp_wait_end(size_t index, int64_t t_ns) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (index < events_.size()) events_[index].t_wait_end_ns = t_ns;
 }
 
 void RankEventLog::mark_blocking(size_t index) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (index < events_.size()) events_[index].async = false;
 }
 
-size_t RankEventLog::begin_span(std::string name, Category category) {
+uint32_t RankEventLog::intern_locked(std::string_view name) {
+  auto found = name_ids_.find(name);
+  if (found != name_ids_.end()) return found->second;
+  const auto id = static_cast<uint32_t>(names_.size());
+  names_.emplace_back(name);
+  name_ids_.emplace(names_.back(), id);
+  return id;
+}
+
+size_t RankEventLog::begin_span(std::string_view name, Category category) {
   const int64_t t = now_ns();
-  std::lock_guard<std::mutex> lock(mutex_);
-  spans_.push_back({std::move(name), category, t, 0, step_, micro_});
+  std::lock_guard<SpinLock> lock(mutex_);
+  spans_.push_back({intern_locked(name), category, micro_, step_, t, 0});
   return spans_.size() - 1;
 }
 
 void RankEventLog::end_span(size_t index) {
   const int64_t t = now_ns();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   if (index < spans_.size() && spans_[index].t1_ns == 0) spans_[index].t1_ns = t;
 }
 
 void RankEventLog::add_memory(MemoryKind kind, int64_t bytes) {
   const int64_t t = now_ns();
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   memory_.push_back({t, kind, bytes});
 }
 
 void RankEventLog::add_memory_at(int64_t t_ns, MemoryKind kind, int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   memory_.push_back({t_ns, kind, bytes});
 }
 
 std::vector<CommEvent> RankEventLog::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return events_;
 }
 
 void RankEventLog::restore(std::vector<CommEvent> events, std::vector<HostSpan> spans,
                            std::vector<MemorySample> memory) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   events_ = std::move(events);
-  spans_ = std::move(spans);
+  spans_.clear();
+  spans_.reserve(spans.size());
+  for (const HostSpan& s : spans)
+    spans_.push_back({intern_locked(s.name), s.category, s.micro, s.step, s.t0_ns, s.t1_ns});
   memory_ = std::move(memory);
 }
 
 std::vector<HostSpan> RankEventLog::spans() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return spans_;
+  std::lock_guard<SpinLock> lock(mutex_);
+  std::vector<HostSpan> out;
+  out.reserve(spans_.size());
+  for (const Span& s : spans_)
+    out.push_back({names_[s.name], s.category, s.t0_ns, s.t1_ns, s.step, s.micro});
+  return out;
 }
 
 std::vector<MemorySample> RankEventLog::memory() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return memory_;
 }
 
 size_t RankEventLog::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SpinLock> lock(mutex_);
   return events_.size();
 }
 
