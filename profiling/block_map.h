@@ -34,7 +34,9 @@ class BlockMap {
 
   // Removes the entry `found` (a pointer find returned).
   void erase(Value* found) {
-    size_t hole = static_cast<size_t>(reinterpret_cast<Slot*>(found) - slots_.data());
+    // The slot holding `found`, counted in bytes: `found` points into a slot, not at one.
+    const char* base = reinterpret_cast<const char*>(&slots_[0].value);
+    size_t hole = static_cast<size_t>(reinterpret_cast<const char*>(found) - base) / sizeof(Slot);
     // Later entries of the same probe run move back into the hole, unless the hole lies before
     // where their probe starts (cyclically), so that every entry stays reachable from its home.
     for (size_t i = next(hole); slots_[i].key != kEmpty; i = next(i)) {
