@@ -114,7 +114,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--seed", "seed", Kind::Uint, "seed of initialisation and data order"},
       {"--data", "data", Kind::String, "auto (licence texts), synthetic, or a text file"},
       {"--threads-per-rank", "threads_per_rank", Kind::Int,
-       "intra-op threads per rank (0: taking turns, all cores but one on a CPU, where the collectives run; --contended: cores / world)"},
+       "intra-op threads per rank (0: taking turns, all cores but one on a CPU, where the "
+       "collectives run; --contended: cores / world)"},
       {"--timeout", "collective_timeout_s", Kind::Int,
        "seconds before a stuck collective fails the run (0: adaptive, max(5 s, 10 x the slowest "
        "step so far), 60 s before steps are timed)"},
@@ -171,8 +172,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "pipeline micro-batches per step (default: the number of stages)"},
       {"--schedule", "strategy_options.schedule", Kind::String, "pipeline schedule: 1f1b or gpipe"},
       {"--dp-sync", "strategy_options.data_parallel_sync", Kind::String,
-       "tp/pp/hybrid: gradient sync of the data-parallel dimension: ddp_bucketed, torch_ddp or "
-       "zero1"},
+       "tp/pp/hybrid: gradient sync of the data-parallel dimension (`shardscope strategies` marks "
+       "them)"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
       {"--contended", "contended", Kind::Bool,
