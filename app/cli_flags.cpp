@@ -114,7 +114,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--seed", "seed", Kind::Uint, "seed of initialisation and data order"},
       {"--data", "data", Kind::String, "auto (licence texts), synthetic, or a text file"},
       {"--threads-per-rank", "threads_per_rank", Kind::Int,
-       "intra-op threads per rank (0: taking turns, all cores but one on a CPU, where the collectives run; --contended: cores / world)"},
+       "intra-op threads per rank (0: taking turns, all cores but one on a CPU, where the "
+       "collectives run; --contended: cores / world)"},
       {"--timeout", "collective_timeout_s", Kind::Int,
        "seconds before a stuck collective fails the run (0: adaptive, max(5 s, 10 x the slowest "
        "step so far), 60 s before steps are timed)"},
@@ -169,7 +170,10 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "tp/pp/hybrid: data-parallel degree (default: world / (tp * pp))"},
       {"--micro-batches", "strategy_options.micro_batches", Kind::Int,
        "pipeline micro-batches per step (default: the number of stages)"},
-      {"--schedule", "strategy_options.schedule", Kind::String, "pipeline schedule: 1f1b or gpipe"},
+      {"--schedule", "strategy_options.schedule", Kind::String,
+       "pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zero-bubble, zbv or dualpipev"},
+      {"--stages-per-rank", "strategy_options.stages_per_rank", Kind::Int,
+       "pipeline stages each rank holds (default: 1; 2 for the multi-stage schedules)"},
       {"--dp-sync", "strategy_options.data_parallel_sync", Kind::String,
        "tp/pp/hybrid: gradient sync of the data-parallel dimension: ddp_bucketed, torch_ddp or "
        "zero1"},
