@@ -51,7 +51,8 @@ class ModelParallelStrategy final : public Strategy {
     const std::string& kind = config.strategy_options.schedule;
     stages_per_rank_ = pipeline_stages_per_rank(config);
     PipelineRuntime::Setup pipeline{
-        kind, at_.pipeline, layout_.pipeline, stages_per_rank_, micro_batches_, pipeline_comm_, {}};
+        kind,           at_.pipeline, layout_.pipeline,        stages_per_rank_, micro_batches_,
+        pipeline_comm_, {},           &config.strategy_options};
     for (int s : pipeline::rank_stages(kind, at_.pipeline, layout_.pipeline, stages_per_rank_)) {
       chunks_.push_back(
           std::make_unique<TensorParallelStage>(config, stage_spec(s), *tensor_comm_, ctx.device));

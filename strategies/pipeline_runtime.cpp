@@ -1,9 +1,12 @@
 #include "strategies/pipeline_runtime.h"
 
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "engine/comm.h"
+#include "engine/config.h"
+#include "engine/mixed_precision.h"
 #include "profiling/host_tracing.h"
 #include "profiling/memory_tags.h"
 #include "strategies/split_backward.h"
@@ -109,7 +112,11 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
       InFlight& slot = in_flight[key];
       profiling::ScopedSpan span(profiling::Category::kForward, "forward" + label(a));
       slot.input = input;
-      slot.output = chunk.forward(input, targets[a.micro]);
+      {
+        std::optional<ComputePrecisionScope> precision;
+        if (setup_.options) precision.emplace(*setup_.options, inputs[a.micro].device().type());
+        slot.output = chunk.forward(input, targets[a.micro]);
+      }
       if (a.stage == last_stage) {
         loss_sum += slot.output.detach().item<double>();
         continue;

@@ -12,6 +12,7 @@ namespace shardscope {
 
 class Comm;
 class TensorParallelStage;
+struct StrategyOptions;
 
 // One rank's part of a pipeline schedule for one training micro-step: it runs the forwards and
 // backwards (whole, or split into input and weight passes) of the stages it holds, in the
@@ -29,6 +30,7 @@ class PipelineRuntime {
     int micro_batches = 1;
     Comm* comm = nullptr;                      // the pipeline group; null with one rank
     std::vector<TensorParallelStage*> chunks;  // this rank's stages, in rank_stages order
+    const StrategyOptions* options = nullptr;  // the forwards' compute precision
   };
   // What the strategy does around the passes that finish a chunk's gradients for the step.
   struct Hooks {
