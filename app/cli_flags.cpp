@@ -175,8 +175,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--stages-per-rank", "strategy_options.stages_per_rank", Kind::Int,
        "pipeline stages each rank holds (default: 1; 2 for the multi-stage schedules)"},
       {"--dp-sync", "strategy_options.data_parallel_sync", Kind::String,
-       "tp/pp/hybrid: gradient sync of the data-parallel dimension: ddp_bucketed, torch_ddp or "
-       "zero1"},
+       "tp/pp/hybrid: gradient sync of the data-parallel dimension (`shardscope strategies` marks "
+       "them)"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},
       {"--contended", "contended", Kind::Bool,

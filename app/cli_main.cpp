@@ -336,7 +336,9 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   if (app.got_subcommand("strategies")) {
     for (const auto& name : StrategyRegistry::instance().names()) {
-      out << name << "  " << StrategyRegistry::instance().find(name)->description << "\n";
+      const StrategyInfo* info = StrategyRegistry::instance().find(name);
+      out << name << "  " << info->description
+          << (info->traits.data_parallel_sync ? " (also a --dp-sync for tp/pp)" : "") << "\n";
     }
     return kExitOk;
   }

@@ -93,8 +93,8 @@ int project_memory(const ProjectOptions& o, const Config& config,
   }
   const double gib = 1024.0 * 1024 * 1024;
   for (const auto& deg : layouts) {
-    for (const char* zero : {"ddp", "zero1", "zero2", "zero3"}) {
-      if (deg.dp == 1 && std::string(zero) != "ddp") continue;  // nothing to shard over
+    for (const char* zero : profiling::kZeroStages) {
+      if (deg.dp == 1 && zero != profiling::kZeroStages[0]) continue;  // nothing to shard over
       profiling::TrainingLayout layout;
       layout.zero = zero;
       layout.dp = deg.dp;

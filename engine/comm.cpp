@@ -15,8 +15,8 @@ namespace {
 
 using profiling::now_ns;
 
-std::string dtype_name(const at::Tensor& t) {
-  return t.defined() ? std::string(c10::toString(t.scalar_type())) : std::string();
+std::string_view dtype_name(const at::Tensor& t) {
+  return t.defined() ? std::string_view(c10::toString(t.scalar_type())) : std::string_view();
 }
 
 void require(bool ok, const std::string& message) {
@@ -107,10 +107,10 @@ int Comm::world_rank(int group_rank) const {
   return options_.world_ranks.empty() ? group_rank : options_.world_ranks.at(group_rank);
 }
 
-size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
+size_t Comm::record(std::string_view op, const at::Tensor& tensor, bool async, int peer,
                     bool emulated, bool collective, int64_t bytes) {
   retired_->sweep();
-  profiling::CommEvent event;
+  profiling::CommCall event;
   event.op = op;
   event.group = options_.group_name;
   event.dtype = dtype_name(tensor);
@@ -122,7 +122,7 @@ size_t Comm::record(const std::string& op, const at::Tensor& tensor, bool async,
   event.async = async;
   event.emulated = emulated;
   event.t_issue_ns = now_ns();
-  return log_ != nullptr ? log_->append(std::move(event)) : 0;
+  return log_ != nullptr ? log_->append(event) : 0;
 }
 
 CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -129,8 +130,8 @@ class Comm {
  private:
   // `bytes` < 0: the bytes of `tensor`. Point-to-point calls (collective = false) are numbered
   // per direction and peer, so send k from r to d and receive k at d from r share a number.
-  size_t record(const std::string& op, const at::Tensor& tensor, bool async, int peer,
-                bool emulated, bool collective, int64_t bytes = -1);
+  size_t record(std::string_view op, const at::Tensor& tensor, bool async, int peer, bool emulated,
+                bool collective, int64_t bytes = -1);
   CommWork track(c10::intrusive_ptr<c10d::Work> work, size_t event);
   // An op done synchronously (emulation or empty payload) presented as completed async work.
   CommWork completed(size_t event);

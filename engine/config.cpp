@@ -403,11 +403,6 @@ void validate(const Config& c) {
   require(so.micro_batches >= 0, "strategy_options.micro_batches", "must not be negative");
   // Which schedules exist, and what each needs, is the pipeline strategies' to check.
   require(so.stages_per_rank >= 0, "strategy_options.stages_per_rank", "must not be negative");
-  require(so.data_parallel_sync == "ddp_bucketed" || so.data_parallel_sync == "torch_ddp" ||
-              so.data_parallel_sync == "zero1",
-          "strategy_options.data_parallel_sync",
-          "unknown data-parallel sync '" + so.data_parallel_sync +
-              "' (ddp_bucketed, torch_ddp, zero1)");
 
   if (c.fault.enabled()) {
     require(c.fault.rank < c.world, "inject_fault",
@@ -426,6 +421,11 @@ void validate(const Config& c) {
   const StrategyInfo* strategy = registry.find(c.strategy);
   require(strategy != nullptr, "strategy",
           "unknown strategy '" + c.strategy + "' (known: " + join(registry.names()) + ")");
+  const auto syncs =
+      registry.names_where([](const StrategyTraits& t) { return t.data_parallel_sync; });
+  require(std::find(syncs.begin(), syncs.end(), so.data_parallel_sync) != syncs.end(),
+          "strategy_options.data_parallel_sync",
+          "unknown data-parallel sync '" + so.data_parallel_sync + "' (" + join(syncs) + ")");
   if (strategy->validate) strategy->validate(c);
 }
 

@@ -95,7 +95,7 @@ std::string check_environment(Config& config) {
 Config reference_config(const Config& config) {
   Config ref = config;
   ref.world = 1;
-  ref.strategy = "single";
+  ref.strategy = StrategyRegistry::instance().reference();
   ref.micro_batch = config.global_batch_size();
   ref.global_batch = 0;
   ref.grad_accum = 1;

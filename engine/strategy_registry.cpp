@@ -29,10 +29,23 @@ StrategyTraits strategy_traits(const std::string& name) {
 }
 
 std::vector<std::string> StrategyRegistry::names() const {
+  return names_where([](const StrategyTraits&) { return true; });
+}
+
+std::vector<std::string> StrategyRegistry::names_where(
+    const std::function<bool(const StrategyTraits&)>& keep) const {
   std::vector<std::string> names;
-  for (const auto& entry : entries_) names.push_back(entry.name);
+  for (const auto& entry : entries_) {
+    if (keep(entry.traits)) names.push_back(entry.name);
+  }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+std::string StrategyRegistry::reference() const {
+  const auto found = names_where([](const StrategyTraits& t) { return t.family == "reference"; });
+  if (found.size() != 1) throw std::logic_error("exactly one reference strategy must register");
+  return found.front();
 }
 
 }  // namespace shardscope

@@ -25,6 +25,9 @@ struct StrategyTraits {
   std::string world_dimension;
   // PyTorch's own engine: what Compare measures the others against.
   bool baseline = false;
+  // Whether it can sync the data-parallel dimension of a tensor- or pipeline-parallel run
+  // (strategy_options.data_parallel_sync, --dp-sync).
+  bool data_parallel_sync = false;
   // What the strategy shows a student, in a sentence or three (the Launch and Timeline tabs).
   std::string teaching;
 };
@@ -51,6 +54,11 @@ class StrategyRegistry {
   void add(StrategyInfo info);
   const StrategyInfo* find(const std::string& name) const;
   std::vector<std::string> names() const;
+  // The names, sorted, of the strategies whose traits `keep` accepts.
+  std::vector<std::string> names_where(
+      const std::function<bool(const StrategyTraits&)>& keep) const;
+  // The strategy of family "reference": the one device every strategy must train like.
+  std::string reference() const;
 
  private:
   std::vector<StrategyInfo> entries_;

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace shardscope::profiling {
 
@@ -23,6 +24,35 @@ struct CommEvent {
   int64_t t_wait_begin_ns = 0;  // when the caller started waiting (0 if never waited)
   int64_t t_complete_ns = 0;    // when the backend reported completion (0 if never)
   int64_t t_wait_end_ns = 0;    // when the caller's wait returned (0 if never waited)
+};
+
+// A communication call as the rank makes it, before it is logged: the names are views (literals,
+// the group's name, the dtype's), which the log interns, so recording a call copies no string.
+struct CommCall {
+  std::string_view op;
+  std::string_view group;
+  std::string_view dtype;
+  int64_t bytes = 0;
+  int group_size = 0;
+  int peer = -1;
+  uint64_t seq = 0;
+  bool async = false;
+  bool emulated = false;
+  int64_t t_issue_ns = 0;
+
+  CommCall() = default;
+  // The call an event read back from elsewhere records (its views point into `e`).
+  CommCall(const CommEvent& e)
+      : op(e.op),
+        group(e.group),
+        dtype(e.dtype),
+        bytes(e.bytes),
+        group_size(e.group_size),
+        peer(e.peer),
+        seq(e.seq),
+        async(e.async),
+        emulated(e.emulated),
+        t_issue_ns(e.t_issue_ns) {}
 };
 
 }  // namespace shardscope::profiling

@@ -84,12 +84,20 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
   return out;
 }
 
+int zero_stage_of(const std::string& zero) {
+  for (int stage = 0; stage < 4; ++stage) {
+    if (zero == kZeroStages[stage]) return stage;
+  }
+  return -1;
+}
+
 MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout& l,
                                       const StageShape& stage) {
   if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.micro_batch < 1 || l.micro_batches < 1)
     throw std::invalid_argument("degrees and batch sizes must be positive");
   if (l.pp > m.layers) throw std::invalid_argument("more pipeline stages than layers");
-  if (l.zero != "ddp" && l.zero != "zero1" && l.zero != "zero2" && l.zero != "zero3")
+  const int zero = zero_stage_of(l.zero);
+  if (zero < 0)
     throw std::invalid_argument("unknown ZeRO stage '" + l.zero + "' (ddp, zero1, zero2, zero3)");
   const bool first = stage.stage == 0, last = stage.stage == l.pp - 1;
   Counts held = block_counts(m) * stage.blocks;
@@ -102,8 +110,7 @@ MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout&
   const double psi = static_cast<double>(out.parameters_per_gpu);
   const double param_bytes = l.mixed_precision ? 2 : 4, grad_bytes = param_bytes;
   const double optimizer_bytes = l.mixed_precision ? 12 : 8;
-  const bool z1 = l.zero != "ddp", z2 = l.zero == "zero2" || l.zero == "zero3",
-             z3 = l.zero == "zero3";
+  const bool z1 = zero >= 1, z2 = zero >= 2, z3 = zero >= 3;
   out.parameters = param_bytes * psi / (z3 ? d : 1);
   out.gradients = grad_bytes * psi / (z2 ? d : 1);
   out.optimizer_state = optimizer_bytes * psi / (z1 ? d : 1);

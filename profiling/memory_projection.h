@@ -11,9 +11,16 @@ struct ModelShape {
   bool tie_embeddings = false;
 };
 
+// What the dp dimension shards, by ZeRO stage (the index): nothing, optimizer state, and
+// gradients, and parameters. The projection's own names for the four, not strategies' names.
+inline constexpr const char* kZeroStages[] = {"ddp", "zero1", "zero2", "zero3"};
+
+// The stage `TrainingLayout::zero` names (0-3), or -1 for a name that is none of them.
+int zero_stage_of(const std::string& zero);
+
 // How the model is laid out over GPUs and trained.
 struct TrainingLayout {
-  std::string zero = "ddp";  // ddp | zero1 | zero2 | zero3 (sharding over the dp dimension)
+  std::string zero = kZeroStages[0];  // one of kZeroStages (sharding over the dp dimension)
   int dp = 1, tp = 1, pp = 1;
   int micro_batch = 1;    // sequences per (pipeline) micro-batch
   int micro_batches = 1;  // pipeline micro-batches per step

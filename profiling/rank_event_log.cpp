@@ -13,36 +13,59 @@ void RankEventLog::set_position(int step, int micro) {
   micro_ = static_cast<int16_t>(micro);
 }
 
-size_t RankEventLog::append(CommEvent event) {
+size_t RankEventLog::append(const CommCall& call) {
   std::lock_guard<SpinLock> lock(mutex_);
-  event.step = step_;
-  event.micro = micro_;
-  events_.push_back(std::move(event));
-  return events_.size() - 1;
+  append_locked(call, step_, micro_);
+  return calls_.size() - 1;
+}
+
+void RankEventLog::append_locked(const CommCall& call, int32_t step, int16_t micro) {
+  Call& c = calls_.emplace_back();
+  c.op = intern_comm_locked(call.op);
+  c.group = intern_comm_locked(call.group);
+  c.dtype = intern_comm_locked(call.dtype);
+  c.async = call.async;
+  c.emulated = call.emulated;
+  c.group_size = call.group_size;
+  c.peer = call.peer;
+  c.step = step;
+  c.micro = micro;
+  c.seq = call.seq;
+  c.bytes = call.bytes;
+  c.t_issue_ns = call.t_issue_ns;
+}
+
+uint16_t RankEventLog::intern_comm_locked(std::string_view name) {
+  for (size_t i = 0; i < comm_name_views_.size(); ++i) {
+    if (comm_name_views_[i] == name) return static_cast<uint16_t>(i);
+  }
+  comm_names_.emplace_back(name);
+  comm_name_views_.push_back(comm_names_.back());
+  return static_cast<uint16_t>(comm_name_views_.size() - 1);
 }
 
 void RankEventLog::stamp_complete(size_t index, int64_t t_ns) {
   std::lock_guard<SpinLock> lock(mutex_);
-  if (index < events_.size() && events_[index].t_complete_ns == 0) {
-    events_[index].t_complete_ns = t_ns;
+  if (index < calls_.size() && calls_[index].t_complete_ns == 0) {
+    calls_[index].t_complete_ns = t_ns;
   }
 }
 
 void RankEventLog::stamp_wait_begin(size_t index, int64_t t_ns) {
   std::lock_guard<SpinLock> lock(mutex_);
-  if (index < events_.size() && events_[index].t_wait_begin_ns == 0) {
-    events_[index].t_wait_begin_ns = t_ns;
+  if (index < calls_.size() && calls_[index].t_wait_begin_ns == 0) {
+    calls_[index].t_wait_begin_ns = t_ns;
   }
 }
 
 void RankEventLog::stamp_wait_end(size_t index, int64_t t_ns) {
   std::lock_guard<SpinLock> lock(mutex_);
-  if (index < events_.size()) events_[index].t_wait_end_ns = t_ns;
+  if (index < calls_.size()) calls_[index].t_wait_end_ns = t_ns;
 }
 
 void RankEventLog::mark_blocking(size_t index) {
   std::lock_guard<SpinLock> lock(mutex_);
-  if (index < events_.size()) events_[index].async = false;
+  if (index < calls_.size()) calls_[index].async = false;
 }
 
 uint32_t RankEventLog::intern_locked(std::string_view name) {
@@ -80,13 +103,40 @@ void RankEventLog::add_memory_at(int64_t t_ns, MemoryKind kind, int64_t bytes) {
 
 std::vector<CommEvent> RankEventLog::snapshot() const {
   std::lock_guard<SpinLock> lock(mutex_);
-  return events_;
+  std::vector<CommEvent> out;
+  out.reserve(calls_.size());
+  for (const Call& c : calls_) {
+    CommEvent& e = out.emplace_back();
+    e.op = comm_names_[c.op];
+    e.group = comm_names_[c.group];
+    e.dtype = comm_names_[c.dtype];
+    e.bytes = c.bytes;
+    e.group_size = c.group_size;
+    e.peer = c.peer;
+    e.seq = c.seq;
+    e.async = c.async;
+    e.emulated = c.emulated;
+    e.step = c.step;
+    e.micro = c.micro;
+    e.t_issue_ns = c.t_issue_ns;
+    e.t_wait_begin_ns = c.t_wait_begin_ns;
+    e.t_complete_ns = c.t_complete_ns;
+    e.t_wait_end_ns = c.t_wait_end_ns;
+  }
+  return out;
 }
 
 void RankEventLog::restore(std::vector<CommEvent> events, std::vector<HostSpan> spans,
                            std::vector<MemorySample> memory) {
   std::lock_guard<SpinLock> lock(mutex_);
-  events_ = std::move(events);
+  calls_.clear();
+  for (const CommEvent& e : events) {
+    append_locked(e, e.step, e.micro);
+    Call& c = calls_.back();
+    c.t_wait_begin_ns = e.t_wait_begin_ns;
+    c.t_complete_ns = e.t_complete_ns;
+    c.t_wait_end_ns = e.t_wait_end_ns;
+  }
   spans_.clear();
   spans_.reserve(spans.size());
   for (const HostSpan& s : spans)
@@ -110,7 +160,7 @@ std::vector<MemorySample> RankEventLog::memory() const {
 
 size_t RankEventLog::size() const {
   std::lock_guard<SpinLock> lock(mutex_);
-  return events_.size();
+  return calls_.size();
 }
 
 bool logged_peak(const std::vector<MemorySample>& samples, MemoryCategories* out) {

@@ -44,6 +44,7 @@ class DdpBucketed final : public HookedDataParallel {
 
 StrategyTraits traits() {
   StrategyTraits t;
+  t.data_parallel_sync = true;
   t.teaching =
       "Gradients are grouped into buckets, each all_reduced while backward goes on. With "
       "overlap on, the orange collectives sit under the blue backward spans and the red "

@@ -28,8 +28,7 @@ profiling::TrainingLayout memory_layout(const Config& config) {
   layout.micro_batch = config.micro_batch;
   layout.dp = config.world;
   const StrategyTraits traits = strategy_traits(config.strategy);
-  static const char* const kZero[] = {"ddp", "zero1", "zero2", "zero3"};
-  layout.zero = kZero[std::clamp(traits.zero_stage, 0, 3)];
+  layout.zero = profiling::kZeroStages[std::clamp(traits.zero_stage, 0, 3)];
   if (traits.family == "model parallel") {
     const ParallelLayout parallel = layout_of(config);
     layout.dp = parallel.data;
@@ -40,7 +39,8 @@ profiling::TrainingLayout memory_layout(const Config& config) {
     // A replica computes on the sequences of all its ranks, a pipeline micro-batch at a time.
     layout.micro_batch =
         std::max(1, config.micro_batch * layout.tp * layout.pp / layout.micro_batches);
-    if (layout.dp > 1 && o.data_parallel_sync == "zero1") layout.zero = "zero1";
+    const int sync_stage = strategy_traits(o.data_parallel_sync).zero_stage;
+    if (layout.dp > 1) layout.zero = profiling::kZeroStages[std::clamp(sync_stage, 0, 3)];
   }
   return layout;
 }

@@ -56,6 +56,7 @@ class TorchDdp final : public ReplicatedStrategy {
 StrategyTraits traits() {
   StrategyTraits t;
   t.baseline = true;
+  t.data_parallel_sync = true;
   t.teaching =
       "PyTorch's own DDP engine (c10d::Reducer): buckets in reverse order, reduced during "
       "backward. The baseline the others are compared with.";

@@ -21,6 +21,9 @@ StrategyTraits sharded_optimizer_traits() {
 // The base is looked up when a run starts, not at registration: registration order across files
 // is unspecified.
 StrategyInfo with_sharded_optimizer(const std::string& name, const std::string& base) {
+  StrategyTraits traits = sharded_optimizer_traits();
+  // The hybrids' data-parallel dimension shards its optimizer over ddp_bucketed's sync only.
+  traits.data_parallel_sync = name == "zero1";
   return StrategyInfo{
       name,
       base + " gradient sync, optimizer state sharded across ranks (ZeRO-1)",
@@ -38,7 +41,7 @@ StrategyInfo with_sharded_optimizer(const std::string& name, const std::string& 
         const StrategyInfo* info = StrategyRegistry::instance().find(base);
         if (info->validate) info->validate(base_config);
       },
-      sharded_optimizer_traits(),
+      traits,
   };
 }
 

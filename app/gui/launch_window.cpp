@@ -10,6 +10,7 @@
 #include "engine/run.h"
 #include "engine/strategy_registry.h"
 #include "strategies/bucket_preview.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardscope::gui {
 
@@ -116,14 +117,23 @@ void folder_line(const char* what, const std::string& path) {
   if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", path.c_str());
 }
 
+// A choice's options: its own, or what a registry holds (the presets, the strategies, those
+// that can sync a hybrid's data-parallel dimension).
+std::vector<std::string> choices_of(const FormField& f) {
+  if (!f.choices.empty()) return f.choices;
+  if (f.key == "preset") return preset_names();
+  if (f.key == "strategy_options.schedule") return pipeline::schedule_kinds();
+  const StrategyRegistry& registry = StrategyRegistry::instance();
+  if (f.key == "strategy_options.data_parallel_sync")
+    return registry.names_where([](const StrategyTraits& t) { return t.data_parallel_sync; });
+  return registry.names();
+}
+
 void draw_field(GuiSession& s, const FormField& f) {
   const char* label = f.label.c_str();
   switch (f.kind) {
     case FormField::Kind::kChoice:
-      combo(s, label, f.key,
-            !f.choices.empty()  ? f.choices
-            : f.key == "preset" ? preset_names()
-                                : StrategyRegistry::instance().names());
+      combo(s, label, f.key, choices_of(f));
       break;
     case FormField::Kind::kInteger:
       integer(s, label, f.key);
