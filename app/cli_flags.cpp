@@ -170,7 +170,10 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "tp/pp/hybrid: data-parallel degree (default: world / (tp * pp))"},
       {"--micro-batches", "strategy_options.micro_batches", Kind::Int,
        "pipeline micro-batches per step (default: the number of stages)"},
-      {"--schedule", "strategy_options.schedule", Kind::String, "pipeline schedule: 1f1b or gpipe"},
+      {"--schedule", "strategy_options.schedule", Kind::String,
+       "pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zero-bubble, zbv or dualpipev"},
+      {"--stages-per-rank", "strategy_options.stages_per_rank", Kind::Int,
+       "pipeline stages each rank holds (default: 1; 2 for the multi-stage schedules)"},
       {"--dp-sync", "strategy_options.data_parallel_sync", Kind::String,
        "tp/pp/hybrid: gradient sync of the data-parallel dimension (`shardscope strategies` marks "
        "them)"},

@@ -15,6 +15,7 @@
 #include "profiling/step_figures.h"
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardscope::cli {
 namespace {
@@ -143,7 +144,8 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
         out << " (stage " << pipeline->stage_of_rank[f.rank] << ")";
       out << ": " << fixed(100 * f.bubble_fraction, 1) << " %\n";
     }
-    out << "  formula (p-1)/(m+p-1): " << fixed(100 * pipeline->formula, 1) << " %\n";
+    out << "  formula " << pipeline::bubble_formula_text(pipeline->schedule) << ": "
+        << fixed(100 * pipeline->formula, 1) << " %\n";
   }
 
   struct OpSummary {

@@ -18,7 +18,8 @@ std::optional<RunPipeline> pipeline_of_run(const profiling::RunRecord& run) {
     p.stages = layout.pipeline;
     p.micro_batches = pipeline_micro_batches(config, layout);
     p.schedule = config.strategy_options.schedule;
-    p.formula = pipeline::bubble_formula(p.stages, p.micro_batches);
+    p.formula = pipeline::bubble_formula(p.schedule, p.stages, p.micro_batches,
+                                         pipeline_stages_per_rank(config));
     for (int r = 0; r < config.world; ++r)
       p.stage_of_rank.push_back(layout.coordinates(r).pipeline);
     return p;

@@ -16,7 +16,7 @@ struct RunPipeline {
   int stages = 1;
   int micro_batches = 1;
   std::string schedule;            // gpipe or 1f1b
-  double formula = 0;              // (p - 1) / (m + p - 1)
+  double formula = 0;              // the schedule's bubble, e.g. (p - 1) / (m + p - 1)
   std::vector<int> stage_of_rank;  // by rank
 };
 // Empty for a run without pipeline stages, or a trace whose description names no configuration

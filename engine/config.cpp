@@ -144,6 +144,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"strategy_options.data_parallel", SHARDSCOPE_FIELD(int, strategy_options.data_parallel)},
       {"strategy_options.micro_batches", SHARDSCOPE_FIELD(int, strategy_options.micro_batches)},
       {"strategy_options.schedule", SHARDSCOPE_FIELD(std::string, strategy_options.schedule)},
+      {"strategy_options.stages_per_rank", SHARDSCOPE_FIELD(int, strategy_options.stages_per_rank)},
       {"strategy_options.data_parallel_sync",
        SHARDSCOPE_FIELD(std::string, strategy_options.data_parallel_sync)},
       {"strategy_options.find_unused_parameters",
@@ -400,8 +401,8 @@ void validate(const Config& c) {
   require(so.pipeline_parallel >= 0, "strategy_options.pipeline_parallel", "must not be negative");
   require(so.data_parallel >= 0, "strategy_options.data_parallel", "must not be negative");
   require(so.micro_batches >= 0, "strategy_options.micro_batches", "must not be negative");
-  require(so.schedule == "1f1b" || so.schedule == "gpipe", "strategy_options.schedule",
-          "unknown pipeline schedule '" + so.schedule + "' (1f1b, gpipe)");
+  // Which schedules exist, and what each needs, is the pipeline strategies' to check.
+  require(so.stages_per_rank >= 0, "strategy_options.stages_per_rank", "must not be negative");
 
   if (c.fault.enabled()) {
     require(c.fault.rank < c.world, "inject_fault",

@@ -65,7 +65,10 @@ struct StrategyOptions {
   int pipeline_parallel = 0;
   int data_parallel = 0;
   int micro_batches = 0;
-  std::string schedule = "1f1b";                    // 1f1b | gpipe
+  // 1f1b | gpipe | interleaved-1f1b | zero-bubble | zbv | dualpipev
+  // (strategies/pipeline_schedule.h)
+  std::string schedule = "1f1b";
+  int stages_per_rank = 0;                          // virtual stages per rank (0: the schedule's)
   std::string data_parallel_sync = "ddp_bucketed";  // ddp_bucketed | torch_ddp | zero1
 };
 

@@ -3,9 +3,10 @@
 // one stage's blocks cut into tensor-parallel shards (TensorParallelStage); all ranks of a
 // replica compute on the sequences of all of them, so the replicas together train on exactly
 // the global batch. A replica's batch is split into m pipeline micro-batches that flow through
-// the stages by send/recv under a GPipe or 1F1B schedule; the data-parallel dimension then
-// averages gradients across replicas with hand-made DDP buckets, PyTorch's Reducer, or buckets
-// plus a ZeRO-1 sharded optimizer.
+// the stages by send/recv under a pipeline schedule (PipelineRuntime: GPipe, 1F1B, or with
+// several stages per rank interleaved 1F1B, zero-bubble, ZB-V, DualPipeV); the data-parallel
+// dimension then averages gradients across replicas with hand-made DDP buckets, PyTorch's Reducer,
+// or buckets plus a ZeRO-1 sharded optimizer.
 #include <torch/torch.h>
 
 #include "engine/comm.h"
@@ -22,6 +23,7 @@
 #include "strategies/gradient_ready_hooks.h"
 #include "strategies/option_support.h"
 #include "strategies/parallel_layout.h"
+#include "strategies/pipeline_runtime.h"
 #include "strategies/pipeline_schedule.h"
 #include "strategies/reducer_sync.h"
 #include "strategies/replicated_strategy.h"
@@ -31,10 +33,6 @@
 
 namespace shardscope {
 namespace {
-
-// Point-to-point tags: activations travel down the pipeline, their gradients back up.
-constexpr int kActivationTag = 0;
-constexpr int kGradientTag = 1;
 
 class ModelParallelStrategy final : public Strategy {
  public:
@@ -50,16 +48,29 @@ class ModelParallelStrategy final : public Strategy {
     if (layout_.tensor * layout_.pipeline > 1)
       model_comm_ = &group("mp", layout_.model_group(ctx.rank));
 
-    stage_ = std::make_unique<TensorParallelStage>(config, stage_spec(at_.pipeline), *tensor_comm_,
-                                                   ctx.device);
-    actions_ = pipeline::schedule(config.strategy_options.schedule, at_.pipeline, layout_.pipeline,
-                                  micro_batches_);
-    const auto& trainable = stage_->trainable();
+    const std::string& kind = config.strategy_options.schedule;
+    stages_per_rank_ = pipeline_stages_per_rank(config);
+    PipelineRuntime::Setup pipeline{
+        kind,           at_.pipeline, layout_.pipeline,        stages_per_rank_, micro_batches_,
+        pipeline_comm_, {},           &config.strategy_options};
+    for (int s : pipeline::rank_stages(kind, at_.pipeline, layout_.pipeline, stages_per_rank_)) {
+      chunks_.push_back(
+          std::make_unique<TensorParallelStage>(config, stage_spec(s), *tensor_comm_, ctx.device));
+      pipeline.chunks.push_back(chunks_.back().get());
+      for (size_t i = 0; i < chunks_.back()->trainable().size(); ++i) {
+        trainable_.push_back(chunks_.back()->trainable()[i]);
+        trainable_names_.push_back(chunks_.back()->trainable_names()[i]);
+        chunk_of_param_.push_back(chunks_.size() - 1);
+      }
+    }
+    runtime_ = std::make_unique<PipelineRuntime>(std::move(pipeline));
+    armed_.assign(chunks_.size(), false);
+    const auto& trainable = trainable_;
     const StrategyOptions& options = config.strategy_options;
     const bool zero1 = data_comm_ && options.data_parallel_sync == "zero1";
     if (data_comm_ && options.data_parallel_sync == "torch_ddp") {
       reducer_ = std::make_unique<ReducerSync>(
-          trainable, stage_->trainable_names(), *data_comm_, options,
+          trainable, trainable_names_, *data_comm_, options,
           bucket_cap_bytes(options.bucket_mb, gradient_bytes(trainable)));
     } else if (data_comm_) {
       buckets_ = std::make_unique<GradientBuckets>(
@@ -67,9 +78,7 @@ class ModelParallelStrategy final : public Strategy {
           gradient_reduce_dtype(options), options.overlap);
       ready_.assign(trainable.size(), false);
       hooks_.attach(trainable, [this](size_t i) {
-        if (!syncing_) return;
-        ready_[i] = true;
-        buckets_->ready(i);
+        if (armed_[chunk_of_param_[i]]) mark_ready(i);
       });
     }
     if (zero1) {
@@ -84,81 +93,30 @@ class ModelParallelStrategy final : public Strategy {
     if (reducer_) reducer_->before_forward();
     const Batch replica = gather_replica_batch(batch);
     const int64_t chunk = replica.inputs.size(0) / micro_batches_;
-    const auto inputs = replica.inputs.split(chunk), targets = replica.targets.split(chunk);
-    const bool first = at_.pipeline == 0, last = at_.pipeline == layout_.pipeline - 1;
-    const auto activation_options =
-        torch::TensorOptions().dtype(torch::kFloat).device(ctx_->device);
-    struct InFlight {
-      torch::Tensor input;   // received activation (a leaf whose gradient goes back)
-      torch::Tensor output;  // the stage's hidden state, or the loss on the last stage
+    PipelineRuntime::Hooks hooks;
+    // The passes that end accumulation for a chunk are the ones whose gradients are synchronised.
+    hooks.before_last_gradients = [this](size_t c, const torch::Tensor& output) {
+      if (reducer_) reducer_->arm({output});
+      armed_[c] = buckets_ != nullptr;
     };
-    std::vector<InFlight> in_flight(micro_batches_);
-    // A send's buffer lives until the send completes. An activation's send has completed once
-    // its gradient came back; a gradient's send is waited for before the next one, by when the
-    // previous stage has long posted its receive. So buffers do not pile up with m.
-    std::vector<std::pair<CommWork, torch::Tensor>> activation_sends(micro_batches_);
-    std::pair<CommWork, torch::Tensor> gradient_send;
-    double loss_sum = 0.0;
-    for (size_t k = 0; k < actions_.size(); ++k) {
-      const pipeline::Action& action = actions_[k];
-      InFlight& slot = in_flight[action.micro];
-      const std::string label = " micro-batch " + std::to_string(action.micro);
-      if (action.pass == pipeline::Pass::kForward) {
-        torch::Tensor input = inputs[action.micro];
-        if (!first) {
-          // Received, then saved for backward: an activation of this stage.
-          input = torch::empty(stage_->hidden_shape(chunk), activation_options);
-          pipeline_comm_->recv(input, at_.pipeline - 1, kActivationTag);
-          input.requires_grad_(true);
-        }
-        profiling::ScopedSpan span(profiling::Category::kForward, "forward" + label);
-        ComputePrecisionScope precision(ctx_->config->strategy_options, ctx_->device.type());
-        slot = {input, stage_->forward(input, targets[action.micro])};
-        if (last) {
-          loss_sum += slot.output.detach().item<double>();
-        } else {
-          profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
-          auto buffer = slot.output.detach().to(torch::kFloat).contiguous();
-          activation_sends[action.micro] = {
-              pipeline_comm_->send_async(buffer, at_.pipeline + 1, kActivationTag), buffer};
-        }
-        continue;
-      }
-      // The backward that ends accumulation is the one whose gradients are synchronised.
-      if (last_micro && k + 1 == actions_.size()) arm_gradient_sync(slot.output);
-      torch::Tensor grad;
-      if (!last) {
-        profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
-        grad = torch::empty(stage_->hidden_shape(chunk), activation_options);
-        pipeline_comm_->recv(grad, at_.pipeline + 1, kGradientTag);
-        activation_sends[action.micro].first.wait();
-        activation_sends[action.micro] = {};
-      }
-      {
-        profiling::ScopedSpan span(profiling::Category::kBackward, "backward" + label);
-        if (last) {
-          (slot.output * (loss_scale / micro_batches_)).backward();
-        } else {
-          slot.output.backward(grad.to(slot.output.dtype()));
+    // A weight pass accumulates outside autograd, so no gradient hook saw it.
+    hooks.after_weight_pass = [this](size_t c, bool last) {
+      for (size_t i = 0; i < trainable_.size(); ++i) {
+        profiling::tag_memory(trainable_[i].grad(), profiling::MemoryKind::kGradients);
+        if (last && armed_[c] && chunk_of_param_[i] == c && trainable_[i].grad().defined()) {
+          mark_ready(i);
         }
       }
+    };
+    hooks.after_backward = [this] {
       if (reducer_) reducer_->after_backward();
-      for (const auto& p : stage_->trainable())
-        profiling::tag_memory(p.grad(), profiling::MemoryKind::kGradients);
-      if (!first) {
-        gradient_send.first.wait();
-        auto buffer = slot.input.grad().contiguous();
-        profiling::tag_memory(buffer, profiling::MemoryKind::kCommBuffers);
-        gradient_send = {pipeline_comm_->send_async(buffer, at_.pipeline - 1, kGradientTag),
-                         buffer};
-      }
-      slot = {};  // this micro-batch's activations are freed
-    }
-    gradient_send.first.wait();
+    };
+    const double loss_sum = runtime_->run(replica.inputs.split(chunk), replica.targets.split(chunk),
+                                          loss_scale, last_micro, hooks);
     return torch::tensor(loss_sum / micro_batches_, torch::kDouble);
   }
 
-  bool reports_loss() const override { return at_.pipeline == layout_.pipeline - 1; }
+  bool reports_loss() const override { return runtime_->holds_last_stage(); }
 
   void sync_gradients() override {
     if (buckets_) {
@@ -167,17 +125,20 @@ class ModelParallelStrategy final : public Strategy {
         used = true_on_any_rank(*data_comm_, ready_);
       buckets_->finish(ready_, used);
       ready_.assign(ready_.size(), false);
-      syncing_ = false;
     }
-    stage_->complete_replicated_gradients();
+    armed_.assign(armed_.size(), false);
+    for (auto& c : chunks_) c->complete_replicated_gradients();
   }
 
   double clip_gradients(double max_norm) override {
     // Over the replica: tensor-sharded parameters count on every rank, those replicated across
     // the tensor group once (on its first rank), every stage its own. Replicas agree already.
-    std::vector<torch::Tensor> counted = stage_->sharded(), uncounted;
+    std::vector<torch::Tensor> counted, uncounted;
     auto& replicated_into = at_.tensor == 0 ? counted : uncounted;
-    for (auto& p : stage_->replicated()) replicated_into.push_back(p);
+    for (auto& c : chunks_) {
+      for (auto& p : c->sharded()) counted.push_back(p);
+      for (auto& p : c->replicated()) replicated_into.push_back(p);
+    }
     Comm& replica = model_comm_ ? *model_comm_ : *tensor_comm_;
     return clip_sharded_gradients(replica, counted, max_norm, {}, uncounted);
   }
@@ -192,27 +153,36 @@ class ModelParallelStrategy final : public Strategy {
   }
 
   void zero_grad() override {
-    for (auto p : stage_->trainable()) p.mutable_grad() = torch::Tensor();
+    for (auto p : trainable_) p.mutable_grad() = torch::Tensor();
   }
 
   NamedTensors full_weights() override {
-    NamedTensors mine = stage_->gathered_weights();
-    if (!pipeline_comm_) return mine;
-    // Every stage's weights broadcast from it down its pipeline: shapes are known everywhere.
+    std::vector<NamedTensors> mine;  // per chunk
+    for (auto& c : chunks_) mine.push_back(c->gathered_weights());
+    if (!pipeline_comm_) {
+      NamedTensors all;
+      for (auto& part : mine) all.insert(all.end(), part.begin(), part.end());
+      return all;
+    }
+    // Every stage's weights broadcast from its rank down the pipeline: shapes are known everywhere.
+    const std::string& kind = ctx_->config->strategy_options.schedule;
+    const auto held = pipeline::rank_stages(kind, at_.pipeline, layout_.pipeline, stages_per_rank_);
     NamedTensors out;
-    for (int s = 0; s < layout_.pipeline; ++s) {
-      const auto shapes = stage_->full_shapes(stage_spec(s));
+    for (int s = 0; s < layout_.pipeline * stages_per_rank_; ++s) {
+      const auto shapes = chunks_.front()->full_shapes(stage_spec(s));
       int64_t numel = 0;
       for (const auto& [name, shape] : shapes) numel += c10::multiply_integers(shape);
       torch::Tensor flat;
-      if (s == at_.pipeline) {
+      const auto at = std::find(held.begin(), held.end(), s);
+      if (at != held.end()) {
         std::vector<torch::Tensor> own;
-        for (const auto& [name, tensor] : mine) own.push_back(tensor);
+        for (const auto& [name, tensor] : mine[at - held.begin()]) own.push_back(tensor);
         flat = at::flatten_dense_tensors(own);
       } else {
         flat = torch::empty({numel});
       }
-      pipeline_comm_->broadcast(flat, s);
+      pipeline_comm_->broadcast(flat,
+                                pipeline::stage_rank(kind, s, layout_.pipeline, stages_per_rank_));
       int64_t offset = 0;  // the weights are views into the broadcast buffer
       for (const auto& [name, shape] : shapes) {
         const int64_t n = c10::multiply_integers(shape);
@@ -228,8 +198,12 @@ class ModelParallelStrategy final : public Strategy {
   void bind_state(StateBinding& binding) override {
     // The first data-parallel replica writes its stage's shards, or under ZeRO-1 each shard's
     // owner in the data-parallel group; every rank loads what its stage holds.
-    const auto& trainable = stage_->trainable();
-    for (auto& entries : stage_->state_entries()) {
+    const auto& trainable = trainable_;
+    std::vector<std::vector<StateBinding::Entry>> all_entries;
+    for (auto& c : chunks_) {
+      for (auto& entries : c->state_entries()) all_entries.push_back(std::move(entries));
+    }
+    for (auto& entries : all_entries) {
       const torch::Tensor& local = entries.front().key;
       const auto found = std::find_if(trainable.begin(), trainable.end(),
                                       [&](const torch::Tensor& t) { return t.is_same(local); });
@@ -248,8 +222,8 @@ class ModelParallelStrategy final : public Strategy {
   MemoryBytes memory() const override {
     MemoryBytes bytes;
     int64_t trainable = 0;
-    for (const auto& p : stage_->trainable()) trainable += p.nbytes();
-    bytes.parameters = stage_->parameter_bytes();
+    for (const auto& p : trainable_) trainable += p.nbytes();
+    for (const auto& c : chunks_) bytes.parameters += c->parameter_bytes();
     bytes.gradients = trainable;
     const int64_t stepped = sharded_optimizer_ ? sharded_optimizer_->owned_bytes() : trainable;
     if (sharded_optimizer_ && sharded_optimizer_->host_bytes() > 0) {
@@ -274,8 +248,9 @@ class ModelParallelStrategy final : public Strategy {
   }
 
   StageSpec stage_spec(int stage) const {
-    const auto blocks = stage_blocks(ctx_->config->model, layout_.pipeline)[stage];
-    return {blocks.first, blocks.second, stage == 0, stage == layout_.pipeline - 1};
+    const int stages = layout_.pipeline * stages_per_rank_;
+    const auto blocks = stage_blocks(ctx_->config->model, stages)[stage];
+    return {blocks.first, blocks.second, stage == 0, stage == stages - 1};
   }
 
   // The sequences of every rank of this replica, in rank order.
@@ -285,9 +260,9 @@ class ModelParallelStrategy final : public Strategy {
             tp::all_gather_stacked(batch.targets, *model_comm_).flatten(0, 1)};
   }
 
-  void arm_gradient_sync(const torch::Tensor& output) {
-    if (reducer_) reducer_->arm({output});
-    syncing_ = buckets_ != nullptr;
+  void mark_ready(size_t i) {
+    ready_[i] = true;
+    buckets_->ready(i);
   }
 
   RankContext* ctx_ = nullptr;
@@ -298,21 +273,64 @@ class ModelParallelStrategy final : public Strategy {
   Comm* pipeline_comm_ = nullptr;  // null with one stage
   Comm* data_comm_ = nullptr;      // null with one replica
   Comm* model_comm_ = nullptr;     // null when a replica is one rank
-  std::unique_ptr<TensorParallelStage> stage_;
-  std::vector<pipeline::Action> actions_;
+  int stages_per_rank_ = 1;
+  std::vector<std::unique_ptr<TensorParallelStage>> chunks_;  // this rank's stages
+  std::vector<torch::Tensor> trainable_;                      // every chunk's, in chunk order
+  std::vector<std::string> trainable_names_;
+  std::vector<size_t> chunk_of_param_;
+  std::unique_ptr<PipelineRuntime> runtime_;
+  std::vector<bool> armed_;  // per chunk: its last gradients of the step are being computed
   std::unique_ptr<GradientBuckets> buckets_;
   std::unique_ptr<ReducerSync> reducer_;
   GradientReadyHooks hooks_;
   std::vector<bool> ready_;
-  bool syncing_ = false;
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::unique_ptr<ShardedOptimizerState> sharded_optimizer_;
 };
+
+// The schedule exists, can run this many stages per rank and micro-batches, and the model has a
+// block for every stage.
+void validate_pipeline_schedule(const Config& config, const ParallelLayout& layout) {
+  const StrategyOptions& options = config.strategy_options;
+  const std::string& kind = options.schedule;
+  const int v = pipeline_stages_per_rank(config);
+  if (auto problem = pipeline::kind_problem(kind); !problem.empty()) {
+    throw ConfigError("strategy_options.schedule", problem);
+  }
+  if (auto problem = pipeline::stages_per_rank_problem(kind, v); !problem.empty()) {
+    throw ConfigError("strategy_options.stages_per_rank", problem);
+  }
+  const int m = pipeline_micro_batches(config, layout);
+  if (auto problem = pipeline::micro_batches_problem(kind, layout.pipeline, m); !problem.empty()) {
+    throw ConfigError("strategy_options.micro_batches", problem);
+  }
+  if (v == 1) return;
+  if (layout.pipeline * v > config.model.layers) {
+    throw ConfigError("strategy_options.stages_per_rank",
+                      std::to_string(layout.pipeline) + " ranks x " + std::to_string(v) +
+                          " stages for " + std::to_string(config.model.layers) +
+                          " blocks: every stage needs at least one block");
+  }
+  // Not yet run and checked here: the schedules with several stages per rank over tensor
+  // parallelism, and PyTorch's Reducer, which expects one backward per step to finish each
+  // parameter's gradient.
+  if (layout.tensor > 1) {
+    throw ConfigError("strategy_options.schedule",
+                      kind + " runs without tensor parallelism here (--tp 1)");
+  }
+  if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
+    throw ConfigError("strategy_options.data_parallel_sync",
+                      kind +
+                          " finishes a stage's gradients in several passes, which "
+                          "torch_ddp's Reducer does not follow: use ddp_bucketed or zero1");
+  }
+}
 
 void validate_model_parallel(const Config& config) {
   const ParallelLayout layout = layout_of(config);
   validate_layout(config, layout);
   const StrategyOptions& options = config.strategy_options;
+  validate_pipeline_schedule(config, layout);
   if (layout.data > 1) ReplicatedStrategy::validate_unused_parameters(config);
   OptionSupport support;
   support.layout = true;

@@ -38,6 +38,7 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     reject_if(options.data_parallel != 0, "strategy_options.data_parallel");
     reject_if(options.micro_batches != 0, "strategy_options.micro_batches");
     reject_if(options.schedule != defaults.schedule, "strategy_options.schedule");
+    reject_if(options.stages_per_rank != 0, "strategy_options.stages_per_rank");
     reject_if(options.data_parallel_sync != defaults.data_parallel_sync,
               "strategy_options.data_parallel_sync");
   }

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "engine/gpt_model.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardscope {
 namespace {
@@ -130,6 +131,11 @@ ParallelLayout layout_of(const Config& config) {
 int pipeline_micro_batches(const Config& config, const ParallelLayout& layout) {
   const int m = config.strategy_options.micro_batches;
   return m > 0 ? m : layout.pipeline;
+}
+
+int pipeline_stages_per_rank(const Config& config) {
+  const StrategyOptions& o = config.strategy_options;
+  return o.stages_per_rank > 0 ? o.stages_per_rank : pipeline::default_stages_per_rank(o.schedule);
 }
 
 std::vector<std::pair<int, int>> stage_blocks(const ModelConfig& m, int stages) {

@@ -44,6 +44,8 @@ ParallelLayout layout_of(const Config& config);
 
 // Pipeline micro-batches per step (strategy_options.micro_batches, or one per stage).
 int pipeline_micro_batches(const Config& config, const ParallelLayout& layout);
+// Pipeline stages per rank (strategy_options.stages_per_rank, or the schedule's default).
+int pipeline_stages_per_rank(const Config& config);
 
 // Blocks [first, last) of each of `stages` contiguous stages: at least one block each, the
 // embeddings on the first stage and the final LayerNorm and LM head on the last, chosen so that

@@ -5,34 +5,72 @@
 
 namespace shardscope::pipeline {
 
-enum class Pass { kForward, kBackward };
+// kBackward is a whole backward pass of a stage; the zero-bubble schedules split it into kInput
+// (the gradient of the stage's input, which the previous stage waits for) and kWeight (the
+// gradients of its weights, which nobody waits for and so fills the bubble).
+enum class Pass { kForward, kBackward, kInput, kWeight };
 
 struct Action {
   Pass pass;
-  int micro;  // micro-batch index, 0 .. m-1
-  bool operator==(const Action& other) const { return pass == other.pass && micro == other.micro; }
+  int micro;       // micro-batch index, 0 .. m-1
+  int stage = -1;  // the (virtual) pipeline stage, 0 .. p*v-1
+  bool operator==(const Action& other) const {
+    return pass == other.pass && micro == other.micro && stage == other.stage;
+  }
 };
 
-// What stage `stage` of `stages` does, in order, for `micro_batches` micro-batches.
-//  gpipe: every forward, then every backward.
-//  1f1b:  (PipeDream-Flush) stages-stage-1 warm-up forwards, then one forward and one backward
-//         alternately, then the remaining backwards; a stage never holds more than
-//         stages-stage micro-batches' activations.
-// Both keep forwards and backwards in micro-batch order, so sends and receives between two
-// stages always pair up in the same order.
-std::vector<Action> schedule(const std::string& kind, int stage, int stages, int micro_batches);
+// The schedules (`--schedule`), and how many stages each runs per rank by default.
+const std::vector<std::string>& schedule_kinds();
+int default_stages_per_rank(const std::string& kind);
+// Why `kind` is no schedule, cannot run `stages_per_rank` stages per rank, or cannot run
+// `micro_batches` over `ranks` ranks; "" where it can.
+std::string kind_problem(const std::string& kind);
+std::string stages_per_rank_problem(const std::string& kind, int stages_per_rank);
+std::string micro_batches_problem(const std::string& kind, int ranks, int micro_batches);
+// Whether the schedule splits backward into input-gradient and weight-gradient passes.
+bool splits_backward(const std::string& kind);
 
-// The most micro-batches whose forward is done and backward is not, at any point of `actions`.
+// Which stages rank `rank` holds, in its chunk order, and which rank holds `stage`. Interleaved
+// schedules loop (stage r + k p on rank r); the V-shaped ones (zbv, dualpipev) fold the pipeline
+// back (stages r and 2p-1-r on rank r), so the first and last stage share rank 0.
+std::vector<int> rank_stages(const std::string& kind, int rank, int ranks, int stages_per_rank);
+int stage_rank(const std::string& kind, int stage, int ranks, int stages_per_rank);
+
+// What rank `rank` of `ranks` does, in order, for `micro_batches` micro-batches.
+//  gpipe: every forward, then every backward.
+//  1f1b:  (PipeDream-Flush) p-r-1 warm-up forwards, then one forward and one backward
+//         alternately, then the remaining backwards; rank r holds at most p-r micro-batches.
+//  interleaved-1f1b, zero-bubble, zbv, dualpipev: the orders of PyTorch's Interleaved1F1B,
+//         InterleavedZeroBubble, ZBVZeroBubble and DualPipeV (overlapped F+B pairs run as their
+//         forward, then their backward), checked action by action against
+//         torch.distributed.pipelining in tests/strategies/pipeline_orders_test.cpp.
+// Every stage runs its forwards, and its backwards, in micro-batch order, so sends and
+// receives between two stages pair up in order.
+std::vector<Action> schedule(const std::string& kind, int rank, int ranks, int micro_batches,
+                             int stages_per_rank = 1);
+
+// The most micro-batches whose forward is done and whose activations are not yet freed (by the
+// backward, or by the weight pass where backward is split), summed over the rank's stages.
 int peak_in_flight(const std::vector<Action>& actions);
 
-// The idle fraction of each stage's time in the pipeline, if every stage's forward takes
-// `forward_time` and backward `backward_time` and nothing else costs time: executes every
-// stage's schedule with its dependencies (forward i after the previous stage's forward i,
-// backward i after the next stage's backward i).
-double simulated_bubble(const std::string& kind, int stages, int micro_batches,
-                        double forward_time = 1.0, double backward_time = 2.0);
+// Relative cost of each pass in simulated_bubble (a backward is input + weight).
+struct PassCosts {
+  double forward = 1.0;
+  double input = 1.0;
+  double weight = 1.0;
+};
 
-// The textbook bubble fraction (p - 1) / (m + p - 1).
-double bubble_formula(int stages, int micro_batches);
+// The idle fraction of each rank's time in the pipeline if every pass costs `costs` and nothing
+// else costs time: executes every rank's order with its dependencies (a forward after the
+// previous stage's forward, an input gradient or backward after the next stage's, a weight pass
+// after its own stage's input pass).
+double simulated_bubble(const std::string& kind, int ranks, int micro_batches,
+                        int stages_per_rank = 1, PassCosts costs = {});
+
+// The bubble each schedule's paper gives, as a fraction of the step (equal forward, input and
+// weight passes where backward is split), and that formula as text.
+double bubble_formula(const std::string& kind, int ranks, int micro_batches,
+                      int stages_per_rank = 1);
+std::string bubble_formula_text(const std::string& kind);
 
 }  // namespace shardscope::pipeline

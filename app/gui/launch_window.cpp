@@ -10,6 +10,7 @@
 #include "engine/run.h"
 #include "engine/strategy_registry.h"
 #include "strategies/bucket_preview.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardscope::gui {
 
@@ -121,6 +122,7 @@ void folder_line(const char* what, const std::string& path) {
 std::vector<std::string> choices_of(const FormField& f) {
   if (!f.choices.empty()) return f.choices;
   if (f.key == "preset") return preset_names();
+  if (f.key == "strategy_options.schedule") return pipeline::schedule_kinds();
   const StrategyRegistry& registry = StrategyRegistry::instance();
   if (f.key == "strategy_options.data_parallel_sync")
     return registry.names_where([](const StrategyTraits& t) { return t.data_parallel_sync; });

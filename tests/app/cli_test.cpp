@@ -89,7 +89,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlags{{"--tolerance", "nan"}, "must be a finite number"},
         BadFlags{{"--lr", "nan"}, "--lr (optimizer.lr): expected a finite number"},
         BadFlags{{"--memory-limit-mb", "-inf"}, "expected a finite number"},
-        BadFlags{{"--config", "/"}, "is a directory"}),
+        BadFlags{{"--config", "/"}, "is a directory"},
+        BadFlags{{"--strategy", "pp", "--world", "2", "--schedule", "zigzag"},
+                 "--schedule (strategy_options.schedule): unknown pipeline schedule"},
+        BadFlags{{"--strategy", "pp", "--world", "2", "--schedule", "zbv", "--layers", "4",
+                  "--stages-per-rank", "3"},
+                 "--stages-per-rank (strategy_options.stages_per_rank)"},
+        BadFlags{{"--strategy", "pp", "--world", "2", "--stages-per-rank", "2"},
+                 "--stages-per-rank (strategy_options.stages_per_rank)"}),
     flag_case_name);
 
 TEST(Cli, ANumberNoDoubleHoldsIsBadJsonNotACrash) {

@@ -38,6 +38,22 @@ TEST(TraceFigures, PipelineOfRunReadsStagesAndMicroBatchesFromTheConfig) {
   EXPECT_FALSE(cli::pipeline_of_run(profiling::RunRecord{}));
 }
 
+TEST(TraceFigures, TheFormulaCountsEachRanksStages) {
+  // Interleaved 1F1B, p = 2, m = 8, v = 2 (its default): (p - 1) / (v m + p - 1) = 1/17, not the
+  // 1/9 of one stage per rank; zero-bubble over v = 2: 1/49.
+  const auto interleaved = cli::pipeline_of_run(
+      R"({"config": {"strategy": "pp", "world": 2, "model": {"layers": 4},
+          "strategy_options": {"micro_batches": 8, "schedule": "interleaved-1f1b"}}})");
+  ASSERT_TRUE(interleaved.has_value());
+  EXPECT_DOUBLE_EQ(interleaved->formula, 1.0 / 17.0);
+  const auto zero_bubble = cli::pipeline_of_run(
+      R"({"config": {"strategy": "pp", "world": 2, "model": {"layers": 4},
+          "strategy_options": {"micro_batches": 8, "schedule": "zero-bubble",
+                               "stages_per_rank": 2}}})");
+  ASSERT_TRUE(zero_bubble.has_value());
+  EXPECT_DOUBLE_EQ(zero_bubble->formula, 1.0 / 49.0);
+}
+
 TEST(TraceFigures, EachStagesBubbleIsTheFormulaOnAUniformPipeline) {
   // A 4-stage, 8-micro-batch uniform GPipe run resumed at step 3: every stage idles exactly
   // (p - 1) / (m + p - 1) = 3/11 of the pipeline window.

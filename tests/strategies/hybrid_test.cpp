@@ -17,6 +17,7 @@ struct HybridCase {
   std::string sync = "ddp_bucketed";
   int accum = 1;
   bool sequence_parallel = false;
+  std::string schedule = "1f1b";
 };
 
 Config hybrid_config(const HybridCase& c) {
@@ -29,6 +30,7 @@ Config hybrid_config(const HybridCase& c) {
   so.micro_batches = c.p > 1 ? 2 * c.p : 0;  // replicas compute on 2 t p sequences
   so.data_parallel_sync = c.sync;
   so.sequence_parallel = c.sequence_parallel;
+  so.schedule = c.schedule;
   finalize(config);
   return config;
 }
@@ -44,6 +46,10 @@ std::string case_name(const HybridCase& c) {
   if (c.d > 1) name += "_" + c.sync;
   if (c.accum > 1) name += "_accum" + std::to_string(c.accum);
   if (c.sequence_parallel) name += "_sp";
+  if (c.schedule != "1f1b") {
+    name += "_";
+    for (char ch : c.schedule) name += ch == '-' ? '_' : ch;
+  }
   return name;
 }
 
@@ -62,6 +68,17 @@ INSTANTIATE_TEST_SUITE_P(
                     HybridCase{2, 2, 2, "ddp_bucketed"}, HybridCase{2, 2, 2, "torch_ddp"},
                     HybridCase{2, 2, 2, "zero1"}, HybridCase{2, 2, 2, "ddp_bucketed", 2, true},
                     HybridCase{4, 1, 1, "torch_ddp", 2}),
+    [](const auto& info) { return case_name(info.param); });
+
+// Two stages per rank over two replicas (world 4 = p 2 x dp 2, a block per stage): a stage's
+// gradients are finished by its last backward or weight pass, and only then synchronised.
+INSTANTIATE_TEST_SUITE_P(
+    StagesPerRank, HybridMatchesReference,
+    testing::Values(HybridCase{2, 1, 2, "ddp_bucketed", 1, false, "interleaved-1f1b"},
+                    HybridCase{2, 1, 2, "ddp_bucketed", 1, false, "zero-bubble"},
+                    HybridCase{2, 1, 2, "ddp_bucketed", 2, false, "zbv"},
+                    HybridCase{2, 1, 2, "zero1", 1, false, "zbv"},
+                    HybridCase{2, 1, 2, "zero1", 2, false, "dualpipev"}),
     [](const auto& info) { return case_name(info.param); });
 
 TEST(Hybrid, SgdMomentumAndClippingOverEveryDimension) {

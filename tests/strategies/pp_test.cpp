@@ -1,6 +1,7 @@
-// `pp` trains exactly like one device (p = 2, 4; m = 1, 4, 8; both schedules), each rank holds
-// only its stage, activations travel by send/recv, and the schedules keep as many micro-batches'
-// activations alive as their definitions say (checked through the rank's allocation tracking).
+// `pp` trains exactly like one device (p = 2, 4; m = 1, 4, 8; GPipe and 1F1B; and with two stages
+// per rank interleaved 1F1B, zero-bubble, ZB-V and DualPipeV), each rank holds only its stages,
+// activations travel by send/recv, and the schedules keep as many micro-batches' activations alive
+// as their definitions say (checked through the rank's allocation tracking).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,6 +35,13 @@ Config pp_config(const PpCase& c) {
   return config;
 }
 
+std::string pp_case_name(const testing::TestParamInfo<PpCase>& info) {
+  std::string schedule = info.param.schedule;
+  for (char& ch : schedule) ch = ch == '-' ? '_' : ch;
+  return "p" + std::to_string(info.param.p) + "_m" + std::to_string(info.param.m) + "_" + schedule +
+         "_accum" + std::to_string(info.param.accum);
+}
+
 class PpMatchesReference : public testing::TestWithParam<PpCase> {};
 
 TEST_P(PpMatchesReference, AfterFiveAdamWSteps) {
@@ -50,11 +58,19 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PpMatchesReference,
                                          PpCase{4, 8, "gpipe"}, PpCase{4, 1, "1f1b"},
                                          PpCase{4, 4, "1f1b"}, PpCase{4, 8, "1f1b"},
                                          PpCase{2, 4, "1f1b", 2}, PpCase{4, 8, "gpipe", 2}),
-                         [](const auto& info) {
-                           return "p" + std::to_string(info.param.p) + "_m" +
-                                  std::to_string(info.param.m) + "_" + info.param.schedule +
-                                  "_accum" + std::to_string(info.param.accum);
-                         });
+                         pp_case_name);
+
+// Two stages per rank (p = 2, v = 2: one block per stage), in the orders of PyTorch's
+// Interleaved1F1B, InterleavedZeroBubble, ZBVZeroBubble and DualPipeV; the zero-bubble kinds
+// split each backward into an input pass and a later weight pass.
+INSTANTIATE_TEST_SUITE_P(
+    StagesPerRank, PpMatchesReference,
+    testing::Values(PpCase{2, 4, "interleaved-1f1b"}, PpCase{2, 8, "interleaved-1f1b"},
+                    PpCase{2, 4, "zero-bubble"}, PpCase{2, 8, "zero-bubble"}, PpCase{2, 4, "zbv"},
+                    PpCase{2, 8, "zbv"}, PpCase{2, 4, "dualpipev"}, PpCase{2, 8, "dualpipev"},
+                    PpCase{2, 4, "interleaved-1f1b", 2}, PpCase{2, 4, "zero-bubble", 2},
+                    PpCase{2, 4, "zbv", 2}, PpCase{2, 4, "dualpipev", 2}),
+    pp_case_name);
 
 TEST(Pp, WithSgdMomentumAndClippingAcrossStages) {
   Config c = pp_config({4, 4, "1f1b"});
@@ -117,6 +133,42 @@ TEST(Pp, ActivationsAndTheirGradientsTravelBySendAndReceive) {
   EXPECT_EQ(count(1, "recv", 0), 4);
   EXPECT_EQ(count(1, "send", 0), 4);
   EXPECT_EQ(count(0, "recv", 1), 4);
+}
+
+TEST(Pp, WithTwoStagesPerRankOnlyStageBoundariesBetweenRanksTravel) {
+  // p = 2, v = 2: stages 0 and 2 on rank 0, 1 and 3 on rank 1 (interleaved), so all three
+  // boundaries cross ranks; zbv folds the pipeline into a V (0 and 3 on rank 0, 1 and 2 on
+  // rank 1), so the middle boundary stays on rank 1 and only two cross.
+  for (const auto& [schedule, crossings] : std::map<std::string, int>{
+           {"interleaved-1f1b", 3}, {"zero-bubble", 3}, {"zbv", 2}, {"dualpipev", 2}}) {
+    Config c = pp_config({2, 4, schedule});
+    c.reference = false;
+    c.steps = 2;
+    RunSummary s = run_training(c);
+    ASSERT_TRUE(s.ok) << schedule << ": " << s.failure;
+    int sends = 0, receives = 0;
+    for (const auto& r : s.ranks) {
+      for (const auto& e : r.comm_events) {
+        if (e.step != 1) continue;
+        sends += e.op == "send";
+        receives += e.op == "recv";
+      }
+    }
+    // Per step and crossing boundary: m activations one way, m gradients the other.
+    EXPECT_EQ(sends, crossings * 2 * 4) << schedule;
+    EXPECT_EQ(receives, crossings * 2 * 4) << schedule;
+  }
+}
+
+TEST(Pp, StagesPerRankWithSgdMomentumClippingAndFrozenParameters) {
+  for (const char* schedule : {"interleaved-1f1b", "zero-bubble", "zbv"}) {
+    Config c = pp_config({2, 4, schedule, 2});
+    test::use_sgd_with_momentum(c);
+    c.optimizer.clip_grad_norm = 0.5;  // the norm sums every stage's part, two per rank
+    c.model.frozen = {"pos_emb.weight", "blocks.2.mlp.fc.bias", "ln_f.weight"};
+    SCOPED_TRACE(schedule);
+    test::expect_matches_reference(run_training(c));
+  }
 }
 
 // Peak bytes a rank allocated, for a pipeline whose micro-batches are 2 sequences of 128
