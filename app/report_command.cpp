@@ -140,8 +140,12 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
         << " micro-batches, " << pipeline->schedule << "), median over steps:\n";
     for (const auto& f : figures.ranks) {
       out << "  rank " << f.rank;
-      if (f.rank >= 0 && f.rank < static_cast<int>(pipeline->stage_of_rank.size()))
-        out << " (stage " << pipeline->stage_of_rank[f.rank] << ")";
+      if (f.rank >= 0 && f.rank < static_cast<int>(pipeline->stages_held.size())) {
+        const std::vector<int>& held = pipeline->stages_held[f.rank];
+        out << (held.size() > 1 ? " (stages " : " (stage ");
+        for (size_t i = 0; i < held.size(); ++i) out << (i > 0 ? ", " : "") << held[i];
+        out << ")";
+      }
       out << ": " << fixed(100 * f.bubble_fraction, 1) << " %\n";
     }
     out << "  formula " << pipeline::bubble_formula_text(pipeline->schedule) << ": "

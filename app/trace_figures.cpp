@@ -20,8 +20,12 @@ std::optional<RunPipeline> pipeline_of_run(const profiling::RunRecord& run) {
     p.schedule = config.strategy_options.schedule;
     p.formula = pipeline::bubble_formula(p.schedule, p.stages, p.micro_batches,
                                          pipeline_stages_per_rank(config));
-    for (int r = 0; r < config.world; ++r)
+    const int v = pipeline_stages_per_rank(config);
+    for (int r = 0; r < config.world; ++r) {
       p.stage_of_rank.push_back(layout.coordinates(r).pipeline);
+      p.stages_held.push_back(
+          pipeline::rank_stages(p.schedule, p.stage_of_rank.back(), p.stages, v));
+    }
     return p;
   } catch (const std::exception&) {
     // A configuration this version reads but cannot lay out: not ours to judge.
@@ -41,6 +45,8 @@ nlohmann::json figures_json(const profiling::Trace& trace) {
       r["bubble_fraction"] = f.bubble_fraction;
       if (f.rank >= 0 && f.rank < static_cast<int>(pipeline->stage_of_rank.size()))
         r["stage"] = pipeline->stage_of_rank[f.rank];
+      if (f.rank >= 0 && f.rank < static_cast<int>(pipeline->stages_held.size()))
+        r["stages_held"] = pipeline->stages_held[f.rank];
     }
     ranks.push_back(r);
   }

@@ -15,9 +15,11 @@ namespace shardscope::cli {
 struct RunPipeline {
   int stages = 1;
   int micro_batches = 1;
-  std::string schedule;            // gpipe or 1f1b
+  std::string schedule;            // gpipe, 1f1b, interleaved-1f1b, zero-bubble, zbv, dualpipev
   double formula = 0;              // the schedule's bubble, e.g. (p - 1) / (m + p - 1)
-  std::vector<int> stage_of_rank;  // by rank
+  std::vector<int> stage_of_rank;  // by rank: its place along the pipeline's ranks
+  // By rank: the (virtual) stages it holds, more than one under the multi-stage schedules.
+  std::vector<std::vector<int>> stages_held;
 };
 // Empty for a run without pipeline stages, or a trace whose description names no configuration
 // this version can read (another version's, a foreign Chrome trace).

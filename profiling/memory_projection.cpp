@@ -99,7 +99,8 @@ MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout&
   const int zero = zero_stage_of(l.zero);
   if (zero < 0)
     throw std::invalid_argument("unknown ZeRO stage '" + l.zero + "' (ddp, zero1, zero2, zero3)");
-  const bool first = stage.stage == 0, last = stage.stage == l.pp - 1;
+  const bool first = stage.holds_first >= 0 ? stage.holds_first != 0 : stage.stage == 0;
+  const bool last = stage.holds_last >= 0 ? stage.holds_last != 0 : stage.stage == l.pp - 1;
   Counts held = block_counts(m) * stage.blocks;
   if (first) held = held + embedding_counts(m);
   if (last) held = held + head_counts(m);
@@ -118,9 +119,10 @@ MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout&
   // Micro-batches whose activations a stage holds at once: GPipe runs every forward before any
   // backward; 1F1B's stage s warms up with p - s forwards, then frees one per one it adds.
   const double in_flight =
-      l.pp == 1 ? 1
-                : (l.schedule == "gpipe" ? l.micro_batches
-                                         : std::min(l.pp - stage.stage, l.micro_batches));
+      stage.in_flight >= 0 ? stage.in_flight
+      : l.pp == 1          ? 1
+                           : (l.schedule == "gpipe" ? l.micro_batches
+                                                    : std::min(l.pp - stage.stage, l.micro_batches));
   const ActivationBytes saved = saved_activation_bytes(m, l);
   // The embeddings save only the positions (int64).
   const double embed = first ? 8.0 * m.seq : 0;

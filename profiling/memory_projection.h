@@ -52,7 +52,14 @@ MemoryProjection project_memory(const ModelShape& model, const TrainingLayout& l
 // Which blocks a pipeline stage holds; the embeddings are on stage 0, the head on the last.
 struct StageShape {
   int stage = 0;
-  int64_t blocks = 0;
+  int64_t blocks = 0;  // over all the stages the GPU holds
+  // A GPU holding several stages (interleaved and V-shaped schedules) says which ends it holds
+  // and how many micro-batches' activations of all its blocks it holds at its peak (its stages'
+  // peak in flight over its stage count). Unset (-1): one stage, `stage`, under the layout's
+  // schedule.
+  int holds_first = -1;
+  int holds_last = -1;
+  double in_flight = -1;
 };
 // A GPU of pipeline stage `stage.stage`.
 MemoryProjection project_stage_memory(const ModelShape& model, const TrainingLayout& layout,

@@ -6,6 +6,7 @@
 #include "engine/memory_formula_hook.h"
 #include "engine/strategy_registry.h"
 #include "strategies/parallel_layout.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardscope {
 namespace {
@@ -51,8 +52,22 @@ profiling::MemoryCategories memory_formula(const Config& config, int rank) {
   if (layout.pp > 1) {
     const ParallelLayout parallel = layout_of(config);
     stage.stage = parallel.coordinates(rank).pipeline;
-    const auto blocks = stage_blocks(config.model, layout.pp)[stage.stage];
-    stage.blocks = blocks.second - blocks.first;
+    const std::string& kind = config.strategy_options.schedule;
+    const int v = pipeline_stages_per_rank(config), stages = layout.pp * v;
+    const auto blocks = stage_blocks(config.model, stages);
+    const auto held = pipeline::rank_stages(kind, stage.stage, layout.pp, v);
+    stage.blocks = 0;
+    for (int s : held) stage.blocks += blocks[s].second - blocks[s].first;
+    if (v > 1 || pipeline::splits_backward(kind)) {
+      // What the schedule's own order keeps alive: forwards whose backward (or, split, whose
+      // weight pass) has not yet run, summed over the rank's stages, in whole-rank units.
+      auto holds = [&](int s) { return std::find(held.begin(), held.end(), s) != held.end(); };
+      stage.holds_first = holds(0);
+      stage.holds_last = holds(stages - 1);
+      stage.in_flight = double(pipeline::peak_in_flight(pipeline::schedule(
+                            kind, stage.stage, layout.pp, layout.micro_batches, v))) /
+                        v;
+    }
   }
   const auto p = profiling::project_stage_memory(model_shape(config.model), layout, stage);
   using profiling::MemoryKind;

@@ -41,15 +41,17 @@ TEST(TraceFigures, PipelineOfRunReadsStagesAndMicroBatchesFromTheConfig) {
 TEST(TraceFigures, TheFormulaCountsEachRanksStages) {
   // Interleaved 1F1B, p = 2, m = 8, v = 2 (its default): (p - 1) / (v m + p - 1) = 1/17, not the
   // 1/9 of one stage per rank; zero-bubble over v = 2: 1/49.
-  const auto interleaved = cli::pipeline_of_run(
+  const auto interleaved = cli::pipeline_of_run(profiling::run_record_from_json(
       R"({"config": {"strategy": "pp", "world": 2, "model": {"layers": 4},
-          "strategy_options": {"micro_batches": 8, "schedule": "interleaved-1f1b"}}})");
+          "strategy_options": {"micro_batches": 8, "schedule": "interleaved-1f1b"}}})"));
   ASSERT_TRUE(interleaved.has_value());
   EXPECT_DOUBLE_EQ(interleaved->formula, 1.0 / 17.0);
-  const auto zero_bubble = cli::pipeline_of_run(
+  // Each rank holds two stages, looped: report names both.
+  EXPECT_EQ(interleaved->stages_held, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  const auto zero_bubble = cli::pipeline_of_run(profiling::run_record_from_json(
       R"({"config": {"strategy": "pp", "world": 2, "model": {"layers": 4},
           "strategy_options": {"micro_batches": 8, "schedule": "zero-bubble",
-                               "stages_per_rank": 2}}})");
+                               "stages_per_rank": 2}}})"));
   ASSERT_TRUE(zero_bubble.has_value());
   EXPECT_DOUBLE_EQ(zero_bubble->formula, 1.0 / 49.0);
 }

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "engine/config.h"
 #include "engine/gpt_model.h"
 #include "engine/run.h"
+#include "profiling/memory_kind.h"
 #include "strategies/parallel_layout.h"
 #include "tests/support/reference_check.h"
 
@@ -201,6 +203,38 @@ TEST(Pp, OneFOneBKeepsAtMostStagesMicroBatchesAliveGPipeAll) {
     const int live = 2 - rank;
     EXPECT_LT(onef8, gpipe8 - (8 - live - 1) * per_micro)
         << "stage " << rank << ": " << per_micro << " B per micro-batch";
+  }
+}
+
+// What a rank holds for backward at its peak is what its schedule's own order keeps alive
+// (strategies/memory_formula: the forwards whose backward, or whose weight pass where backward
+// is split, has not run yet, summed over the rank's stages): from GPipe's all to 1F1B's p - s,
+// interleaving's extra warm-up and the V schedules' folded stages. Where backward is split the
+// input pass already frees part of a micro-batch's activations, which the count credits only at
+// the weight pass, so the formula may sit above what is held.
+TEST(Pp, EachSchedulesActivationsFollowItsOrder) {
+  for (const char* schedule :
+       {"gpipe", "1f1b", "interleaved-1f1b", "zero-bubble", "zbv", "dualpipev"}) {
+    Config c = test::tiny_config("pp", 2, 1);
+    c.model.layers = 4;
+    c.model.seq = 128;
+    c.micro_batch = 8;
+    c.strategy_options.micro_batches = 8;
+    c.strategy_options.schedule = schedule;
+    // The multi-stage schedules hold two stages a rank by default, one block each.
+    c.reference = false;
+    c.steps = 2;
+    finalize(c);
+    const RunSummary s = run_training(c);
+    ASSERT_TRUE(s.ok) << schedule << ": " << s.failure;
+    for (const auto& r : s.ranks) {
+      const auto k = static_cast<size_t>(profiling::MemoryKind::kActivations);
+      const double held = double(r.peak_breakdown[k]), formula = double(r.formula_bytes[k]);
+      ASSERT_GT(formula, 0) << schedule;
+      std::printf("%s rank %d: activations %.2f MB at the peak, formula %.2f MB\n", schedule,
+                  r.rank, held / 1e6, formula / 1e6);
+      EXPECT_NEAR(held, formula, 0.25 * formula) << schedule << " rank " << r.rank;
+    }
   }
 }
 
