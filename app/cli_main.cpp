@@ -127,8 +127,8 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
                       "a recorded trace to replay onto the hardware (native or Chrome JSON)");
   project
       ->add_option("--compute-scale", project_options.compute_scale,
-                   "trace replay: projected / measured compute time (default: from the "
-                   "calibrated this-machine profile against half the target's peak)")
+                   "trace replay: projected / measured compute time (default: the measuring "
+                   "device's matmul rate against the target's, or half its peak)")
       ->group("Projection");
   project->add_option("--out", project_options.out, "trace replay: write the projected trace here")
       ->group("Projection");

@@ -62,6 +62,16 @@ void print_run_results(const RunSummary& s, std::ostream& out, const char* no_re
         << mb(m.host) << "  " << mb(r.comm_bytes_per_step) << "   " << mb(r.peak_allocated_bytes)
         << "\n";
   }
+  // On a GPU with a process per rank, the device's own allocator is a second witness of each
+  // rank's peak (our hook counts the same blocks, so the two should agree).
+  std::string witness;
+  for (const auto& r : s.ranks) {
+    if (r.device_allocator_peak_bytes <= 0) continue;
+    witness += (witness.empty() ? "" : ", ") + ("rank " + std::to_string(r.rank) + " ") +
+               format_number("%.2f MB", r.device_allocator_peak_bytes / 1e6);
+  }
+  if (!witness.empty())
+    out << "device allocator peak (torch.cuda.max_memory_allocated): " << witness << "\n";
   if (s.replicated) {
     out << "ranks agree: " << (s.ranks_agree ? "yes" : "NO") << " (max |delta| across ranks "
         << format_number("%.3g", s.max_rank_delta) << ")\n";

@@ -27,7 +27,8 @@ struct TraceProjection {
 };
 
 // compute_scale <= 0: 1 for a profile whose compute is "as measured", else the measuring
-// device's matmul rate (the trace records it) against half the target's peak.
+// device's matmul rate (the trace records it) against the target's (its profile's matmul_tflops,
+// measured the same way on such a GPU), or half its peak where none was measured.
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
                                        const profiling::HardwareProfile& hw, double compute_scale);
 

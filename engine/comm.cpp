@@ -52,8 +52,12 @@ void RetiredWork::sweep() {
 }
 
 CommWork::CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event,
-                   std::shared_ptr<RetiredWork> retired)
-    : work_(std::move(work)), log_(log), event_(event), retired_(std::move(retired)) {}
+                   std::shared_ptr<RetiredWork> retired, std::function<void()> finish)
+    : work_(std::move(work)),
+      log_(log),
+      event_(event),
+      retired_(std::move(retired)),
+      finish_(std::move(finish)) {}
 
 void CommWork::wait() {
   if (log_ != nullptr) log_->stamp_wait_begin(event_, now_ns());
@@ -70,6 +74,7 @@ void CommWork::wait() {
       if (retired_) retired_->keep(work_);
     }
   }
+  if (finish_) finish_();
   if (log_ != nullptr) {
     int64_t t = now_ns();
     log_->stamp_complete(event_, t);
@@ -79,6 +84,15 @@ void CommWork::wait() {
 
 c10::intrusive_ptr<c10::ivalue::Future> CommWork::future(
     const std::vector<at::Tensor>& result) const {
+  if (work_.defined() && finish_) {
+    // The chained work sees the result once it is back where the caller keeps it.
+    return work_->getFuture()->then(
+        [finish = finish_, result](c10::ivalue::Future&) {
+          finish();
+          return c10::IValue(result);
+        },
+        c10::ListType::ofTensors());
+  }
   if (work_.defined()) return work_->getFuture();
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
   future->markCompleted(c10::IValue(result));
@@ -100,6 +114,7 @@ Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog
       options_(std::move(options)),
       rank_(group_->getRank()),
       size_(group_->getSize()),
+      host_only_backend_(group_->getBackendName() == "gloo"),
       send_seq_(size_, 0),
       recv_seq_(size_, 0) {}
 
@@ -125,7 +140,12 @@ size_t Comm::record(std::string_view op, const at::Tensor& tensor, bool async, i
   return log_ != nullptr ? log_->append(event) : 0;
 }
 
-CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event) {
+HostStaging Comm::staging(const at::Tensor& t) const {
+  return HostStaging(options_.stage_through_host ||
+                     (host_only_backend_ && t.defined() && t.is_cuda()));
+}
+
+CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging) {
   if (log_ != nullptr) {
     // Not every backend work exposes a future (gloo's point-to-point work does not); then
     // completion is stamped when the caller waits.
@@ -136,7 +156,7 @@ CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event) {
     } catch (const c10::Error&) {
     }
   }
-  return CommWork(std::move(work), log_, event, retired_);
+  return CommWork(std::move(work), log_, event, retired_, staging.finish());
 }
 
 CommWork Comm::completed(size_t event) {
@@ -147,10 +167,11 @@ CommWork Comm::completed(size_t event) {
 CommWork Comm::all_reduce_async(at::Tensor& tensor, c10d::ReduceOp op) {
   size_t event = record("all_reduce", tensor, true, -1, false, true);
   if (tensor.numel() == 0) return completed(event);
-  std::vector<at::Tensor> tensors{tensor};
+  HostStaging stage = staging(tensor);
+  std::vector<at::Tensor> tensors{stage.in_out(tensor)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = op;
-  return track(group_->allreduce(tensors, opts), event);
+  return track(group_->allreduce(tensors, opts), event, stage);
 }
 
 void Comm::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
@@ -161,10 +182,11 @@ CommWork Comm::broadcast_async(at::Tensor& tensor, int root) {
   require(root >= 0 && root < size_, "broadcast root out of range");
   size_t event = record("broadcast", tensor, true, root, false, true);
   if (tensor.numel() == 0) return completed(event);
-  std::vector<at::Tensor> tensors{tensor};
+  HostStaging stage = staging(tensor);
+  std::vector<at::Tensor> tensors{stage.in_out(tensor)};
   c10d::BroadcastOptions opts;
   opts.rootRank = root;
-  return track(group_->broadcast(tensors, opts), event);
+  return track(group_->broadcast(tensors, opts), event, stage);
 }
 
 void Comm::broadcast(at::Tensor& tensor, int root) {
@@ -176,9 +198,10 @@ CommWork Comm::all_gather_async(std::vector<at::Tensor>& outputs, const at::Tens
   for (const auto& out : outputs) require_same_layout(out, input, "all_gather");
   size_t event = record("all_gather", input, true, -1, false, true);
   if (input.numel() == 0) return completed(event);
-  std::vector<std::vector<at::Tensor>> out_lists{outputs};
-  std::vector<at::Tensor> in{input};
-  return track(group_->allgather(out_lists, in), event);
+  HostStaging stage = staging(input);
+  std::vector<std::vector<at::Tensor>> out_lists{stage.out(outputs)};
+  std::vector<at::Tensor> in{stage.in(input)};
+  return track(group_->allgather(out_lists, in), event, stage);
 }
 
 void Comm::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
@@ -194,14 +217,17 @@ CommWork Comm::all_gather_into_async(at::Tensor& output, const at::Tensor& input
   bool emulate = options_.emulate_flat_collectives;
   size_t event = record("all_gather_into", input, true, -1, emulate, true);
   if (input.numel() == 0) return completed(event);
+  HostStaging stage = staging(input);
+  at::Tensor out = stage.out(output);
+  at::Tensor in = stage.in(input);
   if (emulate) {
-    std::vector<std::vector<at::Tensor>> out_lists{split_rows(output, input, size_)};
-    std::vector<at::Tensor> in{input};
-    group_->allgather(out_lists, in)->wait();
+    std::vector<std::vector<at::Tensor>> out_lists{split_rows(out, in, size_)};
+    std::vector<at::Tensor> ins{in};
+    group_->allgather(out_lists, ins)->wait();
+    if (auto finish = stage.finish()) finish();
     return completed(event);
   }
-  at::Tensor in = input;
-  return track(group_->_allgather_base(output, in), event);
+  return track(group_->_allgather_base(out, in), event, stage);
 }
 
 void Comm::all_gather_into(at::Tensor& output, const at::Tensor& input) {
@@ -215,11 +241,12 @@ CommWork Comm::reduce_scatter_async(at::Tensor& output, std::vector<at::Tensor>&
   size_t event = record("reduce_scatter", output, true, -1, false, true,
                         static_cast<int64_t>(output.numel()) * output.element_size() * size_);
   if (output.numel() == 0) return completed(event);
-  std::vector<at::Tensor> outs{output};
-  std::vector<std::vector<at::Tensor>> in_lists{inputs};
+  HostStaging stage = staging(output);
+  std::vector<at::Tensor> outs{stage.out(output)};
+  std::vector<std::vector<at::Tensor>> in_lists{stage.in(inputs)};
   c10d::ReduceScatterOptions opts;
   opts.reduceOp = op;
-  return track(group_->reduce_scatter(outs, in_lists, opts), event);
+  return track(group_->reduce_scatter(outs, in_lists, opts), event, stage);
 }
 
 void Comm::reduce_scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, c10d::ReduceOp op) {
@@ -236,20 +263,22 @@ CommWork Comm::reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor&
   bool emulate = options_.emulate_flat_collectives;
   size_t event = record("reduce_scatter_tensor", input, true, -1, emulate, true);
   if (input.numel() == 0) return completed(event);
+  HostStaging stage = staging(input);
   if (emulate) {
     // All-reduce the whole input and keep this rank's chunk: twice the traffic of a true
     // reduce-scatter, which is why it is marked emulated.
-    std::vector<at::Tensor> tensors{input.clone()};
+    std::vector<at::Tensor> tensors{stage.active() ? stage.in(input) : input.clone()};
     c10d::AllreduceOptions opts;
     opts.reduceOp = op;
     group_->allreduce(tensors, opts)->wait();
     output.copy_(tensors[0].view({size_, output.numel()})[rank_].view(output.sizes()));
     return completed(event);
   }
-  at::Tensor in = input;
+  at::Tensor out = stage.out(output);
+  at::Tensor in = stage.in(input);
   c10d::ReduceScatterOptions opts;
   opts.reduceOp = op;
-  return track(group_->_reduce_scatter_base(output, in, opts), event);
+  return track(group_->_reduce_scatter_base(out, in, opts), event, stage);
 }
 
 void Comm::reduce_scatter_tensor(at::Tensor& output, const at::Tensor& input, c10d::ReduceOp op) {
@@ -260,11 +289,12 @@ CommWork Comm::reduce_async(at::Tensor& tensor, int root, c10d::ReduceOp op) {
   require(root >= 0 && root < size_, "reduce root out of range");
   size_t event = record("reduce", tensor, true, root, false, true);
   if (tensor.numel() == 0) return completed(event);
-  std::vector<at::Tensor> tensors{tensor};
+  HostStaging stage = staging(tensor);
+  std::vector<at::Tensor> tensors{stage.in_out(tensor)};
   c10d::ReduceOptions opts;
   opts.reduceOp = op;
   opts.rootRank = root;
-  return track(group_->reduce(tensors, opts), event);
+  return track(group_->reduce(tensors, opts), event, stage);
 }
 
 void Comm::reduce(at::Tensor& tensor, int root, c10d::ReduceOp op) {
@@ -278,12 +308,13 @@ CommWork Comm::gather_async(std::vector<at::Tensor>& outputs, const at::Tensor& 
   for (const auto& out : outputs) require_same_layout(out, input, "gather");
   size_t event = record("gather", input, true, root, false, true);
   if (input.numel() == 0) return completed(event);
+  HostStaging stage = staging(input);
   std::vector<std::vector<at::Tensor>> out_lists;
-  if (rank_ == root) out_lists.push_back(outputs);
-  std::vector<at::Tensor> in{input};
+  if (rank_ == root) out_lists.push_back(stage.out(outputs));
+  std::vector<at::Tensor> in{stage.in(input)};
   c10d::GatherOptions opts;
   opts.rootRank = root;
-  return track(group_->gather(out_lists, in, opts), event);
+  return track(group_->gather(out_lists, in, opts), event, stage);
 }
 
 void Comm::gather(std::vector<at::Tensor>& outputs, const at::Tensor& input, int root) {
@@ -297,12 +328,13 @@ CommWork Comm::scatter_async(at::Tensor& output, std::vector<at::Tensor>& inputs
   for (const auto& in : inputs) require_same_layout(in, output, "scatter");
   size_t event = record("scatter", output, true, root, false, true);
   if (output.numel() == 0) return completed(event);
-  std::vector<at::Tensor> outs{output};
+  HostStaging stage = staging(output);
+  std::vector<at::Tensor> outs{stage.out(output)};
   std::vector<std::vector<at::Tensor>> in_lists;
-  if (rank_ == root) in_lists.push_back(inputs);
+  if (rank_ == root) in_lists.push_back(stage.in(inputs));
   c10d::ScatterOptions opts;
   opts.rootRank = root;
-  return track(group_->scatter(outs, in_lists, opts), event);
+  return track(group_->scatter(outs, in_lists, opts), event, stage);
 }
 
 void Comm::scatter(at::Tensor& output, std::vector<at::Tensor>& inputs, int root) {
@@ -315,9 +347,11 @@ CommWork Comm::all_to_all_async(at::Tensor& output, const at::Tensor& input) {
           "all_to_all: dim 0 must divide evenly over the ranks");
   size_t event = record("all_to_all", input, true, -1, false, true);
   if (input.numel() == 0) return completed(event);
-  at::Tensor in = input;
+  HostStaging stage = staging(input);
+  at::Tensor out = stage.out(output);
+  at::Tensor in = stage.in(input);
   std::vector<int64_t> equal_splits;
-  return track(group_->alltoall_base(output, in, equal_splits, equal_splits), event);
+  return track(group_->alltoall_base(out, in, equal_splits, equal_splits), event, stage);
 }
 
 void Comm::all_to_all(at::Tensor& output, const at::Tensor& input) {
@@ -328,8 +362,9 @@ CommWork Comm::send_async(const at::Tensor& tensor, int dst, int tag) {
   require(dst >= 0 && dst < size_ && dst != rank_, "send: bad destination rank");
   size_t event = record("send", tensor, true, dst, false, false);
   if (tensor.numel() == 0) return completed(event);
-  std::vector<at::Tensor> tensors{tensor};
-  return track(group_->send(tensors, dst, tag), event);
+  HostStaging stage = staging(tensor);
+  std::vector<at::Tensor> tensors{stage.in(tensor)};
+  return track(group_->send(tensors, dst, tag), event, stage);
 }
 
 void Comm::send(const at::Tensor& tensor, int dst, int tag) {
@@ -340,8 +375,9 @@ CommWork Comm::recv_async(at::Tensor& tensor, int src, int tag) {
   require(src >= 0 && src < size_ && src != rank_, "recv: bad source rank");
   size_t event = record("recv", tensor, true, src, false, false);
   if (tensor.numel() == 0) return completed(event);
-  std::vector<at::Tensor> tensors{tensor};
-  return track(group_->recv(tensors, src, tag), event);
+  HostStaging stage = staging(tensor);
+  std::vector<at::Tensor> tensors{stage.out(tensor)};
+  return track(group_->recv(tensors, src, tag), event, stage);
 }
 
 void Comm::recv(at::Tensor& tensor, int src, int tag) {

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -8,6 +9,7 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
+#include "engine/host_staging.h"
 #include "profiling/rank_event_log.h"
 
 namespace shardscope {
@@ -30,8 +32,10 @@ class RetiredWork {
 class CommWork {
  public:
   CommWork() = default;
+  // `finish` (if any) runs once the backend's work is done, before wait() returns: what a
+  // staged call copies back from the host (engine/host_staging.h).
   CommWork(c10::intrusive_ptr<c10d::Work> work, profiling::RankEventLog* log, size_t event,
-           std::shared_ptr<RetiredWork> retired = nullptr);
+           std::shared_ptr<RetiredWork> retired = nullptr, std::function<void()> finish = {});
 
   void wait();
   size_t event() const { return event_; }
@@ -43,6 +47,7 @@ class CommWork {
   profiling::RankEventLog* log_ = nullptr;
   size_t event_ = 0;
   std::shared_ptr<RetiredWork> retired_;
+  std::function<void()> finish_;
 };
 
 // The traced facade over a c10d process group: every collective and point-to-point call of a
@@ -60,6 +65,9 @@ class Comm {
     // and roots are given in group ranks and recorded as world ranks, so a trace can link a send
     // to its receive whatever sub-group carried it.
     std::vector<int> world_ranks;
+    // Pass every call's tensors through host copies, as a CUDA tensor on a Gloo group always
+    // is (engine/host_staging.h); on for tests, so the CPU exercises that path.
+    bool stage_through_host = false;
   };
 
   Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog* log, Options options);
@@ -132,7 +140,10 @@ class Comm {
   // per direction and peer, so send k from r to d and receive k at d from r share a number.
   size_t record(std::string_view op, const at::Tensor& tensor, bool async, int peer, bool emulated,
                 bool collective, int64_t bytes = -1);
-  CommWork track(c10::intrusive_ptr<c10d::Work> work, size_t event);
+  CommWork track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging);
+  // How this call's tensors reach the backend: through the host when the backend reads only
+  // host memory and `t` is on a device (or when the options ask for it).
+  HostStaging staging(const at::Tensor& t) const;
   // An op done synchronously (emulation or empty payload) presented as completed async work.
   CommWork completed(size_t event);
   // The blocking variants: wait at once and record the call as synchronous.
@@ -144,6 +155,7 @@ class Comm {
   Options options_;
   int rank_;
   int size_;
+  bool host_only_backend_;  // Gloo
   uint64_t collective_seq_ = 0;
   std::vector<uint64_t> send_seq_;  // per destination
   std::vector<uint64_t> recv_seq_;  // per source

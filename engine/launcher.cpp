@@ -141,6 +141,7 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
     pg_spec.network = spec.gloo_network;
     Comm::Options comm_options;
     comm_options.emulate_flat_collectives = spec.emulate_flat_collectives;
+    comm_options.stage_through_host = spec.stage_through_host;
     Comm comm(make_process_group(pg_spec), log, comm_options);
     // A rank's group is built once its own connections are up, not everyone's: a rank with
     // nothing to do could tear its group down while a peer is still connecting to it. The

@@ -20,6 +20,8 @@ struct LaunchSpec {
   std::chrono::milliseconds timeout{60000};
   int threads_per_rank = 0;  // 0: cores / world, at least 1 (launch_spec sets it when taking turns)
   bool emulate_flat_collectives = false;
+  // Every call's tensors through host copies, as CUDA tensors on Gloo are (tests; Comm::Options).
+  bool stage_through_host = false;
   bool tracing = true;                // false: ranks record nothing (their logs stay empty)
   bool take_turns = false;            // ranks take turns on the device (DeviceTurns)
   int64_t memory_capacity_bytes = 0;  // a simulated device capacity per rank (host memory); 0: none

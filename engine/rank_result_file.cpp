@@ -63,7 +63,8 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
                      {"first_step", r.first_step},
                      {"checkpoint_step", r.checkpoint_step},
                      {"stopped_by_signal", r.stopped_by_signal},
-                     {"reports_loss", r.reports_loss}};
+                     {"reports_loss", r.reports_loss},
+                     {"device_allocator_peak_bytes", r.device_allocator_peak_bytes}};
   }
   json events = json::array(), spans = json::array(), memory = json::array();
   for (const auto& e : log.snapshot()) events.push_back(e);
@@ -116,6 +117,7 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     result.checkpoint_step = r.at("checkpoint_step");
     result.stopped_by_signal = r.at("stopped_by_signal");
     result.reports_loss = r.value("reports_loss", true);
+    result.device_allocator_peak_bytes = r.value("device_allocator_peak_bytes", int64_t{0});
     outcome.result = std::move(result);
   }
   std::vector<profiling::CommEvent> events;

@@ -240,6 +240,8 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
     rank.comm_events = outcome.launch.logs[r]->snapshot();
     rank.comm_bytes_per_step = typical_bytes_per_step(traffic_per_step(rank.comm_events));
     rank.peak_allocated_bytes = outcome.launch.peak_allocated_bytes[r];
+    if (static_cast<size_t>(r) < outcome.results.size())
+      rank.device_allocator_peak_bytes = outcome.results[r].device_allocator_peak_bytes;
     profiling::logged_peak(outcome.launch.logs[r]->memory(), &rank.peak_breakdown);
     if (memory_formula_hook()) {
       try {
@@ -335,6 +337,7 @@ profiling::RunResult run_result(const RunSummary& s) {
     rank.comm_calls = static_cast<int64_t>(r.comm_events.size());
     rank.comm_bytes_per_step = r.comm_bytes_per_step;
     rank.peak_allocated_bytes = r.peak_allocated_bytes;
+    rank.device_allocator_peak_bytes = r.device_allocator_peak_bytes;
     rank.peak_breakdown = r.peak_breakdown;
     rank.formula_bytes = r.formula_bytes;
     rank.holdings = {r.memory.parameters, r.memory.gradients, r.memory.optimizer_state,

@@ -27,6 +27,8 @@ struct RankSummary {
   std::vector<profiling::CommEvent> comm_events;
   int64_t comm_bytes_per_step = 0;   // median over steps of bytes handed to collectives
   int64_t peak_allocated_bytes = 0;  // the most this rank's threads held at once
+  // The device caching allocator's peak, where the rank had its process to itself (0: none).
+  int64_t device_allocator_peak_bytes = 0;
   // What was live at that peak, by what each block is (sums to peak_allocated_bytes); all zero
   // when the run was not traced.
   profiling::MemoryCategories peak_breakdown{};

@@ -10,6 +10,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/comm.h"
+#include "engine/device_allocator_peak.h"
 #include "engine/device_turns.h"
 #include "engine/optimizer_factory.h"
 #include "engine/stop_request.h"
@@ -109,6 +110,10 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   // its state; anything else is a temporary.
   using profiling::MemoryKind;
   using profiling::set_memory_phase;
+  // The allocator counts for the whole process: a witness of this rank's peak only when the
+  // rank is alone in it.
+  const bool own_process = config.mode == "processes" || config.world == 1;
+  if (own_process) reset_device_allocator_peak(ctx.device);
   set_memory_phase(MemoryKind::kParameters);
   strategy.setup(ctx);
   set_memory_phase(MemoryKind::kTemporaries);
@@ -197,6 +202,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   }
   if (log) log->set_position(-1, -1);
   hang.relax();
+  if (own_process) result.device_allocator_peak_bytes = device_allocator_peak_bytes(ctx.device);
   {
     // Gathering the weights for the check is not training: it stays out of the rank's peak.
     profiling::RankMemoryTracker::Paused not_training;

@@ -28,6 +28,9 @@ struct RankResult {
   int checkpoint_step = -1;   // steps done at the last checkpoint this run wrote (-1: none)
   int stopped_by_signal = 0;  // the signal that stopped training early (0: it ran to the end)
   bool reports_loss = true;   // false: a pipeline stage before the last, which computes no loss
+  // The device caching allocator's peak over training, where the rank has its process to itself
+  // (torch.cuda.max_memory_allocated; 0 on a CPU or when ranks share a process).
+  int64_t device_allocator_peak_bytes = 0;
 };
 
 using StepCallback = std::function<void(const StepRecord&)>;

@@ -90,6 +90,7 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   hw.compute_as_measured = !compute.empty();
   if (!hw.compute_as_measured || j.contains("peak_bf16_tflops"))
     hw.peak_bf16_tflops = positive(j, "peak_bf16_tflops", origin);
+  if (j.contains("matmul_tflops")) hw.matmul_tflops = positive(j, "matmul_tflops", origin);
   hw.launch_us = j.value("launch_us", 0.0);
   const std::string protocols = j.value("protocols", "nccl");
   if (protocols != "nccl" && protocols != "simple")
@@ -180,6 +181,7 @@ std::string profile_json(const HardwareProfile& hw) {
               {"intra", link(hw.intra)}};
   if (hw.nodes > 1) out["inter"] = link(hw.inter);
   if (hw.compute_as_measured) out["compute"] = "as measured";
+  if (hw.matmul_tflops > 0) out["matmul_tflops"] = hw.matmul_tflops;
   return out.dump(2) + "\n";
 }
 

@@ -29,6 +29,9 @@ struct HardwareProfile {
   int nodes = 1;
   double gpu_memory_gib = 80;
   double peak_bf16_tflops = 0;  // 0 with compute_as_measured
+  // One GPU's rate on the benchmark a run measures its own device with (a 4096 x 4096 bf16
+  // matmul), measured on such a GPU; 0: not measured, and half the peak stands in for it.
+  double matmul_tflops = 0;
   // Each rank computes exactly as fast as the device that measured the trace ("compute": "as
   // measured"): compute scale 1, no calibration; only the links are this profile's.
   bool compute_as_measured = false;

@@ -64,6 +64,7 @@ RecordedRank rank_of(const json& j) {
   r.comm_calls = get(j, "comm_calls", int64_t{0});
   r.comm_bytes_per_step = get(j, "comm_bytes_per_step", int64_t{0});
   r.peak_allocated_bytes = get(j, "peak_allocated_bytes", int64_t{0});
+  r.device_allocator_peak_bytes = get(j, "device_allocator_peak_bytes", int64_t{0});
   r.peak_breakdown = categories_of(member(j, "peak_breakdown"));
   r.formula_bytes = categories_of(member(j, "formula_bytes"));
   const json& m = member(j, "memory_bytes");
@@ -86,6 +87,8 @@ json rank_json(const RecordedRank& r) {
                 {"optimizer_state", r.holdings.optimizer_state},
                 {"comm_buffers", r.holdings.comm_buffers},
                 {"host", r.holdings.host}}}};
+  if (r.device_allocator_peak_bytes > 0)
+    out["device_allocator_peak_bytes"] = r.device_allocator_peak_bytes;
   if (r.peak_breakdown) out["peak_breakdown"] = categories_json(*r.peak_breakdown);
   if (r.formula_bytes) out["formula_bytes"] = categories_json(*r.formula_bytes);
   return out;

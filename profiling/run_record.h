@@ -34,6 +34,8 @@ struct RecordedRank {
   int64_t comm_calls = 0;
   int64_t comm_bytes_per_step = 0;
   int64_t peak_allocated_bytes = 0;
+  // torch.cuda.max_memory_allocated of the rank's own process, where it had one (0: none).
+  int64_t device_allocator_peak_bytes = 0;
   // What was live at the peak and what the formula predicts, by category; absent in traces
   // written before runs recorded them.
   std::optional<MemoryCategories> peak_breakdown, formula_bytes;

@@ -18,6 +18,9 @@ case "$PHASE" in all|build|run) ;; *) echo "usage: scripts/gpu-check.sh [all|bui
 OUT="${OUT:-gpu-check-out}"
 mkdir -p "$OUT"
 LOG="$OUT/gpu-check.log"
+# The build's own logs stay on the machine: the device tool brings back at most 8 files.
+BUILD_LOGS="${TMPDIR:-/tmp}/gpu-check-build"
+mkdir -p "$BUILD_LOGS"
 KIT=/tmp/shardscope-gpukit
 PY="${GPU_PYTHON:-$(command -v python3)}"  # the machine's own PyTorch
 BIN="${GPU_BIN:-build-gpu/shardscope}"
@@ -43,18 +46,22 @@ if [ "$PHASE" != run ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSHARDSCOPE_BUILD_GUI=OFF \
     -DSHARDSCOPE_BUILD_TESTS="${GPU_TESTS:-OFF}" -DSHARDSCOPE_WARNINGS_AS_ERRORS="${GPU_WERROR:-OFF}" \
     -DSHARDSCOPE_PYTHON="$PY" -DCMAKE_PREFIX_PATH="$KIT/usr" \
-    -DSHARDSCOPE_GLOO_INCLUDE="$KIT/usr/include" -Wno-dev >"$OUT/configure.log" 2>&1 ||
-    { tail -40 "$OUT/configure.log"; exit 1; }
-  grep -E "LibTorch|CUPTI|shardscope:" "$OUT/configure.log"
+    -DSHARDSCOPE_GLOO_INCLUDE="$KIT/usr/include" -Wno-dev >"$BUILD_LOGS/configure.log" 2>&1 ||
+    { tail -40 "$BUILD_LOGS/configure.log"; exit 1; }
+  grep -E "LibTorch|CUPTI|shardscope:" "$BUILD_LOGS/configure.log"
   step "build (-j$(nproc))"
   start=$(date +%s)
-  cmake --build build-gpu -j "$(nproc)" >"$OUT/build.log" 2>&1 || { grep -B2 -A12 "error" "$OUT/build.log" | head -80; exit 1; }
-  echo "built in $(( $(date +%s) - start )) s; $(grep -c "warning:" "$OUT/build.log") warnings"
+  cmake --build build-gpu -j "$(nproc)" >"$BUILD_LOGS/build.log" 2>&1 || { grep -B2 -A12 "error" "$BUILD_LOGS/build.log" | head -80; exit 1; }
+  echo "built in $(( $(date +%s) - start )) s; $(grep -c "warning:" "$BUILD_LOGS/build.log") warnings"
 fi
 [ "$PHASE" = build ] && exit 0
 [ -x "$BIN" ] || { echo "$BIN missing: run the build phase first" >&2; exit 2; }
 
 status=0
+# GPU_SECTIONS picks sections of the run phase by name (default: all of them), to spend a lease
+# only on what changed: bench-threads bench-processes nccl cupti cupti-kineto projection memory
+# bench-small.
+want() { [ -z "${GPU_SECTIONS:-}" ] || [[ " $GPU_SECTIONS " == *" $1 "* ]]; }
 bench() {
   local name="$1"; shift
   step "bench $name: $*"
@@ -62,14 +69,76 @@ bench() {
   "$BIN" bench "$@" --format markdown || { echo "(exit $?)"; status=1; }
   echo "($name: $(( $(date +%s) - start )) s)"
 }
-bench "threads, 4 ranks on $DEV over gloo" --quick --world 4 --device "$DEV" --backend gloo --mode threads
-bench "processes, 4 ranks on $DEV over gloo" --quick --world 4 --device "$DEV" --backend gloo --mode processes
-bench "world 1 over nccl" --quick --world 1 --device "$DEV" --backend nccl
-bench "auto backend, world 1" --quick --world 1 --device "$DEV" --backend auto --strategies single,ddp_bucketed
-bench "small, processes, 4 ranks on $DEV" --preset small --steps 10 --world 4 --device "$DEV" --backend gloo --mode processes
+# In order of what matters most, each step on its own: one that fails is named and the rest go on.
+want bench-threads &&
+  bench "threads, 4 ranks on $DEV over gloo" --quick --world 4 --device "$DEV" --backend gloo --mode threads
+want bench-processes &&
+  bench "processes, 4 ranks on $DEV over gloo" --quick --world 4 --device "$DEV" --backend gloo --mode processes
+if want nccl; then
+  bench "world 1 over nccl" --quick --world 1 --device "$DEV" --backend nccl
+  bench "auto backend, world 1" --quick --world 1 --device "$DEV" --backend auto --strategies single,ddp_bucketed
+fi
 
-step "CUPTI trace: ddp_bucketed, 4 ranks on $DEV"
+want cupti && {
+step "CUPTI trace: ddp_bucketed, 4 ranks on $DEV (Chrome JSON and native)"
 "$BIN" run --strategy ddp_bucketed --world 4 --device "$DEV" --backend gloo --preset small --steps 3 \
-  --trace "$OUT/cuda-ddp_bucketed.json" || status=1
+  --no-reference --trace "$OUT/cuda-ddp_bucketed.json" || status=1
 "$BIN" report "$OUT/cuda-ddp_bucketed.json" || status=1
+"$BIN" run --strategy ddp_bucketed --world 4 --device "$DEV" --backend gloo --preset small --steps 6 \
+  --no-reference --trace "$OUT/cuda-ddp_bucketed-w4.sst" || status=1
+}
+
+# Kineto's shape, one file per rank with each kernel's correlation id and its launching call:
+# what tells whether a kernel went to the rank whose thread launched it.
+want cupti-kineto && {
+step "CUPTI trace for HTA: ddp_bucketed, 4 ranks on $DEV, one Kineto file per rank"
+"$BIN" run --strategy ddp_bucketed --world 4 --device "$DEV" --backend gloo --preset small --steps 2 \
+  --no-reference --trace "$OUT/kineto/" | tail -3 || status=1
+}
+
+want projection && {
+step "projection: world 1 small on $DEV, projected onto 8xH100 against its own measured step"
+"$BIN" run --preset small --world 1 --device "$DEV" --steps 10 --no-reference \
+  --trace "$OUT/cuda-single-w1.sst" || status=1
+"$BIN" report "$OUT/cuda-single-w1.sst" || status=1
+for hw in 8xH100; do
+  "$BIN" project "$OUT/cuda-single-w1.sst" --hardware "$hw" || status=1
+  "$BIN" project "$OUT/cuda-single-w1.sst" --hardware "$hw" --compute-scale 1 --json || status=1
+done
+step "what-if: the world-4 ddp_bucketed run onto 8xH100"
+[ -f "$OUT/cuda-ddp_bucketed-w4.sst" ] && { "$BIN" project "$OUT/cuda-ddp_bucketed-w4.sst" --hardware 8xH100 || status=1; }
+}
+
+want memory && {
+step "memory: our allocator hook against torch.cuda.max_memory_allocated, a process per rank"
+for strategy in ddp_bucketed zero2 fsdp tp pp torch_ddp; do
+  world=4; [ "$strategy" = tp ] && world=2  # small's 6 heads split over 2 ranks, not 4
+  # What nvidia-smi shows per process (the seed's "peak per process"): the CUDA context and the
+  # caching allocator's reserve on top of the tensors, sampled while the run goes.
+  ( while sleep 0.3; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; done ) \
+    >"${BUILD_LOGS}/smi-$strategy.csv" 2>/dev/null &
+  sampler=$!
+  "$BIN" run --strategy "$strategy" --world "$world" --mode processes --device "$DEV" --backend gloo \
+    --preset small --steps 3 --timeout 30 --trace "${BUILD_LOGS}/mem-$strategy.sst" \
+    --json "${BUILD_LOGS}/mem-$strategy.json" 2>&1 | grep -E "^(reference|ranks agree|run failed|  then)" || status=1
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  sort -t, -k2 -n "${BUILD_LOGS}/smi-$strategy.csv" | awk -F, '{m[$1]=$2} END {n=0; for (p in m) {printf "%s%s MiB", (n++ ? ", " : "nvidia-smi peak per process: "), m[p]+0}; print ""}'
+  "$PY" - "${BUILD_LOGS}/mem-$strategy.json" "$strategy" <<'PY' || status=1
+import json, sys
+run = json.load(open(sys.argv[1]))
+ranks = run.get("ranks") or run.get("result", {}).get("ranks", [])
+worst = 0.0
+for r in ranks:
+    hook, torch_peak = r["peak_allocated_bytes"], r.get("device_allocator_peak_bytes", 0)
+    gap = abs(hook - torch_peak) / torch_peak if torch_peak else float("inf")
+    worst = max(worst, gap)
+    print(f"{sys.argv[2]:13s} rank {r['rank']}: hook {hook/1e6:8.2f} MB  torch.cuda.max_memory_allocated {torch_peak/1e6:8.2f} MB  gap {gap*100:5.2f} %")
+print(f"{sys.argv[2]}: largest gap {worst*100:.2f} % ({'within' if worst <= 0.05 else 'OUTSIDE'} 5 %)")
+sys.exit(0 if worst <= 0.05 else 1)
+PY
+done
+}
+
+want bench-small && bench "small, processes, 4 ranks on $DEV" --preset small --steps 10 --world 4 --device "$DEV" --backend gloo --mode processes
+echo; echo "=== gpu-check run phase ends with status $status ($(date +%T))"
 exit $status

@@ -340,6 +340,9 @@ void validate_model_parallel(const Config& config) {
   if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
     support.blocks_in_backward = "its Reducer's end-of-backward callback";
   }
+  // Seen on an H100 (4 rank threads on cuda:0): the first rank's blocking all-reduce inside
+  // backward held the one device thread while its peers' backward waited behind it.
+  if (layout.tensor > 1) support.blocks_in_backward = "its all-reduce inside backward";
   validate_option_support(config, support);
 }
 

@@ -257,6 +257,9 @@ const StrategyRegistrar registrar({
       OptionSupport support;
       support.reduce_dtype = true;
       support.offload = true;
+      // Seen on an H100 (rank threads on cuda:0): launch() waits for its oldest reduce-scatter
+      // from a gradient hook, on the one device thread every rank's backward shares.
+      support.blocks_in_backward = "its wait for the oldest reduce-scatter in flight";
       validate_option_support(config, support);
     },
     traits(),

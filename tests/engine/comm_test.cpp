@@ -1,5 +1,7 @@
 // Every Comm op on rank threads against hand-computed results, at world 1..4, for empty, single,
-// odd and larger tensors, in float32 and bfloat16, through native and emulated flat collectives.
+// odd and larger tensors, in float32 and bfloat16, through native and emulated flat collectives,
+// and staged through host copies (the path a CUDA tensor takes on Gloo, exercised here on CPU
+// tensors: a wrong copy-back leaves the caller's output unwritten and fails every check).
 #include <atomic>
 
 #include <gtest/gtest.h>
@@ -17,17 +19,19 @@ struct CommCase {
   int64_t numel;
   c10::ScalarType dtype;
   bool emulate;
+  bool staged = false;
 };
 
 void PrintTo(const CommCase& c, std::ostream* os) {
   *os << "world " << c.world << ", " << c.numel << " elements, " << c.dtype
-      << (c.emulate ? ", emulated" : "");
+      << (c.emulate ? ", emulated" : "") << (c.staged ? ", staged through host" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<CommCase>& info) {
   const auto& c = info.param;
   return "world" + std::to_string(c.world) + "_n" + std::to_string(c.numel) + "_" +
-         (c.dtype == torch::kBFloat16 ? "bf16" : "f32") + (c.emulate ? "_emulated" : "");
+         (c.dtype == torch::kBFloat16 ? "bf16" : "f32") + (c.emulate ? "_emulated" : "") +
+         (c.staged ? "_staged" : "");
 }
 
 class CommOps : public testing::TestWithParam<CommCase> {
@@ -53,7 +57,7 @@ TEST_P(CommOps, AllReduceSumsEveryRank) {
         ctx.comm->all_reduce(m, c10d::ReduceOp::MAX);
         expect_all(m, W, "all_reduce max", ctx.rank);
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
 }
 
 TEST_P(CommOps, BroadcastCopiesTheRoot) {
@@ -65,7 +69,7 @@ TEST_P(CommOps, BroadcastCopiesTheRoot) {
         ctx.comm->broadcast(t, W - 1);
         expect_all(t, (W - 1) * 3 + 1, "broadcast", ctx.rank);
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
 }
 
 TEST_P(CommOps, AllGatherListAndFlat) {
@@ -85,7 +89,7 @@ TEST_P(CommOps, AllGatherListAndFlat) {
         auto rows = flat.view({W, GetParam().numel});
         for (int r = 0; r < W; ++r) expect_all(rows[r], r + 5, "all_gather_into", ctx.rank);
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
 }
 
 TEST_P(CommOps, ReduceScatterListAndFlat) {
@@ -108,7 +112,7 @@ TEST_P(CommOps, ReduceScatterListAndFlat) {
         ctx.comm->reduce_scatter_tensor(flat_out, input);
         expect_all(flat_out, (ctx.rank + 1) * W * (W + 1) / 2, "reduce_scatter_tensor", ctx.rank);
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
 }
 
 TEST_P(CommOps, ReduceGatherScatterToARoot) {
@@ -138,7 +142,7 @@ TEST_P(CommOps, ReduceGatherScatterToARoot) {
         ctx.comm->scatter(mine, pieces, root);
         expect_all(mine, ctx.rank + 3, "scatter", ctx.rank);
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
 }
 
 TEST_P(CommOps, AllToAllTransposesChunks) {
@@ -157,7 +161,7 @@ TEST_P(CommOps, AllToAllTransposesChunks) {
                      "all_to_all chunk " + std::to_string(i), ctx.rank);
         }
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
 }
 
 TEST_P(CommOps, SendRecvAroundARing) {
@@ -175,7 +179,7 @@ TEST_P(CommOps, SendRecvAroundARing) {
         expect_all(incoming, (ctx.rank + W - 1) % W + 1, "recv", ctx.rank);
         ctx.comm->barrier();
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
 }
 
 TEST_P(CommOps, AsyncWorkCompletesAfterWait) {
@@ -191,7 +195,26 @@ TEST_P(CommOps, AsyncWorkCompletesAfterWait) {
         expect_all(a, W, "first async all_reduce", ctx.rank);
         expect_all(b, 2 * W, "second async all_reduce", ctx.rank);
       },
-      GetParam().emulate);
+      GetParam().emulate, GetParam().staged);
+}
+
+// What DDP's Reducer does with a comm hook's work: it waits on the future and reads the bucket,
+// without calling wait() on our work. The result must be in the caller's tensor by then.
+TEST_P(CommOps, FutureDeliversTheResultIntoTheCallersTensor) {
+  const int W = GetParam().world;
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        auto t = full(ctx.rank + 1);
+        auto work = ctx.comm->all_reduce_async(t);
+        auto future = work.future({t});
+        future->wait();
+        expect_all(t, W * (W + 1) / 2, "all_reduce seen through its future", ctx.rank);
+        expect_all(future->value().toTensorVector().at(0), W * (W + 1) / 2, "the future's value",
+                   ctx.rank);
+        work.wait();
+      },
+      GetParam().emulate, GetParam().staged);
 }
 
 std::vector<CommCase> all_cases() {
@@ -203,6 +226,8 @@ std::vector<CommCase> all_cases() {
     }
     cases.push_back({world, 7, torch::kFloat, true});
     cases.push_back({world, 1000, torch::kBFloat16, true});
+    for (int64_t numel : {0, 7}) cases.push_back({world, numel, torch::kFloat, false, true});
+    cases.push_back({world, 1000, torch::kBFloat16, true, true});
   }
   return cases;
 }

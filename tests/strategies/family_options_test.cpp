@@ -94,5 +94,35 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Offload, testing::Values("zero1", "torch_dd
                            return name;
                          });
 
+// Rank threads that share a CUDA device share autograd's one thread for it. A strategy that
+// waits for its peers inside backward holds that thread while the peers' backward waits behind
+// it: on an H100, zero2 and tp timed out so (fsdp and torch_ddp were already refused). The
+// refusal names the device; rank processes, NCCL and the CPU are not refused.
+TEST(SharedCudaDevice, RankThreadsWhoseBackwardWaitsForPeersAreRefused) {
+  for (const char* strategy : {"zero2", "tp", "fsdp", "torch_ddp"}) {
+    Config c = tiny_config(strategy, 2, 1);
+    c.device = "cuda:0";
+    c.backend = "gloo";
+    c.mode = "threads";
+    try {
+      validate(c);
+      ADD_FAILURE() << strategy << " accepted on rank threads sharing cuda:0";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.field(), "device") << strategy << ": " << e.what();
+    }
+    c.mode = "processes";
+    EXPECT_NO_THROW(validate(c)) << strategy << " in processes mode";
+    c.mode = "threads";
+    c.device = "cpu";
+    EXPECT_NO_THROW(validate(c)) << strategy << " on the cpu";
+  }
+  for (const char* strategy : {"ddp_bucketed", "zero1", "pp"}) {
+    Config c = tiny_config(strategy, 2, 1);
+    c.device = "cuda:0";
+    c.backend = "gloo";
+    EXPECT_NO_THROW(validate(c)) << strategy << " on rank threads sharing cuda:0";
+  }
+}
+
 }  // namespace
 }  // namespace shardscope
