@@ -21,6 +21,8 @@
 #include "profiling/trace_io.h"
 #include "profiling/trace_metrics.h"
 #include "strategies/layout_fit.h"
+#include "strategies/parallel_layout.h"
+#include "strategies/pipeline_schedule.h"
 
 namespace shardscope::cli {
 namespace {
@@ -58,6 +60,48 @@ ComparisonRow measure(const std::string& strategy, RunSummary& s, const NamedTen
   return row;
 }
 
+// What a bench runs: a strategy, and the pipeline schedule it runs under (empty: the
+// configured one).
+struct BenchEntry {
+  std::string strategy, schedule;
+  std::string label() const { return schedule.empty() ? strategy : strategy + " " + schedule; }
+};
+
+// Whether `config` runs a pipeline, as given or in the layout its model allows.
+bool runs_a_pipeline(Config config) {
+  std::optional<Config> runs;
+  try {
+    finalize(config);
+    runs = config;
+  } catch (const ConfigError&) {
+    runs = fit_layout_to_model(config, nullptr);
+  }
+  return runs && layout_of(*runs).pipeline > 1;
+}
+
+// A row per schedule for each strategy that runs a pipeline under one of them, one row for the
+// others. A schedule that a pipeline cannot run here keeps its row, skipped with the reason.
+std::vector<BenchEntry> bench_entries(const std::vector<std::string>& strategies,
+                                      const std::vector<std::string>& schedules,
+                                      const Config& base) {
+  std::vector<BenchEntry> entries;
+  for (const auto& name : strategies) {
+    bool takes_a_schedule = false;
+    for (const auto& schedule : schedules) {
+      Config c = base;
+      c.strategy = name;
+      c.strategy_options.schedule = schedule;
+      takes_a_schedule = takes_a_schedule || runs_a_pipeline(c);
+    }
+    if (!takes_a_schedule) {
+      entries.push_back({name, ""});
+      continue;
+    }
+    for (const auto& schedule : schedules) entries.push_back({name, schedule});
+  }
+  return entries;
+}
+
 }  // namespace
 
 int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostream& out,
@@ -88,6 +132,11 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
       if (StrategyRegistry::instance().find(name) == nullptr) {
         throw ConfigError("strategies", "unknown strategy '" + name + "'");
       }
+    }
+    for (const auto& name : options.schedules) {
+      if (name == "all") continue;
+      if (const std::string problem = pipeline::kind_problem(name); !problem.empty())
+        throw ConfigError("schedules", problem);
     }
   } catch (const ConfigError& e) {
     return bad_input(e);
@@ -129,6 +178,10 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   const StrategyOptions given = base.strategy_options;
   base = first;
   base.strategy_options = given;
+  std::vector<std::string> schedules = options.schedules;
+  if (std::find(schedules.begin(), schedules.end(), "all") != schedules.end())
+    schedules = pipeline::schedule_kinds();
+  const std::vector<BenchEntry> entries = bench_entries(strategies, schedules, base);
   if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
   Lens lens;
   lens.measured = options.measured;
@@ -152,9 +205,11 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   std::vector<ComparisonRow> rows;
   std::vector<std::string> layout_notes;
   int failed = 0;
-  for (size_t k = 0; k < strategies.size(); ++k) {
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const BenchEntry& entry = entries[k];
     Config config = base;
-    config.strategy = strategies[k];
+    config.strategy = entry.strategy;
+    if (!entry.schedule.empty()) config.strategy_options.schedule = entry.schedule;
     std::string layout;  // said in the table when the strategy needed its own layout
     try {
       finalize(config);
@@ -165,11 +220,11 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
       if (auto fitted = fit_layout_to_model(config, &layout)) {
         config = *fitted;
         const std::string why = std::string(e.what()).substr(e.field().size() + 2);
-        layout_notes.push_back(strategies[k] + " runs as " + layout +
+        layout_notes.push_back(entry.label() + " runs as " + layout +
                                ": its default layout does not fit the model (" + why + ")");
       } else {
         ComparisonRow row;
-        row.strategy = strategies[k];
+        row.strategy = entry.strategy;
         row.skipped = true;
         row.failure = e.what();
         row.world = config.world;
@@ -184,7 +239,7 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
     RunCallbacks progress;
     if (options.live_progress) {
       progress.on_step = [&](const StepRecord& r) {
-        err << "\r[" << k + 1 << "/" << strategies.size() << "] " << strategies[k] << ": step "
+        err << "\r[" << k + 1 << "/" << entries.size() << "] " << entry.label() << ": step "
             << r.step + 1 << "/" << config.steps << "      " << std::flush;
       };
     }
@@ -196,14 +251,15 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
       s.ok = false;
       s.failure = e.what();
     }
-    err << (options.live_progress ? "\r[" : "[") << k + 1 << "/" << strategies.size() << "] "
-        << strategies[k] << (s.ok ? ": done" : ": FAILED")
+    err << (options.live_progress ? "\r[" : "[") << k + 1 << "/" << entries.size() << "] "
+        << entry.label() << (s.ok ? ": done" : ": FAILED")
         << (options.live_progress ? "              \n" : "\n");
     if (!s.ok) ++failed;
-    rows.push_back(measure(strategies[k], s, reference.weights, lens));
+    rows.push_back(measure(entry.strategy, s, reference.weights, lens));
     rows.back().layout = layout;
     if (!options.out_dir.empty()) {
-      std::string name = strategies[k];
+      std::string name = entry.label();
+      std::replace(name.begin(), name.end(), ' ', '_');
       std::replace(name.begin(), name.end(), '+', '_');
       const std::string path = options.out_dir + "/" + name + ".sst";
       write_file_atomically(path, profiling::serialise_trace(s.trace, path));
@@ -225,8 +281,14 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   print_comparison(rows, options.format, out);
   for (const auto& note : layout_notes) notes << note << "\n";
   for (const auto& r : rows) {
-    if (r.skipped) notes << "skipped " << r.strategy << ": " << r.failure << "\n";
-    if (!r.ok && !r.skipped) notes << "FAILED " << r.strategy << ": " << r.failure << "\n";
+    // Which row: with --schedules a strategy has several, told apart by their schedule.
+    std::string name = r.strategy;
+    if (!options.schedules.empty()) {
+      const std::string schedule = attribute_value(r.attributes, "schedule");
+      if (!schedule.empty()) name += " " + schedule;
+    }
+    if (r.skipped) notes << "skipped " << name << ": " << r.failure << "\n";
+    if (!r.ok && !r.skipped) notes << "FAILED " << name << ": " << r.failure << "\n";
   }
   return failed > 0 ? 1 : 0;
 }

@@ -11,6 +11,9 @@ namespace shardscope::cli {
 struct BenchOptions {
   std::string config_file;
   std::vector<std::string> strategies;  // empty: every registered strategy that can run
+  // Pipeline schedules to compare: a row for each, for every strategy that runs a pipeline (the
+  // others run once). Empty: the configured schedule; "all": every schedule there is.
+  std::vector<std::string> schedules;
   bool quick = false;
   std::string format = "table";  // table | csv | json | markdown
   std::string out_dir;           // when set, each run's trace goes there

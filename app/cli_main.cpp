@@ -58,12 +58,17 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
 
   RunFlags bench_flags;
   BenchOptions bench_options;
-  std::string bench_strategies;
+  std::string bench_strategies, bench_schedules;
   CLI::App* bench = app.add_subcommand(
       "bench", "run several strategies under identical conditions and compare them in one table");
   bench
       ->add_option("--strategies", bench_strategies,
                    "comma-separated strategies (default: every registered one)")
+      ->group("Bench");
+  bench
+      ->add_option("--schedules", bench_schedules,
+                   "comma-separated pipeline schedules, or all: a row for each, for every "
+                   "strategy that runs a pipeline (default: the configured one)")
       ->group("Bench");
   bench->add_flag("--quick", bench_options.quick, "a short run: tiny preset, 3 steps")
       ->group("Bench");
@@ -330,6 +335,10 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     std::stringstream list(bench_strategies);
     for (std::string name; std::getline(list, name, ',');) {
       if (!name.empty()) bench_options.strategies.push_back(name);
+    }
+    std::stringstream schedules(bench_schedules);
+    for (std::string name; std::getline(schedules, name, ',');) {
+      if (!name.empty()) bench_options.schedules.push_back(name);
     }
     bench_options.live_progress = &err == &std::cerr && isatty(STDERR_FILENO);
     return bench_command(bench_flags, bench_options, out, err);

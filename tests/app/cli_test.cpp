@@ -382,6 +382,31 @@ TEST(CliBench, EveryStrategyGetsItsRowInTheLayoutItNeeds) {
   EXPECT_EQ(table.out.find("skipped"), std::string::npos) << table.out;
 }
 
+// --schedules: a pipeline runs once per schedule, each against the one reference, and the
+// schedule sets its rows apart (the markdown gets a schedule column); a strategy with no
+// pipeline runs once.
+TEST(CliBench, ComparesPipelineSchedulesRowByRow) {
+  auto r = cli({"bench", "--quick", "--world", "2", "--layers", "4", "--strategies",
+                "ddp_bucketed,pp", "--schedules", "1f1b,interleaved-1f1b,zbv", "--format", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;
+  EXPECT_EQ(rows[0]["strategy"], "ddp_bucketed");
+  std::vector<std::string> schedules;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    SCOPED_TRACE(rows[i].dump());
+    EXPECT_EQ(rows[i]["strategy"], "pp");
+    EXPECT_TRUE(rows[i]["ok"].get<bool>());
+    EXPECT_LE(rows[i]["rel_deviation"].get<double>(), 1e-5);
+    schedules.push_back(rows[i]["attributes"]["schedule"].get<std::string>());
+  }
+  EXPECT_EQ(schedules, (std::vector<std::string>{"1f1b", "interleaved-1f1b", "zbv"}));
+  EXPECT_NE(r.err.find("[4/4] pp zbv: done"), std::string::npos) << r.err;
+  auto bad = cli({"bench", "--quick", "--schedules", "2f2b"});
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("2f2b"), std::string::npos) << bad.err;
+}
+
 TEST(CliBench, BadInputIsExitCodeTwo) {
   EXPECT_EQ(cli({"bench", "--quick", "--strategies", "nope"}).code, 2);
   EXPECT_EQ(cli({"bench", "--quick", "--format", "xml"}).code, 2);

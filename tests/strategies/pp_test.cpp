@@ -23,13 +23,15 @@ struct PpCase {
   int m;
   std::string schedule;
   int accum = 1;
+  int layers = 4;
 };
 
-// Four blocks, and 8 sequences per replica and step whatever p is, so m = 8 always divides.
+// Four blocks (or `layers`: one per stage with two stages per rank at p 3 and 4), and 8
+// sequences per replica and step whatever p is (6 at p 3), so m always divides.
 Config pp_config(const PpCase& c) {
   Config config = test::tiny_config("pp", 2, c.accum);  // valid for 2 blocks; then reshaped
   config.world = c.p;
-  config.model.layers = 4;
+  config.model.layers = c.layers;
   config.micro_batch = 8 / c.p;
   config.strategy_options.micro_batches = c.m;
   config.strategy_options.schedule = c.schedule;
@@ -72,6 +74,17 @@ INSTANTIATE_TEST_SUITE_P(
                     PpCase{2, 8, "zbv"}, PpCase{2, 4, "dualpipev"}, PpCase{2, 8, "dualpipev"},
                     PpCase{2, 4, "interleaved-1f1b", 2}, PpCase{2, 4, "zero-bubble", 2},
                     PpCase{2, 4, "zbv", 2}, PpCase{2, 4, "dualpipev", 2}),
+    pp_case_name);
+
+// The orders checked against PyTorch at (p 3, v 2, m 6) and (p 4, v 2, m 8) train like one
+// device too: ranks in the middle of the pipeline receive from and send to both sides, in both
+// directions, and zbv and dualpipev fold it into a V across three and four ranks.
+INSTANTIATE_TEST_SUITE_P(
+    DeeperStagesPerRank, PpMatchesReference,
+    testing::Values(PpCase{3, 6, "interleaved-1f1b", 1, 6}, PpCase{3, 6, "zero-bubble", 1, 6},
+                    PpCase{3, 6, "zbv", 1, 6}, PpCase{3, 6, "dualpipev", 1, 6},
+                    PpCase{4, 8, "interleaved-1f1b", 1, 8}, PpCase{4, 8, "zero-bubble", 1, 8},
+                    PpCase{4, 8, "zbv", 1, 8}, PpCase{4, 8, "dualpipev", 1, 8}),
     pp_case_name);
 
 TEST(Pp, WithSgdMomentumAndClippingAcrossStages) {
