@@ -8,8 +8,11 @@
 #include "profiling/clock.h"
 
 #ifdef SHARDSCOPE_HAVE_CUPTI
+#include <ATen/record_function.h>
 #include <cupti.h>
 #include <torch/cuda.h>
+
+#include "profiling/memory_tracker.h"
 #endif
 
 namespace shardscope::profiling {
@@ -116,6 +119,34 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
   free(buffer);
 }
 
+// How many push_rank calls this thread is inside: a rank thread's own launches carry its id.
+thread_local int pushed_ranks = 0;
+
+// Autograd runs a CUDA backward on a device thread of its own, which the rank threads of a process
+// share and on which no rank pushed its id: on an H100 every backward kernel of every rank came
+// back with no rank and was dropped (0 of 2,559 launches a rank fell inside a backward). For each
+// node it runs there, autograd carries the node's graph task's thread-local state over, the rank's
+// memory tracker among it; so an op callback on a thread without a pushed id finds the op's rank
+// there and wraps the op's launches in that rank's id.
+struct PushedRank final : at::ObserverContext {};
+
+std::unique_ptr<at::ObserverContext> op_begins(const at::RecordFunction&) {
+  if (pushed_ranks > 0) return nullptr;
+  const RankMemoryTracker* tracker = RankMemoryTracker::current();
+  if (tracker == nullptr) return nullptr;
+  cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                         static_cast<uint64_t>(tracker->rank()));
+  return std::make_unique<PushedRank>();
+}
+
+void op_ends(const at::RecordFunction&, at::ObserverContext* pushed) {
+  uint64_t id = 0;
+  if (pushed != nullptr)
+    cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
+}
+
+at::CallbackHandle op_callback = 0;
+
 std::string cupti_error(CUptiResult result) {
   const char* text = nullptr;
   cuptiGetResultString(result, &text);
@@ -147,11 +178,13 @@ bool DeviceTracer::enable(std::string* why) {
   uint64_t device_now = 0;
   cuptiGetTimestamp(&device_now);
   collected().host_minus_device_ns = now_ns() - static_cast<int64_t>(device_now);
+  op_callback = at::addGlobalCallback(at::RecordFunctionCallback(op_begins, op_ends));
   enabled_ = true;
   return true;
 }
 
 void DeviceTracer::push_rank(int rank) {
+  ++pushed_ranks;
   if (enabled_) {
     cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
                                            static_cast<uint64_t>(rank));
@@ -159,6 +192,7 @@ void DeviceTracer::push_rank(int rank) {
 }
 
 void DeviceTracer::pop_rank() {
+  --pushed_ranks;
   uint64_t id = 0;
   if (enabled_) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &id);
 }
@@ -190,6 +224,7 @@ std::vector<DeviceActivity> DeviceTracer::collect() {
 
 void DeviceTracer::disable() {
   if (!enabled_) return;
+  at::removeCallback(op_callback);
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                   CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
                                   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {

@@ -114,5 +114,39 @@ TEST(RankMemoryTracker, ABackendWorkersBlocksAreCommunicationBuffers) {
   EXPECT_EQ(tracker.live_categories()[static_cast<int>(MemoryKind::kActivations)], 0);
 }
 
+// What the device tracer asks on autograd's device thread to know whose kernels it launches:
+// a thread running under a rank thread's thread-local state (as autograd runs each node of a
+// rank's backward there) finds that rank's tracker; two ranks' states on one such thread, one
+// after the other, each find their own; a thread with neither finds none.
+TEST(RankMemoryTracker, AThreadUnderARanksStateFindsThatRank) {
+  RankMemoryTracker zero(0, nullptr), one(1, nullptr);
+  at::ThreadLocalState state_of_zero, state_of_one;
+  std::thread a([&] {
+    RankMemoryTracker::ThreadScope scope(&zero);
+    state_of_zero = at::ThreadLocalState();
+  });
+  a.join();
+  std::thread b([&] {
+    RankMemoryTracker::ThreadScope scope(&one);
+    state_of_one = at::ThreadLocalState();
+  });
+  b.join();
+  std::thread device_thread([&] {
+    EXPECT_EQ(RankMemoryTracker::current(), nullptr);
+    {
+      at::ThreadLocalStateGuard guard(state_of_one);
+      ASSERT_NE(RankMemoryTracker::current(), nullptr);
+      EXPECT_EQ(RankMemoryTracker::current()->rank(), 1);
+    }
+    {
+      at::ThreadLocalStateGuard guard(state_of_zero);
+      ASSERT_NE(RankMemoryTracker::current(), nullptr);
+      EXPECT_EQ(RankMemoryTracker::current()->rank(), 0);
+    }
+    EXPECT_EQ(RankMemoryTracker::current(), nullptr);
+  });
+  device_thread.join();
+}
+
 }  // namespace
 }  // namespace shardscope::profiling
