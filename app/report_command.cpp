@@ -150,6 +150,13 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
     }
     out << "  formula " << pipeline::bubble_formula_text(pipeline->schedule) << ": "
         << fixed(100 * pipeline->formula, 1) << " %\n";
+    if (const auto passes = measured_passes(trace)) {
+      out << "  the same schedule with this run's passes (forward "
+          << fixed(passes->forward_s * 1e3, 2) << " ms, input " << fixed(passes->input_s * 1e3, 2)
+          << " ms, weight " << fixed(passes->weight_s * 1e3, 2)
+          << " ms; nothing else costing time): "
+          << fixed(100 * bubble_with_measured_passes(*pipeline, *passes), 1) << " %\n";
+    }
   }
 
   struct OpSummary {

@@ -1,5 +1,7 @@
 #include "app/trace_figures.h"
 
+#include <algorithm>
+
 #include "engine/recorded_config.h"
 #include "profiling/step_figures.h"
 #include "strategies/parallel_layout.h"
@@ -21,6 +23,7 @@ std::optional<RunPipeline> pipeline_of_run(const profiling::RunRecord& run) {
     p.formula = pipeline::bubble_formula(p.schedule, p.stages, p.micro_batches,
                                          pipeline_stages_per_rank(config));
     const int v = pipeline_stages_per_rank(config);
+    p.stages_per_rank = v;
     for (int r = 0; r < config.world; ++r) {
       p.stage_of_rank.push_back(layout.coordinates(r).pipeline);
       p.stages_held.push_back(
@@ -58,6 +61,53 @@ nlohmann::json figures_json(const profiling::Trace& trace) {
                        {"bubble_formula", pipeline->formula}};
   }
   return out;
+}
+
+namespace {
+
+double median_s(std::vector<int64_t> ns) {
+  if (ns.empty()) return 0;
+  std::nth_element(ns.begin(), ns.begin() + ns.size() / 2, ns.end());
+  return ns[ns.size() / 2] * 1e-9;
+}
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+}  // namespace
+
+std::optional<MeasuredPasses> measured_passes(const profiling::Trace& trace) {
+  // The pipeline runtime names each pass's span after the pass and its micro-batch.
+  std::vector<int64_t> forward, input, weight, whole;
+  for (const auto& rank : trace.ranks) {
+    for (const auto& e : rank.events) {
+      const std::string& name = trace.str(e.name);
+      const int64_t ns = e.t1_ns - e.t0_ns;
+      if (e.category == profiling::Category::kForward && starts_with(name, "forward micro-batch"))
+        forward.push_back(ns);
+      if (e.category != profiling::Category::kBackward) continue;
+      if (starts_with(name, "backward input micro-batch")) input.push_back(ns);
+      if (starts_with(name, "backward weights micro-batch")) weight.push_back(ns);
+      if (starts_with(name, "backward micro-batch")) whole.push_back(ns);
+    }
+  }
+  if (forward.empty() || (whole.empty() && input.empty())) return std::nullopt;
+  MeasuredPasses p;
+  p.forward_s = median_s(forward);
+  if (!input.empty()) {
+    p.input_s = median_s(input);
+    p.weight_s = median_s(weight);
+  } else {
+    p.input_s = p.weight_s = median_s(whole) / 2;
+  }
+  return p;
+}
+
+double bubble_with_measured_passes(const RunPipeline& pipeline, const MeasuredPasses& passes) {
+  return pipeline::simulated_bubble(pipeline.schedule, pipeline.stages, pipeline.micro_batches,
+                                    pipeline.stages_per_rank,
+                                    {passes.forward_s, passes.input_s, passes.weight_s});
 }
 
 }  // namespace shardscope::cli

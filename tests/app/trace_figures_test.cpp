@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profiling/trace_io.h"
+#include "strategies/pipeline_schedule.h"
 #include "tests/profiling/pipeline_trace.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
@@ -124,6 +125,62 @@ TEST(TraceFigures, ProjectJsonGivesMeasuredAndProjectedFigures) {
   // Half the compute time, nothing else to price: half the step.
   EXPECT_NEAR(j["projected"]["step_s"].get<double>(), j["measured"]["step_s"].get<double>() / 2,
               1e-9);
+}
+
+// The papers' zero-bubble figures assume equal forward, input and weight passes; report prints the
+// schedule's bubble with the passes the run measured, by the pipeline runtime's span names (the
+// model's nested block spans are not passes).
+TEST(TraceFigures, MeasuredPassesAreTheMediansOfThePipelinesOwnSpans) {
+  profiling::Trace t;
+  for (int r = 0; r < 2; ++r) {
+    profiling::RankTrace rank;
+    rank.rank = r;
+    rank.lanes = {"host"};
+    t.ranks.push_back(rank);
+  }
+  auto add = [&](int rank, const std::string& name, profiling::Category c, int64_t ms) {
+    profiling::Event e;
+    e.name = t.intern(name);
+    e.category = c;
+    e.t0_ns = 0;
+    e.t1_ns = ms * 1000000;
+    t.ranks[rank].events.push_back(e);
+  };
+  using profiling::Category;
+  EXPECT_FALSE(cli::measured_passes(t).has_value());
+  for (int r = 0; r < 2; ++r) {
+    add(r, "forward micro-batch 0 stage " + std::to_string(r), Category::kForward, 2);
+    add(r, "forward block 1", Category::kForward, 9);  // nested in a pass: not one
+    add(r, "backward input micro-batch 0 stage " + std::to_string(r), Category::kBackward, 3);
+    add(r, "backward weights micro-batch 0 stage " + std::to_string(r), Category::kBackward, 1);
+  }
+  const auto passes = cli::measured_passes(t);
+  ASSERT_TRUE(passes.has_value());
+  EXPECT_DOUBLE_EQ(passes->forward_s, 2e-3);
+  EXPECT_DOUBLE_EQ(passes->input_s, 3e-3);
+  EXPECT_DOUBLE_EQ(passes->weight_s, 1e-3);
+  cli::RunPipeline zb;
+  zb.stages = 2;
+  zb.micro_batches = 4;
+  zb.schedule = "zero-bubble";
+  zb.stages_per_rank = 2;
+  const double bubble = cli::bubble_with_measured_passes(zb, *passes);
+  EXPECT_DOUBLE_EQ(bubble, pipeline::simulated_bubble("zero-bubble", 2, 4, 2, {2e-3, 3e-3, 1e-3}));
+  // Unequal passes idle more than the paper's equal ones.
+  EXPECT_GT(bubble, pipeline::bubble_formula("zero-bubble", 2, 4, 2));
+
+  // A whole backward (not split) counts half to each pass.
+  profiling::Trace whole;
+  profiling::RankTrace rank;
+  rank.lanes = {"host"};
+  whole.ranks.push_back(rank);
+  t = whole;
+  add(0, "forward micro-batch 0", Category::kForward, 2);
+  add(0, "backward micro-batch 0", Category::kBackward, 4);
+  const auto halves = cli::measured_passes(t);
+  ASSERT_TRUE(halves.has_value());
+  EXPECT_DOUBLE_EQ(halves->input_s, 2e-3);
+  EXPECT_DOUBLE_EQ(halves->weight_s, 2e-3);
 }
 
 }  // namespace
