@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/recorded_config.h"
+#include "profiling/pipeline_pass_names.h"
 #include "profiling/step_figures.h"
 #include "strategies/parallel_layout.h"
 #include "strategies/pipeline_schedule.h"
@@ -71,25 +72,23 @@ double median_s(std::vector<int64_t> ns) {
   return ns[ns.size() / 2] * 1e-9;
 }
 
-bool starts_with(const std::string& s, const char* prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
 }  // namespace
 
 std::optional<MeasuredPasses> measured_passes(const profiling::Trace& trace) {
-  // The pipeline runtime names each pass's span after the pass and its micro-batch.
+  // The pipeline runtime names each pass's span after the pass (profiling/pipeline_pass_names.h).
   std::vector<int64_t> forward, input, weight, whole;
   for (const auto& rank : trace.ranks) {
     for (const auto& e : rank.events) {
       const std::string& name = trace.str(e.name);
       const int64_t ns = e.t1_ns - e.t0_ns;
-      if (e.category == profiling::Category::kForward && starts_with(name, "forward micro-batch"))
+      using profiling::is_pass_span;
+      if (e.category == profiling::Category::kForward &&
+          is_pass_span(name, profiling::kForwardPassSpan))
         forward.push_back(ns);
       if (e.category != profiling::Category::kBackward) continue;
-      if (starts_with(name, "backward input micro-batch")) input.push_back(ns);
-      if (starts_with(name, "backward weights micro-batch")) weight.push_back(ns);
-      if (starts_with(name, "backward micro-batch")) whole.push_back(ns);
+      if (is_pass_span(name, profiling::kInputPassSpan)) input.push_back(ns);
+      if (is_pass_span(name, profiling::kWeightPassSpan)) weight.push_back(ns);
+      if (is_pass_span(name, profiling::kBackwardPassSpan)) whole.push_back(ns);
     }
   }
   if (forward.empty() || (whole.empty() && input.empty())) return std::nullopt;

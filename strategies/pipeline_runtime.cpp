@@ -9,6 +9,7 @@
 #include "engine/mixed_precision.h"
 #include "profiling/host_tracing.h"
 #include "profiling/memory_tags.h"
+#include "profiling/pipeline_pass_names.h"
 #include "strategies/split_backward.h"
 #include "strategies/tensor_parallel_stage.h"
 
@@ -91,8 +92,8 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
     setup_.comm->recv(t, peer(from), tag);
     return t;
   };
-  auto label = [&](const pipeline::Action& a) {
-    return " micro-batch " + std::to_string(a.micro) +
+  auto label = [&](std::string_view pass, const pipeline::Action& a) {
+    return std::string(pass) + " " + std::to_string(a.micro) +
            (v > 1 ? " stage " + std::to_string(a.stage) : std::string());
   };
 
@@ -110,7 +111,8 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
         input.requires_grad_(true);
       }
       InFlight& slot = in_flight[key];
-      profiling::ScopedSpan span(profiling::Category::kForward, "forward" + label(a));
+      profiling::ScopedSpan span(profiling::Category::kForward,
+                                 label(profiling::kForwardPassSpan, a));
       slot.input = input;
       {
         std::optional<ComputePrecisionScope> precision;
@@ -139,7 +141,8 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
     }
     if (a.pass == pipeline::Pass::kWeight) {
       {
-        profiling::ScopedSpan span(profiling::Category::kBackward, "backward weights" + label(a));
+        profiling::ScopedSpan span(profiling::Category::kBackward,
+                                   label(profiling::kWeightPassSpan, a));
         slot.split.weight_pass();
       }
       if (hooks.after_weight_pass) hooks.after_weight_pass(c, k == last_gradient_pass[c]);
@@ -160,12 +163,14 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
         a.stage == last_stage ? torch::full_like(slot.output, scale) : grad.to(slot.output.dtype());
     torch::Tensor input_grad;
     if (a.pass == pipeline::Pass::kBackward || a.stage == 0) {
-      profiling::ScopedSpan span(profiling::Category::kBackward, "backward" + label(a));
+      profiling::ScopedSpan span(profiling::Category::kBackward,
+                                 label(profiling::kBackwardPassSpan, a));
       slot.output.backward(output_grad);
       if (a.stage > 0) input_grad = slot.input.grad();
       if (hooks.after_backward) hooks.after_backward();
     } else {
-      profiling::ScopedSpan span(profiling::Category::kBackward, "backward input" + label(a));
+      profiling::ScopedSpan span(profiling::Category::kBackward,
+                                 label(profiling::kInputPassSpan, a));
       input_grad = slot.split.input_pass(slot.output, output_grad, slot.input, chunk.trainable());
     }
     for (const auto& param : chunk.trainable()) {

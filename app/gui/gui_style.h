@@ -15,6 +15,7 @@ constexpr uint32_t kFailedColour = 0xFF3030FF;       // the rank whose failure s
 constexpr uint32_t kStoppedColour = 0xFF30A0F0;      // ranks stopped because of it
 constexpr uint32_t kSelectionColour = 0xFFFFFFFF;
 constexpr uint32_t kFoldColour = 0xFF909090;
+constexpr uint32_t kWeightPassColour = 0xFFF5D09C;  // light blue: a split backward's weight pass
 
 // The RGB bytes of a colour (for tests that look for it in a screenshot).
 inline void colour_rgb(uint32_t colour, uint8_t rgb[3]) {

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 
+#include "profiling/pipeline_pass_names.h"
 #include "profiling/step_figures.h"
 
 namespace shardscope::gui {
@@ -111,6 +112,12 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
       index.step_figures[it->second].push_back(m);
   }
   index.pipeline_idle = profiling::pipeline_idle(trace);
+  index.weight_pass_names.resize(trace.strings.size());
+  for (size_t id = 0; id < trace.strings.size(); ++id) {
+    index.weight_pass_names[id] =
+        profiling::is_pass_span(trace.strings[id], profiling::kWeightPassSpan);
+    index.has_weight_passes = index.has_weight_passes || index.weight_pass_names[id];
+  }
   if (lo > hi) lo = hi = 0;
   index.t_min = lo;
   index.t_max = std::max(hi, lo + 1);

@@ -42,6 +42,10 @@ struct TimelineIndex {
   std::vector<int64_t> memory_peak;  // per rank
   // Per rank: communication not hidden behind compute (HTA's exposed communication), merged.
   std::vector<profiling::Intervals> exposed_comm;
+  // By interned name: whether it names a split backward's weight pass, which gets its own colour
+  // (the input pass, which the previous stage waits for, keeps backward's).
+  std::vector<bool> weight_pass_names;
+  bool has_weight_passes = false;
 };
 TimelineIndex build_timeline_index(const profiling::Trace& trace);
 

@@ -89,6 +89,13 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     ImGui::SameLine(0, 3);
     ImGui::TextUnformatted(profiling::category_name(c));
   }
+  if (index.has_weight_passes) {
+    ImGui::SameLine();
+    ImGui::ColorButton("weight pass", ImGui::ColorConvertU32ToFloat4(kWeightPassColour),
+                       ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
+    ImGui::SameLine(0, 3);
+    ImGui::TextUnformatted("weight pass");
+  }
   ImGui::SameLine();
   ImGui::ColorButton("exposed", ImGui::ColorConvertU32ToFloat4(kExposedCommColour),
                      ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
@@ -252,6 +259,9 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
         const float x1 =
             canvas_x_ + static_cast<float>(std::min(std::max(m.x1, m.x0 + 1), canvas_w + 10.0));
         ImU32 colour = m.count > 1 ? kFoldColour : category_colour(e.category);
+        if (m.count == 1 && e.category == Category::kBackward &&
+            e.name < index.weight_pass_names.size() && index.weight_pass_names[e.name])
+          colour = kWeightPassColour;
         if (!search.empty() &&
             (m.count > 1 || trace.str(e.name).find(search) == std::string::npos)) {
           colour = dimmed(colour);

@@ -94,6 +94,23 @@ TEST_F(GuiScreenshot, TimelineShowsEveryRankAndLinksASelectedCollective) {
   EXPECT_GT(s.image.distinct_colours(), 30u);
 }
 
+// A split backward's two passes are told apart: the weight pass in its own colour (and in the
+// legend), the input pass in backward's, on both ranks of a ZBV pipeline; a schedule that does
+// not split backward shows no weight pass.
+TEST_F(GuiScreenshot, AWeightPassHasItsOwnColour) {
+  const Session zbv = play("open " + asset("pp-zbv-w2.sst") + "\ntab timeline\nfit-step 2\n");
+  ASSERT_EQ(zbv.code, 0) << zbv.err;
+  // Below the toolbar and its legend (whose weight-pass swatch alone is 100 pixels), each rank.
+  const int top = 140, mid = 330;
+  EXPECT_GT(zbv.image.count(kWeightPassColour, 0, 0, -1, top), 0u);  // the legend says it
+  EXPECT_GT(zbv.image.count(kWeightPassColour, 0, top, -1, mid), 200u);
+  EXPECT_GT(zbv.image.count(kWeightPassColour, 0, mid, -1, -1), 200u);
+  EXPECT_GT(zbv.image.count(category_colour(Category::kBackward), 0, top, -1, mid), 200u);
+  const Session gpipe = play("open " + asset("pp-gpipe-w2.sst") + "\ntab timeline\nfit-step 2\n");
+  ASSERT_EQ(gpipe.code, 0) << gpipe.err;
+  EXPECT_EQ(gpipe.image.count(kWeightPassColour), 0u);
+}
+
 TEST_F(GuiScreenshot, WheelZoomsDragPansRightDragMeasures) {
   const std::string dir = dir_;
   const Session s =
