@@ -49,6 +49,11 @@ class Strategy {
   // Whether the loss forward_backward returns is this rank's to report (a pipeline's earlier
   // stages compute none); the reported loss is the mean over the ranks that report.
   virtual bool reports_loss() const { return true; }
+  // The timeline's name for the span around accumulation micro-batch `micro` (the trainer's):
+  // a pipeline runs its own micro-batches inside it, and says so rather than "micro-batch 0".
+  virtual std::string accumulation_span_name(int micro) const {
+    return "micro-batch " + std::to_string(micro);
+  }
   // Whether every rank holds every weight (then ranks must agree bitwise).
   virtual bool replicated() const = 0;
   virtual MemoryBytes memory() const = 0;

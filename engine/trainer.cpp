@@ -146,7 +146,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
       for (int micro = 0; micro < config.grad_accum; ++micro) {
         if (log) log->set_position(step, micro);
         profiling::ScopedSpan micro_span(profiling::Category::kMicroBatch,
-                                         "micro-batch " + std::to_string(micro));
+                                         strategy.accumulation_span_name(micro));
         Batch batch = to_device(ctx.sampler->micro_batch(step, ctx.rank, micro), ctx.device);
         set_memory_phase(MemoryKind::kActivations);
         auto loss = strategy.forward_backward(batch, micro == config.grad_accum - 1, scale);

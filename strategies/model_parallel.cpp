@@ -118,6 +118,12 @@ class ModelParallelStrategy final : public Strategy {
 
   bool reports_loss() const override { return runtime_->holds_last_stage(); }
 
+  std::string accumulation_span_name(int micro) const override {
+    if (layout_.pipeline <= 1) return Strategy::accumulation_span_name(micro);
+    return "pipeline of " + std::to_string(micro_batches_) + " micro-batches" +
+           (ctx_->config->grad_accum > 1 ? " (accumulation " + std::to_string(micro) + ")" : "");
+  }
+
   void sync_gradients() override {
     if (buckets_) {
       std::vector<bool> used(ready_.size(), true);

@@ -130,6 +130,26 @@ TEST(Pp, EachRankHoldsItsStagesParameters) {
   EXPECT_EQ(total, s.parameters * 4);  // every parameter on exactly one stage
 }
 
+// The trainer's span around an accumulation micro-batch holds a pipeline's own micro-batches:
+// the timeline names it after the pipeline, not "micro-batch 0" (which a student would read as
+// the first of the pipeline's micro-batches).
+TEST(Pp, TheTimelineNamesAPipelinePassForWhatItHolds) {
+  Config c = pp_config({2, 4, "1f1b", 2});
+  c.reference = false;
+  c.steps = 1;
+  RunSummary s = run_training(c);
+  ASSERT_TRUE(s.ok) << s.failure;
+  for (const auto& rank : s.trace.ranks) {
+    std::vector<std::string> names;
+    for (const auto& e : rank.events) {
+      if (e.category == profiling::Category::kMicroBatch) names.push_back(s.trace.str(e.name));
+    }
+    EXPECT_EQ(names, (std::vector<std::string>{"pipeline of 4 micro-batches (accumulation 0)",
+                                               "pipeline of 4 micro-batches (accumulation 1)"}))
+        << "rank " << rank.rank;
+  }
+}
+
 TEST(Pp, ActivationsAndTheirGradientsTravelBySendAndReceive) {
   Config c = pp_config({2, 4, "1f1b"});
   c.reference = false;
