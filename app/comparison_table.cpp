@@ -1,4 +1,5 @@
 #include "app/comparison_table.h"
+#include "app/median.h"
 
 #include <algorithm>
 #include <climits>
@@ -12,12 +13,6 @@
 
 namespace shardscope::cli {
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 std::string fixed(double value, int decimals) {
   char buf[64];

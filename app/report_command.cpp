@@ -1,4 +1,5 @@
 #include "app/report_command.h"
+#include "app/median.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -28,12 +29,6 @@ std::string fixed(double value, int decimals) {
 
 double ms(int64_t ns) {
   return ns * 1e-6;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "app/trace_figures.h"
-
-#include <algorithm>
+#include "app/median.h"
 
 #include "engine/recorded_config.h"
 #include "profiling/pipeline_pass_names.h"
@@ -64,41 +63,31 @@ nlohmann::json figures_json(const profiling::Trace& trace) {
   return out;
 }
 
-namespace {
-
-double median_s(std::vector<int64_t> ns) {
-  if (ns.empty()) return 0;
-  std::nth_element(ns.begin(), ns.begin() + ns.size() / 2, ns.end());
-  return ns[ns.size() / 2] * 1e-9;
-}
-
-}  // namespace
-
 std::optional<MeasuredPasses> measured_passes(const profiling::Trace& trace) {
   // The pipeline runtime names each pass's span after the pass (profiling/pipeline_pass_names.h).
-  std::vector<int64_t> forward, input, weight, whole;
+  std::vector<double> forward, input, weight, whole;  // seconds
   for (const auto& rank : trace.ranks) {
     for (const auto& e : rank.events) {
       const std::string& name = trace.str(e.name);
-      const int64_t ns = e.t1_ns - e.t0_ns;
+      const double seconds = (e.t1_ns - e.t0_ns) * 1e-9;
       using profiling::is_pass_span;
       if (e.category == profiling::Category::kForward &&
           is_pass_span(name, profiling::kForwardPassSpan))
-        forward.push_back(ns);
+        forward.push_back(seconds);
       if (e.category != profiling::Category::kBackward) continue;
-      if (is_pass_span(name, profiling::kInputPassSpan)) input.push_back(ns);
-      if (is_pass_span(name, profiling::kWeightPassSpan)) weight.push_back(ns);
-      if (is_pass_span(name, profiling::kBackwardPassSpan)) whole.push_back(ns);
+      if (is_pass_span(name, profiling::kInputPassSpan)) input.push_back(seconds);
+      if (is_pass_span(name, profiling::kWeightPassSpan)) weight.push_back(seconds);
+      if (is_pass_span(name, profiling::kBackwardPassSpan)) whole.push_back(seconds);
     }
   }
   if (forward.empty() || (whole.empty() && input.empty())) return std::nullopt;
   MeasuredPasses p;
-  p.forward_s = median_s(forward);
+  p.forward_s = median(forward);
   if (!input.empty()) {
-    p.input_s = median_s(input);
-    p.weight_s = median_s(weight);
+    p.input_s = median(input);
+    p.weight_s = median(weight);
   } else {
-    p.input_s = p.weight_s = median_s(whole) / 2;
+    p.input_s = p.weight_s = median(whole) / 2;
   }
   return p;
 }

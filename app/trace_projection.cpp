@@ -1,4 +1,5 @@
 #include "app/trace_projection.h"
+#include "app/median.h"
 
 #include <algorithm>
 #include <map>
@@ -17,12 +18,6 @@ namespace {
 
 // A dense transformer reaches about half of a GPU's peak in practice (MFU ~ 0.5).
 constexpr double kAchievableFraction = 0.5;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 }  // namespace
 
