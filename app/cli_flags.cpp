@@ -174,8 +174,11 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "pipeline schedule: 1f1b, gpipe, interleaved-1f1b, zero-bubble, zbv or dualpipev"},
       {"--stages-per-rank", "strategy_options.stages_per_rank", Kind::Int,
        "pipeline stages each rank holds (default: 1; 2 for the multi-stage schedules)"},
+      {"--cp", "strategy_options.context_parallel", Kind::Int,
+       "cp: ranks each sequence is split over, ring attention (default: the world size; the "
+       "rest data-parallel)"},
       {"--dp-sync", "strategy_options.data_parallel_sync", Kind::String,
-       "tp/pp/hybrid: gradient sync of the data-parallel dimension (`shardscope strategies` marks "
+       "tp/pp/hybrid/cp: gradient sync of the data-parallel dimension (`shardscope strategies` marks "
        "them)"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},

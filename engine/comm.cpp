@@ -64,15 +64,19 @@ void CommWork::wait() {
   if (work_.defined() && work_->isCompleted()) {
     // Done already: giving the device up would only queue this rank behind its peers' compute.
     work_->wait();  // rethrows the work's error, if it failed
-    if (retired_) retired_->keep(work_);
   } else {
     // A rank waiting for its peers does not compute: with serialised compute it lets another
     // rank have the device meanwhile, and has it back before its wait is over.
     DeviceTurns::Release give_up_the_device;
-    if (work_.defined()) {
-      work_->wait();
-      if (retired_) retired_->keep(work_);
-    }
+    if (work_.defined()) work_->wait();
+  }
+  if (work_.defined() && retired_) {
+    // Done with it: the buffers it references go now (or, if a backend thread still holds it,
+    // at the next call), not whenever this handle is dropped. A ring that waits for a block
+    // and computes on would otherwise keep every block it sent alive until its next call.
+    retired_->keep(std::move(work_));
+    work_.reset();
+    retired_->sweep();
   }
   if (finish_) finish_();
   if (log_ != nullptr) {

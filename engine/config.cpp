@@ -147,6 +147,8 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"strategy_options.stages_per_rank", SHARDSCOPE_FIELD(int, strategy_options.stages_per_rank)},
       {"strategy_options.data_parallel_sync",
        SHARDSCOPE_FIELD(std::string, strategy_options.data_parallel_sync)},
+      {"strategy_options.context_parallel",
+       SHARDSCOPE_FIELD(int, strategy_options.context_parallel)},
       {"strategy_options.find_unused_parameters",
        SHARDSCOPE_FIELD(bool, strategy_options.find_unused_parameters)},
       {"inject_fault", FieldBinding{[](Config& c, const json& v, const std::string& key) {
@@ -401,6 +403,7 @@ void validate(const Config& c) {
   require(so.pipeline_parallel >= 0, "strategy_options.pipeline_parallel", "must not be negative");
   require(so.data_parallel >= 0, "strategy_options.data_parallel", "must not be negative");
   require(so.micro_batches >= 0, "strategy_options.micro_batches", "must not be negative");
+  require(so.context_parallel >= 0, "strategy_options.context_parallel", "must not be negative");
   // Which schedules exist, and what each needs, is the pipeline strategies' to check.
   require(so.stages_per_rank >= 0, "strategy_options.stages_per_rank", "must not be negative");
 

@@ -70,6 +70,8 @@ struct StrategyOptions {
   std::string schedule = "1f1b";
   int stages_per_rank = 0;                          // virtual stages per rank (0: the schedule's)
   std::string data_parallel_sync = "ddp_bucketed";  // ddp_bucketed | torch_ddp | zero1
+  // cp: ranks each sequence is split over (ring attention; 0: the whole world, the rest data).
+  int context_parallel = 0;
 };
 
 // Deliberate failure for testing the failure path: rank `rank` throws at the start of `step`.

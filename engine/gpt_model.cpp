@@ -39,9 +39,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
   auto heads_view = [&](const torch::Tensor& t) {
     return t.view({batch, time, heads, channels / heads}).transpose(1, 2);
   };
-  auto y = at::scaled_dot_product_attention(heads_view(split[0]), heads_view(split[1]),
-                                            heads_view(split[2]), /*attn_mask=*/{},
-                                            /*dropout_p=*/0.0, /*is_causal=*/true);
+  auto q = heads_view(split[0]), k = heads_view(split[1]), v = heads_view(split[2]);
+  auto y = attention ? attention(q, k, v)
+                     : at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
+                                                        /*dropout_p=*/0.0, /*is_causal=*/true);
   return proj->forward(y.transpose(1, 2).contiguous().view({batch, time, channels}));
 }
 
@@ -107,15 +108,18 @@ void GptModelImpl::initialise(uint64_t seed) {
   }
 }
 
-torch::Tensor GptModelImpl::embed(const torch::Tensor& tokens) {
+torch::Tensor GptModelImpl::embed(const torch::Tensor& tokens, const torch::Tensor& positions) {
   const auto time = tokens.size(1);
   TORCH_CHECK(time <= config.seq, "sequence of ", time, " tokens exceeds model.seq ", config.seq);
+  TORCH_CHECK(!positions.defined() || positions.numel() == time, "positions for ",
+              positions.defined() ? positions.numel() : 0, " of ", time, " tokens");
   // A new forward pass: its backward spans go to the rank running it (if it is traced).
   traced_log_ = torch::GradMode::is_enabled() ? profiling::current_rank_log() : nullptr;
   backward_spans_.assign(config.layers + 1, kNoSpan);
   profiling::ScopedSpan span(profiling::Category::kForward, "forward embeddings");
-  auto positions = torch::arange(time, tokens.options().dtype(torch::kLong));
-  return tok_emb->forward(tokens) + pos_emb->forward(positions).unsqueeze(0);
+  const auto places =
+      positions.defined() ? positions : torch::arange(time, tokens.options().dtype(torch::kLong));
+  return tok_emb->forward(tokens) + pos_emb->forward(places).unsqueeze(0);
 }
 
 torch::Tensor GptModelImpl::block(size_t index, const torch::Tensor& x) {
@@ -168,8 +172,8 @@ void GptModelImpl::end_backward_span(size_t unit) {
   if (backward_spans_[unit] != kNoSpan) traced_log_->end_span(backward_spans_[unit]);
 }
 
-torch::Tensor GptModelImpl::forward(const torch::Tensor& tokens) {
-  auto x = embed(tokens);
+torch::Tensor GptModelImpl::forward(const torch::Tensor& tokens, const torch::Tensor& positions) {
+  auto x = embed(tokens, positions);
   for (size_t i = 0; i < blocks->size(); ++i) x = block(i, x);
   return head(x);
 }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,11 +23,17 @@ namespace shardscope {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
+// Causal attention of q, k, v laid out [batch, heads, time, head size]: what a strategy that
+// splits the sequence (context parallelism) replaces, since no rank holds every key.
+using AttentionFn =
+    std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+
 struct CausalSelfAttentionImpl : torch::nn::Module {
   CausalSelfAttentionImpl(int d_model, int heads);
   torch::Tensor forward(const torch::Tensor& x);
 
   int heads;
+  AttentionFn attention;  // unset: scaled_dot_product_attention over the whole causal sequence
   torch::nn::Linear qkv{nullptr};
   torch::nn::Linear proj{nullptr};
 };
@@ -59,12 +66,14 @@ TORCH_MODULE(Block);
 struct GptModelImpl : torch::nn::Module {
   GptModelImpl(const ModelConfig& config, uint64_t seed);
 
-  torch::Tensor forward(const torch::Tensor& tokens);  // logits [B, T, vocab]
+  // Logits [B, T, vocab]. `positions` [T] are the tokens' places in their sequences (a rank of a
+  // split sequence holds pieces of it); undefined: 0..T-1.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions = {});
   torch::Tensor loss(const Batch& batch);              // mean next-token cross-entropy
 
   // The forward in the pieces strategies wrap (FSDP gathers each unit around its piece):
   // forward = head(block(n-1, ... block(0, embed(tokens)))).
-  torch::Tensor embed(const torch::Tensor& tokens);
+  torch::Tensor embed(const torch::Tensor& tokens, const torch::Tensor& positions = {});
   torch::Tensor block(size_t index, const torch::Tensor& x);  // recomputed in backward if set
   torch::Tensor head(const torch::Tensor& x);                 // final LayerNorm and LM head
   static torch::Tensor loss_of(const torch::Tensor& logits, const torch::Tensor& targets);

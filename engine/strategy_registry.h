@@ -14,8 +14,9 @@ struct Config;
 // memory formula and teaching text, Compare's baseline, bench's list. It lives with the
 // strategy, in its registration.
 struct StrategyTraits {
-  // "reference" (one device, what every strategy must match), "data parallel" or "model
-  // parallel".
+  // "reference" (one device, what every strategy must match), "data parallel", "model
+  // parallel" (a layout of tensor, pipeline and data degrees) or "context parallel" (sequences
+  // split over ranks that each hold every weight).
   std::string family = "data parallel";
   // What data parallelism shards, as the ZeRO paper counts: 0 nothing, 1 optimizer state, 2 and
   // gradients, 3 and parameters.

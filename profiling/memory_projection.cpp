@@ -67,7 +67,8 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
   const double c = l.compute_bytes > 0 ? l.compute_bytes : (l.mixed_precision ? 2 : 4);
   const double R = l.mixed_precision ? c : 4;
   const bool weight_copies = c < 4 && !l.mixed_precision;
-  const double s = m.seq, b = l.micro_batch, h = m.d_model, a = m.heads, V = m.vocab;
+  const double s = double(m.seq) / std::max(1, l.cp), b = l.micro_batch, h = m.d_model;
+  const double a = m.heads, V = m.vocab;
   const double r = m.mlp_ratio, t = l.tp;
   const double sp = l.sequence_parallel && l.tp > 1 ? t : 1;
   ActivationBytes out;
@@ -93,7 +94,7 @@ int zero_stage_of(const std::string& zero) {
 
 MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout& l,
                                       const StageShape& stage) {
-  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.micro_batch < 1 || l.micro_batches < 1)
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.cp < 1 || l.micro_batch < 1 || l.micro_batches < 1)
     throw std::invalid_argument("degrees and batch sizes must be positive");
   if (l.pp > m.layers) throw std::invalid_argument("more pipeline stages than layers");
   const int zero = zero_stage_of(l.zero);

@@ -22,6 +22,9 @@ int zero_stage_of(const std::string& zero);
 struct TrainingLayout {
   std::string zero = kZeroStages[0];  // one of kZeroStages (sharding over the dp dimension)
   int dp = 1, tp = 1, pp = 1;
+  // Context parallelism: each sequence split over cp GPUs, so each saves activations for s/cp of
+  // its tokens (ring attention keeps no s x s matrix and no other rank's keys between passes).
+  int cp = 1;
   int micro_batch = 1;    // sequences per (pipeline) micro-batch
   int micro_batches = 1;  // pipeline micro-batches per step
   std::string schedule = "1f1b";

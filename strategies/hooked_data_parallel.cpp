@@ -5,6 +5,7 @@
 namespace shardscope {
 
 void HookedDataParallel::setup(RankContext& ctx) {
+  configure(*ctx.config);
   ReplicatedStrategy::setup(ctx);
   broadcast_parameters(/*root=*/0);
   ready_.assign(trainable_.size(), false);

@@ -8,6 +8,8 @@
 
 namespace shardscope {
 
+struct Config;
+
 // The shape every hand-made DDP shares: rank 0's weights broadcast, a hook per parameter that
 // reports its gradient complete, but only on the micro-batch that ends accumulation (the others
 // just accumulate into .grad, like DDP's no_sync), and an end of backward that settles the
@@ -19,6 +21,8 @@ class HookedDataParallel : public ReplicatedStrategy {
   void sync_gradients() final;
 
  protected:
+  // Called before the model exists (to choose, say, a sharded optimizer from the configuration).
+  virtual void configure(const Config& /*config*/) {}
   // Called once the model exists and before any hook can fire.
   virtual void prepare() {}
   // Parameter i's gradient is complete in .grad (ready_[i] is already set).

@@ -5,6 +5,7 @@
 #include "engine/config_bounds.h"
 #include "engine/memory_formula_hook.h"
 #include "engine/strategy_registry.h"
+#include "strategies/context_parallel.h"
 #include "strategies/parallel_layout.h"
 #include "strategies/pipeline_schedule.h"
 
@@ -42,6 +43,14 @@ profiling::TrainingLayout memory_layout(const Config& config) {
         std::max(1, config.micro_batch * layout.tp * layout.pp / layout.micro_batches);
     const int sync_stage = strategy_traits(o.data_parallel_sync).zero_stage;
     if (layout.dp > 1) layout.zero = profiling::kZeroStages[std::clamp(sync_stage, 0, 3)];
+  }
+  if (traits.family == "context parallel") {
+    // A replica's c ranks compute on all their sequences, s/c tokens of each; ZeRO shards over
+    // every rank (all average gradients).
+    layout.cp = context_parallel_degree(config);
+    layout.micro_batch = config.micro_batch * layout.cp;
+    const int sync_stage = strategy_traits(o.data_parallel_sync).zero_stage;
+    layout.zero = profiling::kZeroStages[std::clamp(sync_stage, 0, 3)];
   }
   return layout;
 }

@@ -39,8 +39,14 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     reject_if(options.micro_batches != 0, "strategy_options.micro_batches");
     reject_if(options.schedule != defaults.schedule, "strategy_options.schedule");
     reject_if(options.stages_per_rank != 0, "strategy_options.stages_per_rank");
-    reject_if(options.data_parallel_sync != defaults.data_parallel_sync,
-              "strategy_options.data_parallel_sync");
+    if (!support.data_parallel_sync) {
+      reject_if(options.data_parallel_sync != defaults.data_parallel_sync,
+                "strategy_options.data_parallel_sync");
+    }
+  }
+  if (!support.context_parallel && options.context_parallel != 0) {
+    throw ConfigError("strategy_options.context_parallel",
+                      config.strategy + " does not split sequences (the cp degree is cp's option)");
   }
   // Only a device shared by rank threads has the problem (NCCL gives each rank its own GPU; auto
   // is checked again once it is resolved).

@@ -33,8 +33,9 @@ class ReplicatedStrategy : public Strategy {
   // What DDP does at construction: every rank starts from the root's weights (ours agree already,
   // since initialisation depends on the seed only; this keeps it true for any model).
   void broadcast_parameters(int root);
-  // The loss of one micro-batch, computed in the configured precision.
-  torch::Tensor forward(const Batch& batch);
+  // The loss of one micro-batch, computed in the configured precision (a strategy that splits
+  // the batch's sequences computes its part of it).
+  virtual torch::Tensor forward(const Batch& batch);
   int64_t trainable_bytes() const;
   // Tells the memory tracker that each trainable parameter's .grad is a gradient.
   void tag_gradients() const;

@@ -126,6 +126,10 @@ def rank_main(rank, args, config, store_path, result_path):
         full[name] = value.detach().clone()
     if rank == 0:
         torch.save(full, result_path)
+    # Every rank's last collective done before any rank tears its group down: without it, a rank
+    # leaving while ZeroRedundancyOptimizer's broadcasts still run on a peer aborted one run in
+    # three ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 

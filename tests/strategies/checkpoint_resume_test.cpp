@@ -47,6 +47,10 @@ void hybrid_ddp(Config& c) {
   c.strategy_options.tensor_parallel = 2;
   c.strategy_options.pipeline_parallel = 2;
 }
+void cp2_zero1(Config& c) {
+  c.strategy_options.context_parallel = 2;
+  c.strategy_options.data_parallel_sync = "zero1";
+}
 void frozen_and_unused(Config& c) {
   c.model.frozen = {"blocks.0.ln1.weight"};
   c.model.unused_parameter = true;
@@ -75,6 +79,8 @@ const Case kCases[] = {
     {"pp", "pp", 2},
     {"hybrid_ddp", "hybrid", 8, hybrid_ddp},
     {"hybrid_zero1", "hybrid", 8, hybrid_zero1},
+    {"cp", "cp", 2},
+    {"cp2_dp2_zero1", "cp", 4, cp2_zero1},
 };
 
 Config base_config(const Case& c) {
