@@ -116,6 +116,8 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"model.tie_embeddings", SHARDSCOPE_FIELD(bool, model.tie_embeddings)},
       {"model.frozen", SHARDSCOPE_FIELD(std::vector<std::string>, model.frozen)},
       {"model.unused_parameter", SHARDSCOPE_FIELD(bool, model.unused_parameter)},
+      {"model.experts", SHARDSCOPE_FIELD(int, model.experts)},
+      {"model.top_k", SHARDSCOPE_FIELD(int, model.top_k)},
       {"optimizer.name", SHARDSCOPE_FIELD(std::string, optimizer.name)},
       {"optimizer.lr", SHARDSCOPE_FIELD(double, optimizer.lr)},
       {"optimizer.weight_decay", SHARDSCOPE_FIELD(double, optimizer.weight_decay)},
@@ -343,6 +345,11 @@ void validate(const Config& c) {
   require(m.layers >= 1, "model.layers", "must be positive");
   require(m.seq >= 1, "model.seq", "must be positive");
   require(m.mlp_ratio >= 1, "model.mlp_ratio", "must be positive");
+  require(m.experts >= 0, "model.experts", "must not be negative (0: the dense MLP)");
+  require(m.experts != 1, "model.experts", "a mixture needs at least 2 experts (0: the dense MLP)");
+  require(m.experts <= 1024, "model.experts", "at most 1024, got " + std::to_string(m.experts));
+  require(m.experts == 0 || (m.top_k >= 1 && m.top_k <= m.experts), "model.top_k",
+          "must be between 1 and the " + std::to_string(m.experts) + " experts");
   require(m.layers <= 1024, "model.layers", "at most 1024, got " + std::to_string(m.layers));
   if (!m.frozen.empty()) {
     const std::vector<std::string> names = parameter_names(m);

@@ -31,6 +31,10 @@ struct ModelConfig {
   bool tie_embeddings = false;      // LM head shares the token embedding
   std::vector<std::string> frozen;  // parameter names that get no gradient
   bool unused_parameter = false;    // adds a parameter the forward never touches (DDP corner case)
+  // Mixture of experts: each block's MLP becomes `experts` MLPs of the same width and a learned
+  // router sending every token to its `top_k` experts (0: the dense MLP).
+  int experts = 0;
+  int top_k = 2;
 };
 
 struct OptimizerConfig {

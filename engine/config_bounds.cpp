@@ -23,7 +23,8 @@ std::string gigabytes(double bytes) {
 }  // namespace
 
 profiling::ModelShape model_shape(const ModelConfig& m) {
-  return {m.vocab, m.d_model, m.heads, m.layers, m.seq, m.mlp_ratio, m.tie_embeddings};
+  return {m.vocab,     m.d_model,        m.heads,   m.layers, m.seq,
+          m.mlp_ratio, m.tie_embeddings, m.experts, m.top_k};
 }
 
 int64_t usable_memory_bytes() {

@@ -55,16 +55,60 @@ torch::Tensor MlpImpl::forward(const torch::Tensor& x) {
   return proj->forward(F::gelu(fc->forward(x), F::GELUFuncOptions().approximate("tanh")));
 }
 
-BlockImpl::BlockImpl(int d_model, int heads, int mlp_hidden) {
+MoeImpl::MoeImpl(int d_model, int hidden, int experts_, int top_k_) : top_k(top_k_) {
+  router = register_module(
+      "router", torch::nn::Linear(torch::nn::LinearOptions(d_model, experts_).bias(false)));
+  experts = register_module("experts", torch::nn::ModuleList());
+  for (int e = 0; e < experts_; ++e) experts->push_back(Mlp(d_model, hidden));
+  tokens_per_expert.assign(experts_, 0);
+}
+
+torch::Tensor MoeImpl::forward(const torch::Tensor& x) {
+  const auto shape = x.sizes().vec();
+  const auto tokens = x.reshape({-1, shape.back()});
+  // Routing in fp32 (as Megatron does): a bf16 near-tie could pick another expert.
+  const auto probabilities = torch::softmax(router->forward(tokens).to(torch::kFloat), -1);
+  auto [weights, chosen] = probabilities.topk(top_k, -1);
+  // Renormalised over the k (Mixtral); with one expert that would make every weight 1 and give
+  // the router no gradient (Adam would then step on rounding noise), so top-1 keeps the
+  // probability itself (Switch Transformer).
+  if (top_k > 1) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  // Per expert: the tokens sent to it and which of their k choices it is. Sorting the flat
+  // choices by expert gives every expert's tokens in one pass (stable: token order kept).
+  const auto flat = chosen.reshape({-1});
+  const auto order = std::get<1>(flat.sort(/*stable=*/true, 0, false));
+  const auto counts = torch::bincount(flat, {}, experts->size()).to(torch::kCPU);
+  const auto* count = counts.data_ptr<int64_t>();
+  auto out = torch::zeros_like(tokens);
+  const auto flat_weights = weights.reshape({-1});
+  int64_t begin = 0;
+  for (size_t e = 0; e < experts->size(); ++e) {
+    const auto picks = order.narrow(0, begin, count[e]);  // indices into the flat choices
+    begin += count[e];
+    tokens_per_expert[e] += count[e];
+    const auto token = torch::div(picks, top_k, "floor");
+    auto y = experts[e]->as<Mlp>()->forward(tokens.index_select(0, token));
+    const auto weight = flat_weights.index_select(0, picks).unsqueeze(1).to(y.scalar_type());
+    out = out.index_add(0, token, (y * weight).to(out.scalar_type()));
+  }
+  return out.view(shape);
+}
+
+BlockImpl::BlockImpl(int d_model, int heads, int mlp_hidden, int experts, int top_k) {
   ln1 = register_module("ln1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_model})));
   attn = register_module("attn", CausalSelfAttention(d_model, heads));
   ln2 = register_module("ln2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d_model})));
-  mlp = register_module("mlp", Mlp(d_model, mlp_hidden));
+  if (experts > 0) {
+    moe = register_module("moe", Moe(d_model, mlp_hidden, experts, top_k));
+  } else {
+    mlp = register_module("mlp", Mlp(d_model, mlp_hidden));
+  }
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
   auto h = x + attn->forward(ln1->forward(x));
-  return h + mlp->forward(ln2->forward(h));
+  const auto normed = ln2->forward(h);
+  return h + (moe ? moe->forward(normed) : mlp->forward(normed));
 }
 
 GptModelImpl::GptModelImpl(const ModelConfig& c, uint64_t seed) : config(c) {
@@ -72,7 +116,7 @@ GptModelImpl::GptModelImpl(const ModelConfig& c, uint64_t seed) : config(c) {
   pos_emb = register_module("pos_emb", torch::nn::Embedding(c.seq, c.d_model));
   blocks = register_module("blocks", torch::nn::ModuleList());
   for (int i = 0; i < c.layers; ++i)
-    blocks->push_back(Block(c.d_model, c.heads, c.d_model * c.mlp_ratio));
+    blocks->push_back(Block(c.d_model, c.heads, c.d_model * c.mlp_ratio, c.experts, c.top_k));
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   if (!c.tie_embeddings) {
     lm_head = register_module(
@@ -102,7 +146,9 @@ void GptModelImpl::initialise(uint64_t seed) {
     } else if (name.find("ln") != std::string::npos) {  // LayerNorm gains
       p.fill_(1.0);
     } else {
-      bool residual = ends_with(name, "attn.proj.weight") || ends_with(name, "mlp.proj.weight");
+      bool residual = ends_with(name, "attn.proj.weight") || ends_with(name, "mlp.proj.weight") ||
+                      (name.find(".moe.experts.") != std::string::npos &&
+                       ends_with(name, ".proj.weight"));
       p.normal_(0.0, residual ? residual_std : 0.02, generator);
     }
   }
@@ -197,12 +243,13 @@ NamedTensors GptModelImpl::named_params() const {
 
 int64_t parameter_count(const ModelConfig& c) {
   const int64_t d = c.d_model, hidden = d * c.mlp_ratio;
-  const int64_t block = 2 * d                  // ln1
-                        + d * 3 * d + 3 * d    // qkv
-                        + d * d + d            // attention projection
-                        + 2 * d                // ln2
-                        + d * hidden + hidden  // mlp fc
-                        + hidden * d + d;      // mlp projection
+  const int64_t mlp = d * hidden + hidden  // fc
+                      + hidden * d + d;    // projection
+  const int64_t block = 2 * d                // ln1
+                        + d * 3 * d + 3 * d  // qkv
+                        + d * d + d          // attention projection
+                        + 2 * d              // ln2
+                        + (c.experts > 0 ? c.experts * mlp + d * c.experts : mlp);  // + router
   return c.vocab * d + c.seq * d + c.layers * block + 2 * d + (c.tie_embeddings ? 0 : c.vocab * d) +
          (c.unused_parameter ? d : 0);
 }

@@ -48,15 +48,34 @@ struct MlpImpl : torch::nn::Module {
 };
 TORCH_MODULE(Mlp);
 
-// Pre-LayerNorm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)).
+// A mixture of experts in place of the MLP: a learned router (no bias) scores every token
+// against `experts` MLPs; each token goes to its top_k, whose outputs are summed weighted by the
+// router's probabilities renormalised over those k (Mixtral's rule; with k = 1 the probability
+// itself, as in the Switch Transformer). Dropless: every expert
+// computes every token sent to it, so nothing depends on how tokens are batched (exact against
+// one device), and every expert runs each forward even on no tokens, so each gets a gradient.
+struct MoeImpl : torch::nn::Module {
+  MoeImpl(int d_model, int hidden, int experts, int top_k);
+  torch::Tensor forward(const torch::Tensor& x);
+
+  int top_k;
+  torch::nn::Linear router{nullptr};
+  torch::nn::ModuleList experts{nullptr};
+  // Tokens routed to each expert by the forwards since the last take (counted on the host).
+  std::vector<int64_t> tokens_per_expert;
+};
+TORCH_MODULE(Moe);
+
+// Pre-LayerNorm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)) (or moe(ln2(x))).
 struct BlockImpl : torch::nn::Module {
-  BlockImpl(int d_model, int heads, int mlp_hidden);
+  BlockImpl(int d_model, int heads, int mlp_hidden, int experts = 0, int top_k = 0);
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::LayerNorm ln1{nullptr};
   CausalSelfAttention attn{nullptr};
   torch::nn::LayerNorm ln2{nullptr};
-  Mlp mlp{nullptr};
+  Mlp mlp{nullptr};  // null with experts
+  Moe moe{nullptr};  // null without
 };
 TORCH_MODULE(Block);
 

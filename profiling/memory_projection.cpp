@@ -26,9 +26,12 @@ Counts head_counts(const ModelShape& m) {
 
 // Per block: qkv, attention projection, MLP weights and column biases are split; both
 // LayerNorms and the two row-parallel biases are replicated.
+// A mixture of experts has `experts` MLPs and a router (d x E, no bias) in place of the MLP.
 Counts block_counts(const ModelShape& m) {
   const int64_t d = m.d_model, hidden = d * m.mlp_ratio;
-  return {d * 3 * d + 3 * d + d * d + d * hidden + hidden + hidden * d, 2 * d + 2 * d + d + d};
+  const int64_t mlps = m.experts > 0 ? m.experts : 1, router = d * m.experts;
+  return {d * 3 * d + 3 * d + d * d + mlps * (d * hidden + hidden + hidden * d) + router,
+          2 * d + 2 * d + d + mlps * d};
 }
 
 }  // namespace
@@ -58,6 +61,11 @@ int64_t model_parameters(const ModelShape& m) {
 // adds the LM head's weight copy (c Vh).
 // With activation checkpointing each block keeps only its input (R sbh) and recomputes the rest
 // in backward (in no-grad forward: no weight copies either); the head is not checkpointed.
+// A mixture of experts (E experts, each token to k of them) saves, instead of the MLP's fc and
+// GELU outputs (2r c sbh), per routed token the expert's input, fc and GELU outputs and output
+// (k (2 + 2r) c sbh), and per token the router's probabilities (4E), the top-k indices and
+// weights and the routing's index tensors (4 + 32k bytes); autocast copies every expert's
+// weights and the router's.
 // Tensor parallelism over t: the column/row-parallel tensors (qkv, attention output, fc, GELU,
 // the weight copies, heads' logsumexp, vocabulary-parallel logits) divide by t; sequence
 // parallelism divides the replicated LayerNorm/residual tensors by t as well.
@@ -76,9 +84,12 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
     out.per_block = s * b * h * R / sp;
   } else {
     const double replicated = s * b * h * (2 * R + 2 * c) + 16 * s * b;
-    const double split = s * b * h * c * (4 + 2 * r) + 4 * a * s * b;
+    const double E = double(m.experts), k = double(m.top_k);
+    const double mlp = E > 0 ? s * b * h * c * k * (2 + 2 * r) + s * b * (4 * E + 4 + 32 * k)
+                             : s * b * h * c * 2 * r;
+    const double split = s * b * h * c * 4 + mlp + 4 * a * s * b;
     out.per_block = replicated / sp + split / t;
-    if (weight_copies) out.per_block += c * (4 + 2 * r) * h * h / t;
+    if (weight_copies) out.per_block += c * (4 + 2 * r * std::max(E, 1.0)) * h * h / t + c * E * h;
   }
   out.head = (s * b * h * (R + c) + 8 * s * b) / sp + 4 * s * b * V / t;
   if (weight_copies) out.head += c * V * h / t;  // the LM head's (or tied embedding's) copy

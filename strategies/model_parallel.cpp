@@ -333,6 +333,12 @@ void validate_pipeline_schedule(const Config& config, const ParallelLayout& layo
 }
 
 void validate_model_parallel(const Config& config) {
+  if (config.model.experts > 0) {
+    throw ConfigError("model.experts", config.strategy +
+                                           " builds its blocks from its own tensor-parallel "
+                                           "layers, which have no mixture-of-experts form yet: "
+                                           "use a data-parallel strategy or cp");
+  }
   const ParallelLayout layout = layout_of(config);
   validate_layout(config, layout);
   const StrategyOptions& options = config.strategy_options;

@@ -95,6 +95,30 @@ TEST(ActivationMemory, Bf16AndCheckpointingMatchTheFormula) {
   }
 }
 
+// A mixture of experts saves each routed token's expert activations k times over, plus the
+// router's probabilities and the routing's indices (profiling/memory_projection.cpp).
+TEST(ActivationMemory, AMixtureOfExpertsMatchesTheFormula) {
+  torch::manual_seed(0);
+  StrategyOptions fp32;
+  StrategyOptions bf16;
+  bf16.precision = "bf16";
+  for (auto [experts, k] : {std::pair{4, 1}, std::pair{4, 2}, std::pair{8, 4}}) {
+    ModelConfig tiny = preset_model("tiny");
+    tiny.experts = experts;
+    tiny.top_k = k;
+    const std::string what =
+        "tiny, " + std::to_string(experts) + " experts, top " + std::to_string(k);
+    for (int batch : {1, 4}) {
+      expect_within_10_percent(tiny, batch, fp32, what);
+      expect_within_10_percent(tiny, batch, bf16, what + " bf16", /*backward=*/false);
+    }
+  }
+  ModelConfig small = preset_model("small");
+  small.experts = 8;
+  small.top_k = 2;
+  expect_within_10_percent(small, 2, fp32, "small, 8 experts, top 2", /*backward=*/false);
+}
+
 // The rule, not just the total: a forward's scratch freed before backward is no activation,
 // and checkpointing keeps far less than the full forward.
 TEST(ActivationMemory, ScratchFreedInForwardIsATemporary) {
