@@ -89,7 +89,7 @@ torch::Tensor MoeImpl::forward(const torch::Tensor& x) {
     const auto token = torch::div(picks, top_k, "floor");
     auto y = experts[e]->as<Mlp>()->forward(tokens.index_select(0, token));
     const auto weight = flat_weights.index_select(0, picks).unsqueeze(1).to(y.scalar_type());
-    out = out.index_add(0, token, (y * weight).to(out.scalar_type()));
+    out.index_add_(0, token, (y * weight).to(out.scalar_type()));  // in place: one [N, d] buffer
   }
   return out.view(shape);
 }

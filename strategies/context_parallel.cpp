@@ -103,6 +103,13 @@ void validate_context_parallel(const Config& config) {
                       "cp averages gradients over its data x context ranks with ddp_bucketed or "
                       "zero1, not '" + sync + "'");
   }
+  if (config.backend == "nccl") {
+    // Each ring step posts a send to the next rank, then a receive from the previous one; NCCL
+    // runs them in that order on one stream per pair, so two neighbours would each wait for the
+    // other's receive (NVIDIA/nccl#479) unless the pair is grouped, which Comm does not do yet.
+    throw ConfigError("backend", "cp's ring runs over gloo only (its ungrouped send/recv pairs "
+                                 "would deadlock under nccl)");
+  }
   ReplicatedStrategy::validate_unused_parameters(config);
   OptionSupport support;
   support.reduce_dtype = true;

@@ -111,7 +111,9 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
     const auto mine = zigzag_chunks(ring.rank, ring.ranks);
     const auto qf = fp32(q);
     std::array<torch::Tensor, 2> out, lse;  // per query chunk, merged over key blocks
-    auto block = torch::stack({fp32(k), fp32(v)});
+    // Blocks travel in the inputs' dtype (bf16 under autocast, as a real ring sends them) and are
+    // widened only for the maths.
+    auto block = torch::stack({k, v});
     Shift shift;
     for (int step = 0; step < ring.ranks; ++step) {
       // Post the next block's transfer first: it travels while this one is computed on.
@@ -123,9 +125,11 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
         for (int qi = 0; qi < 2; ++qi) {
           for (int ki = 0; ki < 2; ++ki) {
             if (!attends(mine[qi], theirs[ki])) continue;
-            auto s = scores(chunk_of(qf, qi), chunk_of(block[0], ki), scale, mine[qi] == theirs[ki]);
+            auto s = scores(chunk_of(qf, qi), fp32(chunk_of(block[0], ki)), scale,
+                            mine[qi] == theirs[ki]);
             auto block_lse = s.logsumexp(-1);
-            auto block_out = torch::matmul((s - block_lse.unsqueeze(-1)).exp(), chunk_of(block[1], ki));
+            auto block_out = torch::matmul((s - block_lse.unsqueeze(-1)).exp(),
+                                           fp32(chunk_of(block[1], ki)));
             if (!out[qi].defined()) {
               out[qi] = block_out, lse[qi] = block_lse;
               continue;
@@ -169,11 +173,13 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
     const auto qf = fp32(q), dout = fp32(grads[0]);
     const auto delta = (dout * fp32(out)).sum(-1);  // rowsum(dO o O), softmax's backward term
     auto dq = torch::zeros_like(qf);
-    auto block = torch::stack({fp32(k), fp32(v)});
+    auto block = torch::stack({k, v});
     Shift block_shift, gradient_shift;
+    torch::Tensor own_gradient;  // with one rank, nothing travels
     for (int step = 0; step < ring.ranks; ++step) {
       if (step + 1 < ring.ranks) block_shift.start(ring, block, kBlockTag);
-      auto dblock = torch::zeros_like(block);
+      // Gradients accumulate, and travel, in fp32.
+      auto dblock = torch::zeros(block.sizes(), block.options().dtype(torch::kFloat));
       {
         profiling::ScopedSpan span(profiling::Category::kBackward,
                                    step_name("backward", ring, step));
@@ -182,7 +188,7 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
           const auto qc = chunk_of(qf, qi), doc = chunk_of(dout, qi);
           for (int ki = 0; ki < 2; ++ki) {
             if (!attends(mine[qi], theirs[ki])) continue;
-            const auto kc = chunk_of(block[0], ki), vc = chunk_of(block[1], ki);
+            const auto kc = fp32(chunk_of(block[0], ki)), vc = fp32(chunk_of(block[1], ki));
             auto s = scores(qc, kc, scale, mine[qi] == theirs[ki]);
             auto p = (s - chunk_of(lse.unsqueeze(-1), qi)).exp();
             chunk_of(dblock[1], ki).add_(torch::matmul(p.transpose(-2, -1), doc));
@@ -198,12 +204,12 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
         if (gradient_shift.pending) dblock.add_(gradient_shift.finish());
         gradient_shift.start(ring, dblock, kGradientTag);
       } else {
-        block = dblock;
+        own_gradient = dblock;
       }
       if (block_shift.pending) block = block_shift.finish();
     }
     // After c steps every block's gradient is back with its owner.
-    auto dkv = ring.ranks > 1 ? gradient_shift.finish() : block;
+    auto dkv = ring.ranks > 1 ? gradient_shift.finish() : own_gradient;
     return {dq.to(q.scalar_type()), dkv[0].to(k.scalar_type()), dkv[1].to(v.scalar_type()),
             torch::Tensor()};
   }

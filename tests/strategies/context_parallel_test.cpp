@@ -131,6 +131,42 @@ TEST(Cp, TheRingSendsTravelUnderTheAttentionCompute) {
   }
 }
 
+// Under bf16 autocast the key/value blocks travel in bf16, as a real ring sends them: half the
+// bytes of fp32 (their gradients accumulate and travel in fp32 either way).
+TEST(Cp, KeyValueBlocksTravelInTheComputeDtype) {
+  std::map<std::string, int64_t> first_send;
+  for (const char* precision : {"fp32", "bf16"}) {
+    Config c = cp_config({2, 2});
+    c.strategy_options.precision = precision;
+    c.reference = false;
+    c.steps = 1;
+    RunSummary s = run_training(c);
+    ASSERT_TRUE(s.ok) << s.failure;
+    for (const auto& e : s.ranks[0].comm_events) {
+      if (e.op == "send") {
+        first_send[precision] = e.bytes;
+        break;
+      }
+    }
+  }
+  EXPECT_GT(first_send["fp32"], 0);
+  EXPECT_EQ(first_send["bf16"] * 2, first_send["fp32"]);
+}
+
+// Each ring step posts a send to the next rank and then a receive from the previous one; NCCL
+// would run them in that order on one stream per pair and deadlock, so cp refuses it by name.
+TEST(Cp, RefusesNccl) {
+  Config c = cp_config({2, 2});
+  c.device = "cuda:0";
+  c.backend = "nccl";
+  try {
+    StrategyRegistry::instance().find("cp")->validate(c);
+    FAIL() << "nccl accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "backend");
+  }
+}
+
 // Activations per rank against c, at the same sequences per replica (8 of 256 tokens): each rank
 // saves what one device saves for s/c tokens. Measured as the ranks' allocation tracking sees
 // them when backward begins (a run's peak can fall later, once gradients and buckets outweigh
