@@ -114,8 +114,9 @@ void validate_context_parallel(const Config& config) {
   OptionSupport support;
   support.reduce_dtype = true;
   support.offload = sync == "zero1";
-  // A block recomputed in backward would run its ring again there; not built.
-  support.activation_checkpointing = false;
+  // A block recomputed in backward runs its ring again there: every rank recomputes the same
+  // blocks in the same order, so the sends still pair up.
+  support.activation_checkpointing = true;
   support.data_parallel_sync = true;
   support.context_parallel = true;
   support.blocks_in_backward = "its ring's send/recv inside attention's backward";

@@ -32,12 +32,14 @@ struct CpCase {
   int c;
   int accum = 1;
   std::string sync = "ddp_bucketed";
+  bool checkpointing = false;
 };
 
 Config cp_config(const CpCase& k) {
   Config config = test::tiny_config("cp", k.world, k.accum);
   config.strategy_options.context_parallel = k.c;
   config.strategy_options.data_parallel_sync = k.sync;
+  config.strategy_options.activation_checkpointing = k.checkpointing;
   finalize(config);
   return config;
 }
@@ -59,11 +61,13 @@ TEST_P(CpMatchesReference, WithSgdMomentumAndClipping) {
 
 INSTANTIATE_TEST_SUITE_P(Degrees, CpMatchesReference,
                          testing::Values(CpCase{2, 2}, CpCase{4, 4}, CpCase{2, 2, 2},
-                                         CpCase{4, 2}, CpCase{4, 2, 2, "zero1"}, CpCase{1, 1}),
+                                         CpCase{4, 2}, CpCase{4, 2, 2, "zero1"}, CpCase{1, 1},
+                                         CpCase{4, 4, 2, "ddp_bucketed", true}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_cp" +
                                   std::to_string(info.param.c) + "_accum" +
-                                  std::to_string(info.param.accum) + "_" + info.param.sync;
+                                  std::to_string(info.param.accum) + "_" + info.param.sync +
+                                  (info.param.checkpointing ? "_checkpointed" : "");
                          });
 
 TEST(CpZigzag, EveryTokenIsHeldByExactlyOneRank) {
@@ -193,23 +197,26 @@ int64_t most_activations_at_backward(const Config& config) {
 }
 
 TEST(Cp, ActivationMemoryPerRankFallsAsOneOverC) {
-  std::map<int, double> measured;
   const int k = static_cast<int>(profiling::MemoryKind::kActivations);
-  for (int c : {1, 2, 4}) {
-    Config config = test::tiny_config("cp", c, 1);
-    config.model.seq = 256;
-    config.micro_batch = 8 / c;
-    finalize(config);
-    measured[c] = double(most_activations_at_backward(config));
-    const double formula = double(memory_formula(config, 0)[k]);
-    EXPECT_NEAR(measured[c], formula, 0.10 * formula) << "c " << c;
-    std::printf("cp %d: activations per rank %.2f MB (formula %.2f MB)\n", c, measured[c] / 1e6,
-                formula / 1e6);
-  }
-  for (int c : {2, 4}) {
-    EXPECT_NEAR(measured[c] / measured[1], 1.0 / c, 0.10 / c)
-        << "c " << c << ": " << measured[c] / 1e6 << " MB against " << measured[1] / 1e6
-        << " MB at c 1";
+  for (bool checkpointing : {false, true}) {
+    std::map<int, double> measured;
+    for (int c : {1, 2, 4}) {
+      Config config = test::tiny_config("cp", c, 1);
+      config.model.seq = 256;
+      config.micro_batch = 8 / c;
+      config.strategy_options.activation_checkpointing = checkpointing;
+      finalize(config);
+      measured[c] = double(most_activations_at_backward(config));
+      const double formula = double(memory_formula(config, 0)[k]);
+      EXPECT_NEAR(measured[c], formula, 0.10 * formula) << "c " << c;
+      std::printf("cp %d%s: activations per rank %.2f MB (formula %.2f MB)\n", c,
+                  checkpointing ? " checkpointed" : "", measured[c] / 1e6, formula / 1e6);
+    }
+    for (int c : {2, 4}) {
+      EXPECT_NEAR(measured[c] / measured[1], 1.0 / c, 0.10 / c)
+          << "c " << c << ": " << measured[c] / 1e6 << " MB against " << measured[1] / 1e6
+          << " MB at c 1" << (checkpointing ? " (checkpointed)" : "");
+    }
   }
 }
 

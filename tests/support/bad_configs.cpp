@@ -146,8 +146,6 @@ std::vector<BadConfigCase> bad_config_cases() {
        "strategy_options.data_parallel_sync", "ddp_bucketed or zero1"},
       {R"({"strategy":"cp","world":2,"strategy_options":{"tensor_parallel":2}})",
        "strategy_options.tensor_parallel", "no parallel layout"},
-      {R"({"strategy":"cp","world":2,"strategy_options":{"activation_checkpointing":true}})",
-       "strategy_options.activation_checkpointing", "does not support"},
       {R"({"strategy":"cp","world":2,"device":"cuda:0"})", "device", "threads mode"},
       {R"({"strategy":"ddp_bucketed","world":2,"strategy_options":{"context_parallel":2}})",
        "strategy_options.context_parallel", "cp's option"},
