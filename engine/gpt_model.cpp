@@ -146,9 +146,9 @@ void GptModelImpl::initialise(uint64_t seed) {
     } else if (name.find("ln") != std::string::npos) {  // LayerNorm gains
       p.fill_(1.0);
     } else {
-      bool residual = ends_with(name, "attn.proj.weight") || ends_with(name, "mlp.proj.weight") ||
-                      (name.find(".moe.experts.") != std::string::npos &&
-                       ends_with(name, ".proj.weight"));
+      bool residual =
+          ends_with(name, "attn.proj.weight") || ends_with(name, "mlp.proj.weight") ||
+          (name.find(".moe.experts.") != std::string::npos && ends_with(name, ".proj.weight"));
       p.normal_(0.0, residual ? residual_std : 0.02, generator);
     }
   }
@@ -243,8 +243,8 @@ NamedTensors GptModelImpl::named_params() const {
 
 int64_t parameter_count(const ModelConfig& c) {
   const int64_t d = c.d_model, hidden = d * c.mlp_ratio;
-  const int64_t mlp = d * hidden + hidden  // fc
-                      + hidden * d + d;    // projection
+  const int64_t mlp = d * hidden + hidden    // fc
+                      + hidden * d + d;      // projection
   const int64_t block = 2 * d                // ln1
                         + d * 3 * d + 3 * d  // qkv
                         + d * d + d          // attention projection

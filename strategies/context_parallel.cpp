@@ -16,6 +16,7 @@
 #include "engine/mixed_precision.h"
 #include "engine/strategy_registry.h"
 #include "strategies/bucketed_data_parallel.h"
+#include "strategies/named_group.h"
 #include "strategies/option_support.h"
 #include "strategies/ring_attention.h"
 #include "strategies/tensor_parallel.h"
@@ -41,15 +42,12 @@ class ContextParallel final : public BucketedDataParallel {
     const int c = context_parallel_degree(config);
     ring_.ranks = c;
     ring_.rank = ctx_->rank % c;
-    ring_.comm = ctx_->comm;
-    if (c < ctx_->world) {
+    ring_.comm = ctx_->comm;  // never used by a ring of one
+    if (c > 1) {
       std::vector<int> members;
-      std::string name = "cp{";
-      for (int r = ctx_->rank - ring_.rank; r < ctx_->rank - ring_.rank + c; ++r) {
-        name += (members.empty() ? "" : ",") + std::to_string(r);
+      for (int r = ctx_->rank - ring_.rank; r < ctx_->rank - ring_.rank + c; ++r)
         members.push_back(r);
-      }
-      ring_.comm = &ctx_->subgroup(name + "}", members);
+      ring_.comm = &named_group(*ctx_, "cp", members);
     }
     positions_ = cp::zigzag_positions(config.model.seq, ring_.rank, c).to(ctx_->device);
     for (size_t i = 0; i < model_->blocks->size(); ++i) {
@@ -76,7 +74,8 @@ class ContextParallel final : public BucketedDataParallel {
     const auto summed = torch::nn::functional::cross_entropy(
         logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
-    return summed * (static_cast<double>(ring_.ranks) / static_cast<double>(replica.targets.numel()));
+    return summed *
+           (static_cast<double>(ring_.ranks) / static_cast<double>(replica.targets.numel()));
   }
 
  private:
@@ -101,14 +100,16 @@ void validate_context_parallel(const Config& config) {
   if (sync != "ddp_bucketed" && sync != "zero1") {
     throw ConfigError("strategy_options.data_parallel_sync",
                       "cp averages gradients over its data x context ranks with ddp_bucketed or "
-                      "zero1, not '" + sync + "'");
+                      "zero1, not '" +
+                          sync + "'");
   }
   if (config.backend == "nccl") {
     // Each ring step posts a send to the next rank, then a receive from the previous one; NCCL
     // runs them in that order on one stream per pair, so two neighbours would each wait for the
     // other's receive (NVIDIA/nccl#479) unless the pair is grouped, which Comm does not do yet.
-    throw ConfigError("backend", "cp's ring runs over gloo only (its ungrouped send/recv pairs "
-                                 "would deadlock under nccl)");
+    throw ConfigError("backend",
+                      "cp's ring runs over gloo only (its ungrouped send/recv pairs "
+                      "would deadlock under nccl)");
   }
   ReplicatedStrategy::validate_unused_parameters(config);
   OptionSupport support;

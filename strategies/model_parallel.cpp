@@ -21,6 +21,7 @@
 #include "strategies/flat_shard.h"
 #include "strategies/gradient_buckets.h"
 #include "strategies/gradient_ready_hooks.h"
+#include "strategies/named_group.h"
 #include "strategies/option_support.h"
 #include "strategies/parallel_layout.h"
 #include "strategies/pipeline_runtime.h"
@@ -247,10 +248,7 @@ class ModelParallelStrategy final : public Strategy {
   // A group of this layout, named by its kind and members ("tp{0,1}") so that the trace tells
   // groups apart; the whole world is the world group.
   Comm& group(const std::string& kind, const std::vector<int>& ranks) {
-    if (static_cast<int>(ranks.size()) == ctx_->world) return *ctx_->comm;
-    std::string name = kind + "{";
-    for (size_t i = 0; i < ranks.size(); ++i) name += (i ? "," : "") + std::to_string(ranks[i]);
-    return ctx_->subgroup(name + "}", ranks);
+    return named_group(*ctx_, kind, ranks);
   }
 
   StageSpec stage_spec(int stage) const {

@@ -15,16 +15,21 @@
 
 namespace shardscope::cp {
 
-std::array<int, 2> zigzag_chunks(int rank, int ranks) { return {rank, 2 * ranks - 1 - rank}; }
+std::array<int, 2> zigzag_chunks(int rank, int ranks) {
+  return {rank, 2 * ranks - 1 - rank};
+}
 
 torch::Tensor zigzag_positions(int64_t seq, int rank, int ranks) {
   const int64_t chunk = seq / (2 * ranks);
   std::vector<torch::Tensor> parts;
-  for (int c : zigzag_chunks(rank, ranks)) parts.push_back(torch::arange(c * chunk, (c + 1) * chunk));
+  for (int c : zigzag_chunks(rank, ranks))
+    parts.push_back(torch::arange(c * chunk, (c + 1) * chunk));
   return torch::cat(parts);
 }
 
-bool attends(int query_chunk, int key_chunk) { return key_chunk <= query_chunk; }
+bool attends(int query_chunk, int key_chunk) {
+  return key_chunk <= query_chunk;
+}
 
 int attended_pairs(const std::array<int, 2>& query_chunks, int chunks) {
   int pairs = 0;
@@ -50,7 +55,9 @@ struct Fp32Maths {
   torch::NoGradGuard no_grad;
 };
 
-torch::Tensor fp32(const torch::Tensor& t) { return t.to(torch::kFloat); }
+torch::Tensor fp32(const torch::Tensor& t) {
+  return t.to(torch::kFloat);
+}
 
 // Chunk `which` (0 or 1) of a [.., 2L, D] tensor along the sequence.
 torch::Tensor chunk_of(const torch::Tensor& t, int which) {
@@ -70,10 +77,16 @@ torch::Tensor scores(const torch::Tensor& q, const torch::Tensor& k, double scal
 }
 
 // The ring's neighbours: blocks go to the next rank and come from the previous one.
-int next_of(const Ring& r) { return (r.rank + 1) % r.ranks; }
-int previous_of(const Ring& r) { return (r.rank + r.ranks - 1) % r.ranks; }
+int next_of(const Ring& r) {
+  return (r.rank + 1) % r.ranks;
+}
+int previous_of(const Ring& r) {
+  return (r.rank + r.ranks - 1) % r.ranks;
+}
 // Whose block a rank holds at ring step `step`.
-int holder_of(const Ring& r, int step) { return (r.rank - step + r.ranks) % r.ranks; }
+int holder_of(const Ring& r, int step) {
+  return (r.rank - step + r.ranks) % r.ranks;
+}
 
 // A pending shift of one block one place around the ring (nothing to do with one rank).
 struct Shift {
@@ -119,8 +132,7 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
       // Post the next block's transfer first: it travels while this one is computed on.
       if (step + 1 < ring.ranks) shift.start(ring, block, kBlockTag);
       {
-        profiling::ScopedSpan span(profiling::Category::kForward,
-                                   step_name("forward", ring, step));
+        profiling::ScopedSpan span(profiling::Category::kForward, step_name("forward", ring, step));
         const auto theirs = zigzag_chunks(holder_of(ring, step), ring.ranks);
         for (int qi = 0; qi < 2; ++qi) {
           for (int ki = 0; ki < 2; ++ki) {
@@ -128,8 +140,8 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
             auto s = scores(chunk_of(qf, qi), fp32(chunk_of(block[0], ki)), scale,
                             mine[qi] == theirs[ki]);
             auto block_lse = s.logsumexp(-1);
-            auto block_out = torch::matmul((s - block_lse.unsqueeze(-1)).exp(),
-                                           fp32(chunk_of(block[1], ki)));
+            auto block_out =
+                torch::matmul((s - block_lse.unsqueeze(-1)).exp(), fp32(chunk_of(block[1], ki)));
             if (!out[qi].defined()) {
               out[qi] = block_out, lse[qi] = block_lse;
               continue;
@@ -146,8 +158,8 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
     }
     // [B, 2L, H, D] memory: the attention projection's input, as scaled_dot_product_attention
     // lays its output out, so the transpose back costs no copy.
-    auto result = torch::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options())
-                      .transpose(1, 2);
+    auto result =
+        torch::empty({q.size(0), q.size(2), q.size(1), q.size(3)}, q.options()).transpose(1, 2);
     for (int qi = 0; qi < 2; ++qi) chunk_of(result, qi).copy_(out[qi]);
     auto row_lse = torch::cat({lse[0], lse[1]}, -1);
     ctx->save_for_backward({q, k, v, result, row_lse});
@@ -192,8 +204,8 @@ class RingAttentionFunction : public torch::autograd::Function<RingAttentionFunc
             auto s = scores(qc, kc, scale, mine[qi] == theirs[ki]);
             auto p = (s - chunk_of(lse.unsqueeze(-1), qi)).exp();
             chunk_of(dblock[1], ki).add_(torch::matmul(p.transpose(-2, -1), doc));
-            auto ds = p * (torch::matmul(doc, vc.transpose(-2, -1)) -
-                           chunk_of(delta.unsqueeze(-1), qi));
+            auto ds =
+                p * (torch::matmul(doc, vc.transpose(-2, -1)) - chunk_of(delta.unsqueeze(-1), qi));
             chunk_of(dq, qi).add_(torch::matmul(ds, kc), scale);
             chunk_of(dblock[0], ki).add_(torch::matmul(ds.transpose(-2, -1), qc), scale);
           }

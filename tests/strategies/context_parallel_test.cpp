@@ -60,8 +60,8 @@ TEST_P(CpMatchesReference, WithSgdMomentumAndClipping) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Degrees, CpMatchesReference,
-                         testing::Values(CpCase{2, 2}, CpCase{4, 4}, CpCase{2, 2, 2},
-                                         CpCase{4, 2}, CpCase{4, 2, 2, "zero1"}, CpCase{1, 1},
+                         testing::Values(CpCase{2, 2}, CpCase{4, 4}, CpCase{2, 2, 2}, CpCase{4, 2},
+                                         CpCase{4, 2, 2, "zero1"}, CpCase{1, 1},
                                          CpCase{4, 4, 2, "ddp_bucketed", true}),
                          [](const auto& info) {
                            return "world" + std::to_string(info.param.world) + "_cp" +
@@ -185,8 +185,8 @@ int64_t most_activations_at_backward(const Config& config) {
     auto strategy = StrategyRegistry::instance().find(config.strategy)->make();
     strategy->setup(ctx);
     profiling::set_memory_phase(profiling::MemoryKind::kActivations);
-    const auto tokens =
-        torch::arange(int64_t{config.micro_batch} * config.model.seq).view({config.micro_batch, -1});
+    const auto tokens = torch::arange(int64_t{config.micro_batch} * config.model.seq)
+                            .view({config.micro_batch, -1});
     strategy->forward_backward({tokens % config.model.vocab, (tokens + 1) % config.model.vocab},
                                /*last_micro=*/true, 1.0);
     strategy->sync_gradients();
