@@ -180,8 +180,12 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--cp", "strategy_options.context_parallel", Kind::Int,
        "cp: ranks each sequence is split over, ring attention (default: the world size; the "
        "rest data-parallel)"},
+      {"--ep", "strategy_options.expert_parallel", Kind::Int,
+       "ep: ranks the experts are spread over, E/ep each (default: the world size; the rest "
+       "holds copies)"},
       {"--dp-sync", "strategy_options.data_parallel_sync", Kind::String,
-       "tp/pp/hybrid/cp: gradient sync of the data-parallel dimension (`shardscope strategies` marks "
+       "tp/pp/hybrid/cp: gradient sync of the data-parallel dimension (`shardscope strategies` "
+       "marks "
        "them)"},
       {"--find-unused-parameters", "strategy_options.find_unused_parameters", Kind::Bool,
        "DDP: allow parameters that get no gradient"},

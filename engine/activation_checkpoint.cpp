@@ -14,6 +14,8 @@ struct Recipe : torch::CustomClassHolder {
   at::ScalarType autocast_dtype = at::kBFloat16;
 };
 
+thread_local int recomputing = 0;
+
 struct Recompute : torch::autograd::Function<Recompute> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                c10::intrusive_ptr<Recipe> recipe) {
@@ -36,7 +38,14 @@ struct Recompute : torch::autograd::Function<Recompute> {
       const auto was_dtype = at::autocast::get_autocast_dtype(device);
       at::autocast::set_autocast_enabled(device, recipe->autocast);
       at::autocast::set_autocast_dtype(device, recipe->autocast_dtype);
-      output = recipe->fn(input);
+      ++recomputing;
+      try {
+        output = recipe->fn(input);
+      } catch (...) {
+        --recomputing;
+        throw;
+      }
+      --recomputing;
       at::autocast::set_autocast_enabled(device, was_enabled);
       at::autocast::set_autocast_dtype(device, was_dtype);
     }
@@ -46,6 +55,10 @@ struct Recompute : torch::autograd::Function<Recompute> {
 };
 
 }  // namespace
+
+bool recomputing_in_backward() {
+  return recomputing > 0;
+}
 
 torch::Tensor recompute_in_backward(TensorFunction fn, const torch::Tensor& x) {
   auto recipe = c10::make_intrusive<Recipe>();

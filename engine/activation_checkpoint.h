@@ -13,4 +13,7 @@ using TensorFunction = std::function<torch::Tensor(const torch::Tensor&)>;
 // hooks on parameters fire during that inner backward, as with PyTorch's reentrant checkpoint.
 torch::Tensor recompute_in_backward(TensorFunction fn, const torch::Tensor& x);
 
+// Whether this thread is running such a recomputation now (what counts work once skips it).
+bool recomputing_in_backward();
+
 }  // namespace shardscope

@@ -362,6 +362,40 @@ void Comm::all_to_all(at::Tensor& output, const at::Tensor& input) {
   blocking(all_to_all_async(output, input));
 }
 
+CommWork Comm::all_to_all_async(at::Tensor& output, const at::Tensor& input,
+                                const std::vector<int64_t>& output_rows,
+                                const std::vector<int64_t>& input_rows) {
+  require(output.scalar_type() == input.scalar_type(), "all_to_all: dtypes differ");
+  require(input.dim() >= 1 && output.dim() == input.dim() &&
+              output.sizes().slice(1) == input.sizes().slice(1),
+          "all_to_all: rows of different shapes");
+  auto check_rows = [&](const std::vector<int64_t>& rows, const at::Tensor& t, const char* what) {
+    int64_t total = 0;
+    for (int64_t r : rows) {
+      require(r >= 0, std::string("all_to_all: negative ") + what + " rows");
+      total += r;
+    }
+    require(static_cast<int>(rows.size()) == size_ && total == t.size(0),
+            std::string("all_to_all: ") + what + " rows must be one count per rank summing to " +
+                "its tensor's rows");
+  };
+  check_rows(input_rows, input, "input");
+  check_rows(output_rows, output, "output");
+  size_t event = record("all_to_all", input, true, -1, false, true);
+  HostStaging stage = staging(input);
+  at::Tensor out = stage.out(output);
+  at::Tensor in = stage.in(input);
+  // alltoall_base takes its split lists by non-const reference.
+  std::vector<int64_t> out_splits = output_rows, in_splits = input_rows;
+  return track(group_->alltoall_base(out, in, out_splits, in_splits), event, stage);
+}
+
+void Comm::all_to_all(at::Tensor& output, const at::Tensor& input,
+                      const std::vector<int64_t>& output_rows,
+                      const std::vector<int64_t>& input_rows) {
+  blocking(all_to_all_async(output, input, output_rows, input_rows));
+}
+
 CommWork Comm::send_async(const at::Tensor& tensor, int dst, int tag) {
   require(dst >= 0 && dst < size_ && dst != rank_, "send: bad destination rank");
   size_t event = record("send", tensor, true, dst, false, false);

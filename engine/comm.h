@@ -125,6 +125,15 @@ class Comm {
   // output comes from rank i.
   CommWork all_to_all_async(at::Tensor& output, const at::Tensor& input);
   void all_to_all(at::Tensor& output, const at::Tensor& input);
+  // Uneven split along dim 0 (what expert parallelism's dispatch needs): the next
+  // input_rows[j] rows of `input` go to rank j, and output_rows[i] rows from rank i fill
+  // `output` in rank order. Each list has size() counts summing to its tensor's rows; a rank
+  // joins even with nothing to send or receive.
+  CommWork all_to_all_async(at::Tensor& output, const at::Tensor& input,
+                            const std::vector<int64_t>& output_rows,
+                            const std::vector<int64_t>& input_rows);
+  void all_to_all(at::Tensor& output, const at::Tensor& input,
+                  const std::vector<int64_t>& output_rows, const std::vector<int64_t>& input_rows);
 
   CommWork send_async(const at::Tensor& tensor, int dst, int tag = 0);
   void send(const at::Tensor& tensor, int dst, int tag = 0);

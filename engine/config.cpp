@@ -151,6 +151,7 @@ const std::map<std::string, FieldBinding>& field_table() {
        SHARDSCOPE_FIELD(std::string, strategy_options.data_parallel_sync)},
       {"strategy_options.context_parallel",
        SHARDSCOPE_FIELD(int, strategy_options.context_parallel)},
+      {"strategy_options.expert_parallel", SHARDSCOPE_FIELD(int, strategy_options.expert_parallel)},
       {"strategy_options.find_unused_parameters",
        SHARDSCOPE_FIELD(bool, strategy_options.find_unused_parameters)},
       {"inject_fault", FieldBinding{[](Config& c, const json& v, const std::string& key) {
@@ -411,6 +412,7 @@ void validate(const Config& c) {
   require(so.data_parallel >= 0, "strategy_options.data_parallel", "must not be negative");
   require(so.micro_batches >= 0, "strategy_options.micro_batches", "must not be negative");
   require(so.context_parallel >= 0, "strategy_options.context_parallel", "must not be negative");
+  require(so.expert_parallel >= 0, "strategy_options.expert_parallel", "must not be negative");
   // Which schedules exist, and what each needs, is the pipeline strategies' to check.
   require(so.stages_per_rank >= 0, "strategy_options.stages_per_rank", "must not be negative");
 

@@ -76,6 +76,8 @@ struct StrategyOptions {
   std::string data_parallel_sync = "ddp_bucketed";  // ddp_bucketed | torch_ddp | zero1
   // cp: ranks each sequence is split over (ring attention; 0: the whole world, the rest data).
   int context_parallel = 0;
+  // ep: ranks a mixture's experts are spread over (E/ep each; 0: the whole world).
+  int expert_parallel = 0;
 };
 
 // Deliberate failure for testing the failure path: rank `rank` throws at the start of `step`.

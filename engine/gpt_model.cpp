@@ -4,6 +4,7 @@
 #include "engine/hashing.h"
 #include "profiling/host_tracing.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -73,6 +74,18 @@ torch::Tensor MoeImpl::forward(const torch::Tensor& x) {
   // the router no gradient (Adam would then step on rounding noise), so top-1 keeps the
   // probability itself (Switch Transformer).
   if (top_k > 1) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  if (!recomputing_in_backward()) {
+    const auto counts = torch::bincount(chosen.reshape({-1}), {}, experts->size()).to(torch::kCPU);
+    const auto* count = counts.data_ptr<int64_t>();
+    for (size_t e = 0; e < experts->size(); ++e) tokens_per_expert[e] += count[e];
+  }
+  const auto out =
+      experts_fn ? experts_fn(tokens, chosen, weights) : local_experts(tokens, chosen, weights);
+  return out.view(shape);
+}
+
+torch::Tensor MoeImpl::local_experts(const torch::Tensor& tokens, const torch::Tensor& chosen,
+                                     const torch::Tensor& weights) {
   // Per expert: the tokens sent to it and which of their k choices it is. Sorting the flat
   // choices by expert gives every expert's tokens in one pass (stable: token order kept).
   const auto flat = chosen.reshape({-1});
@@ -85,13 +98,12 @@ torch::Tensor MoeImpl::forward(const torch::Tensor& x) {
   for (size_t e = 0; e < experts->size(); ++e) {
     const auto picks = order.narrow(0, begin, count[e]);  // indices into the flat choices
     begin += count[e];
-    tokens_per_expert[e] += count[e];
     const auto token = torch::div(picks, top_k, "floor");
     auto y = experts[e]->as<Mlp>()->forward(tokens.index_select(0, token));
     const auto weight = flat_weights.index_select(0, picks).unsqueeze(1).to(y.scalar_type());
     out.index_add_(0, token, (y * weight).to(out.scalar_type()));  // in place: one [N, d] buffer
   }
-  return out.view(shape);
+  return out;
 }
 
 BlockImpl::BlockImpl(int d_model, int heads, int mlp_hidden, int experts, int top_k) {
@@ -263,6 +275,17 @@ std::vector<std::string> parameter_names(const ModelConfig& config) {
   for (const auto& item : GptModel(shape, 0)->named_parameters(/*recurse=*/true))
     names.push_back(item.key());
   return names;
+}
+
+std::vector<int64_t> GptModelImpl::take_routed_tokens() {
+  std::vector<int64_t> routed;
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    auto moe = blocks[i]->as<Block>()->moe;
+    if (!moe) continue;
+    routed.insert(routed.end(), moe->tokens_per_expert.begin(), moe->tokens_per_expert.end());
+    std::fill(moe->tokens_per_expert.begin(), moe->tokens_per_expert.end(), 0);
+  }
+  return routed;
 }
 
 int64_t GptModelImpl::parameter_count() const {

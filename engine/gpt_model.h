@@ -54,14 +54,26 @@ TORCH_MODULE(Mlp);
 // itself, as in the Switch Transformer). Dropless: every expert
 // computes every token sent to it, so nothing depends on how tokens are batched (exact against
 // one device), and every expert runs each forward even on no tokens, so each gets a gradient.
+//
+// `tokens` [N, d], each token's chosen experts [N, k] and their weights [N, k] (fp32) -> the
+// weighted sum of its experts' outputs [N, d]: where the experts run. Expert parallelism, whose
+// ranks hold E/e experts each, sends the tokens to them instead.
+using ExpertsFn =
+    std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
+
 struct MoeImpl : torch::nn::Module {
   MoeImpl(int d_model, int hidden, int experts, int top_k);
   torch::Tensor forward(const torch::Tensor& x);
+  // Every expert computes the tokens chosen for it here (the default of `experts_fn`).
+  torch::Tensor local_experts(const torch::Tensor& tokens, const torch::Tensor& chosen,
+                              const torch::Tensor& weights);
 
   int top_k;
   torch::nn::Linear router{nullptr};
   torch::nn::ModuleList experts{nullptr};
-  // Tokens routed to each expert by the forwards since the last take (counted on the host).
+  ExpertsFn experts_fn;  // unset: local_experts
+  // Tokens this module's router sent to each expert in the forwards since the last take
+  // (counted on the host; a block recomputed in backward is not counted again).
   std::vector<int64_t> tokens_per_expert;
 };
 TORCH_MODULE(Moe);
@@ -88,7 +100,7 @@ struct GptModelImpl : torch::nn::Module {
   // Logits [B, T, vocab]. `positions` [T] are the tokens' places in their sequences (a rank of a
   // split sequence holds pieces of it); undefined: 0..T-1.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& positions = {});
-  torch::Tensor loss(const Batch& batch);              // mean next-token cross-entropy
+  torch::Tensor loss(const Batch& batch);  // mean next-token cross-entropy
 
   // The forward in the pieces strategies wrap (FSDP gathers each unit around its piece):
   // forward = head(block(n-1, ... block(0, embed(tokens)))).
@@ -100,6 +112,9 @@ struct GptModelImpl : torch::nn::Module {
   // Parameters in registration order with stable dotted names ("blocks.0.attn.qkv.weight").
   NamedTensors named_params() const;
   int64_t parameter_count() const;
+  // Tokens routed to each expert since the last call, [layer * experts + expert]; resets them.
+  // Empty for a model without experts.
+  std::vector<int64_t> take_routed_tokens();
 
   ModelConfig config;
   torch::nn::Embedding tok_emb{nullptr};

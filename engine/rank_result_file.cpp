@@ -18,7 +18,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(CommEvent, op, group, dtype, bytes, group_siz
 namespace shardscope {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(StepRecord, step, loss, local_loss, step_time_s,
-                                   local_step_time_s, lr)
+                                   local_step_time_s, lr, routed_tokens)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemoryBytes, parameters, gradients, optimizer_state,
                                    comm_buffers, host)
 

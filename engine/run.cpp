@@ -134,8 +134,15 @@ void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
   result.has_rank_detail = true;
   for (const RankResult& r : results) {
     std::vector<double> losses;
-    for (const auto& step : r.steps) losses.push_back(step.local_loss);
+    std::vector<std::vector<int64_t>> routed;
+    bool any_routed = false;
+    for (const auto& step : r.steps) {
+      losses.push_back(step.local_loss);
+      routed.push_back(step.routed_tokens);
+      any_routed = any_routed || !step.routed_tokens.empty();
+    }
     result.rank_losses.push_back(losses);
+    if (any_routed) result.routed_tokens.push_back(std::move(routed));
     // Whether its losses are losses (a pipeline stage before the last computes none and records
     // 0), so that a viewer leaves the others out of its loss chart.
     result.reports_loss.push_back(r.reports_loss);

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -60,6 +61,9 @@ class Strategy {
   // Checkpointing: tells `binding` where each part of the model's training state (weights and
   // optimizer state) lives on this rank and which parts this rank writes. Called after setup.
   virtual void bind_state(StateBinding& binding) = 0;
+  // Tokens this rank's routers sent to each expert since the last call, [layer * experts +
+  // expert] (GptModelImpl::take_routed_tokens); empty without experts or where not counted.
+  virtual std::vector<int64_t> take_routed_tokens() { return {}; }
 };
 
 }  // namespace shardscope

@@ -185,6 +185,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
         per_rank.select(1, 0).sum().item<double>() / per_rank.select(1, 2).sum().item<double>();
     record.step_time_s = per_rank.select(1, 1).max().item<double>();
     record.lr = lr;
+    record.routed_tokens = strategy.take_routed_tokens();
     result.steps.push_back(record);
     hang.step_timed(record.step_time_s);
     if (ctx.rank == 0 && on_step) on_step(record);

@@ -16,6 +16,9 @@ struct StepRecord {
   double step_time_s = 0.0;  // slowest rank
   double local_step_time_s = 0.0;
   double lr = 0.0;
+  // Tokens this rank's routers sent to each expert this step, [layer * experts + expert]
+  // (a mixture of experts; empty otherwise).
+  std::vector<int64_t> routed_tokens;
 };
 
 struct RankResult {

@@ -27,9 +27,10 @@ Counts head_counts(const ModelShape& m) {
 // Per block: qkv, attention projection, MLP weights and column biases are split; both
 // LayerNorms and the two row-parallel biases are replicated.
 // A mixture of experts has `experts` MLPs and a router (d x E, no bias) in place of the MLP.
-Counts block_counts(const ModelShape& m) {
+// `ep`: the experts are spread over that many GPUs (a GPU's own share).
+Counts block_counts(const ModelShape& m, int ep = 1) {
   const int64_t d = m.d_model, hidden = d * m.mlp_ratio;
-  const int64_t mlps = m.experts > 0 ? m.experts : 1, router = d * m.experts;
+  const int64_t mlps = m.experts > 0 ? m.experts / ep : 1, router = d * m.experts;
   return {d * 3 * d + 3 * d + d * d + mlps * (d * hidden + hidden + hidden * d) + router,
           2 * d + 2 * d + d + mlps * d};
 }
@@ -89,7 +90,8 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
                              : s * b * h * c * 2 * r;
     const double split = s * b * h * c * 4 + mlp + 4 * a * s * b;
     out.per_block = replicated / sp + split / t;
-    if (weight_copies) out.per_block += c * (4 + 2 * r * std::max(E, 1.0)) * h * h / t + c * E * h;
+    const double held_experts = std::max(E / std::max(1, l.ep), 1.0);
+    if (weight_copies) out.per_block += c * (4 + 2 * r * held_experts) * h * h / t + c * E * h;
   }
   out.head = (s * b * h * (R + c) + 8 * s * b) / sp + 4 * s * b * V / t;
   if (weight_copies) out.head += c * V * h / t;  // the LM head's (or tied embedding's) copy
@@ -105,7 +107,8 @@ int zero_stage_of(const std::string& zero) {
 
 MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout& l,
                                       const StageShape& stage) {
-  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.cp < 1 || l.micro_batch < 1 || l.micro_batches < 1)
+  if (l.dp < 1 || l.tp < 1 || l.pp < 1 || l.cp < 1 || l.ep < 1 || l.micro_batch < 1 ||
+      l.micro_batches < 1)
     throw std::invalid_argument("degrees and batch sizes must be positive");
   if (l.pp > m.layers) throw std::invalid_argument("more pipeline stages than layers");
   const int zero = zero_stage_of(l.zero);
@@ -113,7 +116,7 @@ MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout&
     throw std::invalid_argument("unknown ZeRO stage '" + l.zero + "' (ddp, zero1, zero2, zero3)");
   const bool first = stage.holds_first >= 0 ? stage.holds_first != 0 : stage.stage == 0;
   const bool last = stage.holds_last >= 0 ? stage.holds_last != 0 : stage.stage == l.pp - 1;
-  Counts held = block_counts(m) * stage.blocks;
+  Counts held = block_counts(m, std::max(1, l.ep)) * stage.blocks;
   if (first) held = held + embedding_counts(m);
   if (last) held = held + head_counts(m);
   const double t = l.tp, d = l.dp;

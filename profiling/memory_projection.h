@@ -26,6 +26,9 @@ struct TrainingLayout {
   // Context parallelism: each sequence split over cp GPUs, so each saves activations for s/cp of
   // its tokens (ring attention keeps no s x s matrix and no other rank's keys between passes).
   int cp = 1;
+  // Expert parallelism: each GPU holds E/ep of every layer's experts (its tokens' activations are
+  // the same in expectation: it computes as many routed tokens as it sends).
+  int ep = 1;
   int micro_batch = 1;    // sequences per (pipeline) micro-batch
   int micro_batches = 1;  // pipeline micro-batches per step
   std::string schedule = "1f1b";

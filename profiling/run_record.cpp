@@ -148,6 +148,7 @@ RunResult run_result_of(const json& j) {
   r.has_rank_detail = losses.is_array() || j.contains("weight_sync");
   for (const auto& rank : losses) r.rank_losses.push_back(numbers(rank));
   read_reports_loss(j, r);
+  r.routed_tokens = get(j, "routed_tokens", std::vector<std::vector<std::vector<int64_t>>>());
   const json& sync = member(j, "weight_sync");
   for (const auto& g : member(sync, "groups"))
     r.sync_groups.push_back(g.is_string() ? g.get<std::string>() : std::string("?"));
@@ -199,6 +200,7 @@ json run_result_json(const RunResult& r) {
   if (r.has_rank_detail) {
     out["rank_losses"] = r.rank_losses;
     out["reports_loss"] = r.reports_loss;
+    if (!r.routed_tokens.empty()) out["routed_tokens"] = r.routed_tokens;
     json rows = json::array();
     for (const auto& row : r.sync_ranks) {
       json j = {{"rank", row.rank}, {"vs_rank0", row.vs_rank0}};

@@ -82,10 +82,14 @@ struct RunResult {
   int stopped_by_signal = 0;
   double wall_s = 0;
   // Kept in traces only (not in `run --json`): every rank's own losses; per rank whether they
-  // are losses (a pipeline stage before the last computes none); the weight-sync grid.
+  // are losses (a pipeline stage before the last computes none); tokens routed per expert; the
+  // weight-sync grid.
   bool has_rank_detail = false;
   std::vector<std::vector<double>> rank_losses;
   std::vector<bool> reports_loss;
+  // A mixture of experts: per rank, per step, the tokens its routers sent to each expert,
+  // [layer * experts + expert] (empty without experts).
+  std::vector<std::vector<std::vector<int64_t>>> routed_tokens;
   std::vector<std::string> sync_groups;
   std::vector<WeightSyncRow> sync_ranks;
 };

@@ -6,6 +6,7 @@
 #include "engine/memory_formula_hook.h"
 #include "engine/strategy_registry.h"
 #include "strategies/context_parallel.h"
+#include "strategies/expert_parallel.h"
 #include "strategies/parallel_layout.h"
 #include "strategies/pipeline_schedule.h"
 
@@ -44,6 +45,7 @@ profiling::TrainingLayout memory_layout(const Config& config) {
     const int sync_stage = strategy_traits(o.data_parallel_sync).zero_stage;
     if (layout.dp > 1) layout.zero = profiling::kZeroStages[std::clamp(sync_stage, 0, 3)];
   }
+  if (traits.family == "expert parallel") layout.ep = expert_parallel_degree(config);
   if (traits.family == "context parallel") {
     // A replica's c ranks compute on all their sequences, s/c tokens of each; ZeRO shards over
     // every rank (all average gradients).

@@ -48,6 +48,10 @@ void validate_option_support(const Config& config, const OptionSupport& support)
     throw ConfigError("strategy_options.context_parallel",
                       config.strategy + " does not split sequences (the cp degree is cp's option)");
   }
+  if (!support.expert_parallel && options.expert_parallel != 0) {
+    throw ConfigError("strategy_options.expert_parallel",
+                      config.strategy + " does not spread experts (the ep degree is ep's option)");
+  }
   // Only a device shared by rank threads has the problem (NCCL gives each rank its own GPU; auto
   // is checked again once it is resolved).
   if (!support.blocks_in_backward.empty() && config.device != "cpu" && config.world > 1 &&

@@ -16,6 +16,7 @@ struct OptionSupport {
   bool layout = false;  // tensor/pipeline/data-parallel degrees, micro-batches, schedule, dp sync
   bool data_parallel_sync = false;  // a choice of dp sync without the rest of a layout (cp)
   bool context_parallel = false;    // the cp degree
+  bool expert_parallel = false;     // the ep degree
   // What blocks inside backward waiting for other ranks, if anything. On CUDA, autograd runs
   // every rank thread's backward on one device thread, so such a strategy cannot share a GPU in
   // threads mode: the ranks would wait on each other there until the timeout.

@@ -20,10 +20,17 @@ namespace shardscope {
 void ReplicatedStrategy::setup(RankContext& ctx) {
   ctx_ = &ctx;
   model_ = initial_model(*ctx.config);
+  for (const auto& [name, p] : model_->named_params()) {
+    if (holds_parameter(name)) continue;
+    // Released before the model moves to its device, so the device never holds it.
+    released_.emplace_back(name, p.sizes().vec());
+    torch::NoGradGuard no_grad;
+    p.set_data(torch::empty({0}, p.options()));
+  }
   model_->to(ctx.device);
   model_->activation_checkpointing = ctx.config->strategy_options.activation_checkpointing;
   for (const auto& [name, p] : model_->named_params()) {
-    if (!p.requires_grad()) continue;
+    if (!p.requires_grad() || !holds_parameter(name)) continue;
     trainable_.push_back(p);
     trainable_names_.push_back(name);
   }
@@ -93,7 +100,9 @@ NamedTensors ReplicatedStrategy::full_weights() {
 
 void ReplicatedStrategy::broadcast_parameters(int root) {
   torch::NoGradGuard no_grad;
-  auto params = model_->parameters();
+  std::vector<torch::Tensor> params;
+  for (const auto& [name, p] : model_->named_params())
+    if (holds_parameter(name) && replicated_parameter(name)) params.push_back(p);
   auto flat = at::flatten_dense_tensors(params);
   ctx_->comm->broadcast(flat, root);
   {

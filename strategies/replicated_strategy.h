@@ -1,6 +1,8 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <torch/optim/optimizer.h>
@@ -23,6 +25,7 @@ class ReplicatedStrategy : public Strategy {
   bool replicated() const override { return true; }
   MemoryBytes memory() const override;
   void bind_state(StateBinding& binding) override;
+  std::vector<int64_t> take_routed_tokens() override { return model_->take_routed_tokens(); }
 
   // ZeRO stage 1, composable with any replicated gradient sync: call before setup. Parameters are
   // partitioned across ranks balanced by size; each rank keeps optimizer state for, and steps,
@@ -30,6 +33,12 @@ class ReplicatedStrategy : public Strategy {
   void shard_optimizer_state() { shard_optimizer_ = true; }
 
  protected:
+  // Whether this rank holds parameter `name` (all of them, unless a subclass spreads some over
+  // ranks: expert parallelism). A parameter not held is released at setup (its tensor left
+  // empty, its shape in released_) and is neither trained nor counted here.
+  virtual bool holds_parameter(const std::string& /*name*/) const { return true; }
+  // Whether every rank holds the same copy of `name` (so rank 0's copy can be broadcast).
+  virtual bool replicated_parameter(const std::string& /*name*/) const { return true; }
   // What DDP does at construction: every rank starts from the root's weights (ours agree already,
   // since initialisation depends on the seed only; this keeps it true for any model).
   void broadcast_parameters(int root);
@@ -54,7 +63,8 @@ class ReplicatedStrategy : public Strategy {
   GptModel model_{nullptr};
   std::vector<torch::Tensor> trainable_;  // parameters that require gradients, in order
   std::vector<std::string> trainable_names_;
-  std::unique_ptr<torch::optim::Optimizer> optimizer_;  // null when sharded
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;                  // null when sharded
+  std::vector<std::pair<std::string, std::vector<int64_t>>> released_;  // name, full shape
 
  private:
   bool shard_optimizer_ = false;

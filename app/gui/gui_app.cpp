@@ -101,6 +101,7 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
         if (t == "Timeline") draw_timeline_window(session);
         if (t == "Memory") draw_memory_window(session);
         if (t == "Weight sync") draw_sync_window(session);
+        if (t == "Experts") draw_experts_window(session);
         if (t == "Compare") draw_compare_window(session);
         if (t == "What-if") draw_what_if_window(session);
         ImGui::EndTabItem();

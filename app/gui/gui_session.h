@@ -78,6 +78,10 @@ struct GuiSession {
   TimelineView timeline;
   LaunchQueue launches;
   WhatIfState what_if;
+  // The Experts tab: which step and layer it shows (-1: all of them, summed).
+  struct ExpertsView {
+    int step = -1, layer = -1;
+  } experts;
   // The Launch form: config keys as `shardscope run --config` takes them; validated every frame.
   nlohmann::json launch_form;
   std::string open_path;

@@ -54,6 +54,7 @@ const std::vector<FormSection>& launch_form_sections() {
         choice("strategy_options.schedule", "schedule"),
         integer("strategy_options.stages_per_rank", "stages per rank (0: the schedule's)"),
         integer("strategy_options.context_parallel", "context parallel degree (cp)"),
+        integer("strategy_options.expert_parallel", "expert parallel degree (ep)"),
         choice("strategy_options.data_parallel_sync", "data-parallel sync"),
         flag("strategy_options.sequence_parallel", "sequence parallel"),
         choice("strategy_options.precision", "precision", {"fp32", "bf16"}),

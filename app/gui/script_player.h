@@ -11,8 +11,8 @@ namespace shardscope::gui {
 struct GuiSession;
 
 // The app's tabs, in order.
-inline constexpr const char* kTabs[] = {"Launch",      "Timeline", "Memory",
-                                        "Weight sync", "Compare",  "What-if"};
+inline constexpr const char* kTabs[] = {"Launch",  "Timeline", "Memory", "Weight sync",
+                                        "Experts", "Compare",  "What-if"};
 
 // The tab a script or flag names: any case, "sync" and "whatif" accepted. Throws
 // std::runtime_error listing the tabs for any other name.

@@ -9,6 +9,7 @@ void draw_launch_window(GuiSession& session);
 void draw_timeline_window(GuiSession& session);
 void draw_memory_window(GuiSession& session);
 void draw_sync_window(GuiSession& session);
+void draw_experts_window(GuiSession& session);
 void draw_compare_window(GuiSession& session);
 void draw_what_if_window(GuiSession& session);
 

@@ -51,6 +51,14 @@ void cp2_zero1(Config& c) {
   c.strategy_options.context_parallel = 2;
   c.strategy_options.data_parallel_sync = "zero1";
 }
+void experts(Config& c) {
+  c.model.experts = 4;
+  c.model.top_k = 2;
+}
+void ep2_experts(Config& c) {
+  experts(c);
+  c.strategy_options.expert_parallel = 2;
+}
 void frozen_and_unused(Config& c) {
   c.model.frozen = {"blocks.0.ln1.weight"};
   c.model.unused_parameter = true;
@@ -81,13 +89,18 @@ const Case kCases[] = {
     {"hybrid_zero1", "hybrid", 8, hybrid_zero1},
     {"cp", "cp", 2},
     {"cp2_dp2_zero1", "cp", 4, cp2_zero1},
+    {"ep", "ep", 2, experts},
+    {"ep2_of_4", "ep", 4, ep2_experts},
 };
 
 Config base_config(const Case& c) {
-  Config config = test::tiny_config(c.strategy, c.world, 1);
+  // Built as ddp_bucketed first: a strategy may need the adjustment to validate (ep: experts).
+  Config config = test::tiny_config("ddp_bucketed", c.world, 1);
+  config.strategy = c.strategy;
   config.steps = 4;
   config.reference = false;
   if (c.adjust != nullptr) c.adjust(config);
+  finalize(config);
   return config;
 }
 

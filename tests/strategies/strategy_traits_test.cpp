@@ -19,7 +19,8 @@ TEST(StrategyTraits, EveryStrategyTeachesAndOneIsTheBaseline) {
     const StrategyTraits t = strategy_traits(name);
     EXPECT_FALSE(t.teaching.empty()) << name;
     EXPECT_TRUE(t.family == "reference" || t.family == "data parallel" ||
-                t.family == "model parallel" || t.family == "context parallel")
+                t.family == "model parallel" || t.family == "context parallel" ||
+                t.family == "expert parallel")
         << name << ": " << t.family;
     EXPECT_GE(t.zero_stage, 0) << name;
     EXPECT_LE(t.zero_stage, 3) << name;
