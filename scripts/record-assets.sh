@@ -17,6 +17,7 @@ common=(--preset tiny --steps 3 --quiet)
 "$B" run --strategy fsdp --world 4 "${common[@]}" --trace "$T/fsdp-w4.sst"
 "$B" run --strategy pp --world 2 --micro-batches 4 --micro-batch 4 --schedule gpipe "${common[@]}" --trace "$T/pp-gpipe-w2.sst"
 "$B" run --strategy cp --world 4 --seq 256 --micro-batch 2 "${common[@]}" --trace "$T/cp-w4.sst"
+"$B" run --strategy ep --world 4 --experts 8 --top-k 2 --seq 128 --d-model 128 "${common[@]}" --trace "$T/ep-w4.sst"
 "$B" run --strategy ddp_bucketed --world 2 --inject-fault rank=1,step=1,kind=throw "${common[@]}" --trace "$T/failed-w2.sst" || true
 if [ "${1:-}" = "--screenshots" ]; then
   for tour in scripts/tour/*.script; do

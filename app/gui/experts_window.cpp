@@ -14,22 +14,6 @@ namespace {
 // More experts than this are drawn as bars only: a table that wide could not be read.
 constexpr int kMaxTableExperts = 32;
 
-// White at the mean load, deepening to red at twice it and to blue at none.
-ImU32 load_colour(double load, double mean) {
-  if (mean <= 0) return 0xFF404040;
-  const double x = std::clamp(load / mean, 0.0, 2.0);
-  auto mix = [](int a, int b, double t) { return static_cast<int>(a + (b - a) * t); };
-  int r, g, b;
-  if (x >= 1) {
-    const double t = x - 1;
-    r = mix(90, 200, t), g = mix(90, 40, t), b = mix(90, 40, t);
-  } else {
-    const double t = 1 - x;
-    r = mix(90, 40, t), g = mix(90, 70, t), b = mix(90, 170, t);
-  }
-  return IM_COL32(r, g, b, 255);
-}
-
 std::string megabytes(int64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.2f MB", bytes / 1e6);
@@ -149,6 +133,7 @@ void draw_experts_window(GuiSession& session) {
   auto& view = session.experts;
   const cli::ExpertLoad whole = cli::expert_load(run->trace, -1, -1);
   if (!whole.problem.empty()) {
+    view.figures = {{"problem", whole.problem}};
     ImGui::TextWrapped("%s", whole.problem.c_str());
     return;
   }
@@ -160,6 +145,12 @@ void draw_experts_window(GuiSession& session) {
   ImGui::SetNextItemWidth(240);
   ImGui::SliderInt("layer (-1: all)", &view.layer, -1, whole.layers - 1);
   const cli::ExpertLoad load = cli::expert_load(run->trace, view.step, view.layer);
+  view.figures = {{"step", view.step},
+                  {"layer", view.layer},
+                  {"per_expert", load.per_expert},
+                  {"expert_imbalance", load.expert_imbalance},
+                  {"computed_by_rank", load.computed_by_rank},
+                  {"rank_imbalance", load.rank_imbalance}};
   ImGui::Text("%d experts, top-%d, %d ranks%s", load.experts, load.top_k, load.ranks,
               load.expert_parallel > 0
                   ? (", ep " + std::to_string(load.expert_parallel) + ": " +

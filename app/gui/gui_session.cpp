@@ -164,6 +164,7 @@ nlohmann::json GuiSession::state() const {
   for (const auto& p : launches_progress_snapshot) launches.push_back(p);
   s["launches"] = launches;
   s["what_if"] = what_if.figures;
+  s["experts"] = experts.figures;
   s["launch_errors"] = launch_errors;
   s["launch_warnings"] = launch_warnings;
   s["live_run"] = live_index;

@@ -81,6 +81,7 @@ struct GuiSession {
   // The Experts tab: which step and layer it shows (-1: all of them, summed).
   struct ExpertsView {
     int step = -1, layer = -1;
+    nlohmann::json figures;  // what it last showed (the GUI state reports it)
   } experts;
   // The Launch form: config keys as `shardscope run --config` takes them; validated every frame.
   nlohmann::json launch_form;

@@ -1,5 +1,7 @@
 #include "app/gui/gui_style.h"
 
+#include <algorithm>
+
 namespace shardscope::gui {
 
 using profiling::Category;
@@ -61,4 +63,15 @@ uint32_t rank_colour(int rank) {
                                      0xFF30C8E6, 0xFFC0C040, 0xFF8080FF, 0xFFD0D0D0};
   return palette[((rank % 8) + 8) % 8];
 }
+uint32_t load_colour(double load, double mean) {
+  if (mean <= 0) return 0xFF404040;
+  const double x = std::clamp(load / mean, 0.0, 2.0);
+  auto mix = [](int a, int b, double t) { return static_cast<uint32_t>(a + (b - a) * t); };
+  const double hot = x >= 1 ? x - 1 : 0, cold = x < 1 ? 1 - x : 0;
+  const uint32_t r = x >= 1 ? mix(90, 200, hot) : mix(90, 40, cold);
+  const uint32_t g = x >= 1 ? mix(90, 40, hot) : mix(90, 70, cold);
+  const uint32_t b = x >= 1 ? mix(90, 40, hot) : mix(90, 170, cold);
+  return 0xFF000000u | (b << 16) | (g << 8) | r;
+}
+
 }  // namespace shardscope::gui

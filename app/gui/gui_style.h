@@ -17,6 +17,10 @@ constexpr uint32_t kSelectionColour = 0xFFFFFFFF;
 constexpr uint32_t kFoldColour = 0xFF909090;
 constexpr uint32_t kWeightPassColour = 0xFFF5D09C;  // light blue: a split backward's weight pass
 
+// A load against its mean (the Experts tab): grey at the mean, deepening to red at twice it and
+// to blue at none.
+uint32_t load_colour(double load, double mean);
+
 // The RGB bytes of a colour (for tests that look for it in a screenshot).
 inline void colour_rgb(uint32_t colour, uint8_t rgb[3]) {
   rgb[0] = colour & 0xFF;

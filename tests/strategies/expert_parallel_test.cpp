@@ -107,7 +107,7 @@ TEST(Ep, AllToAllBytesAreWhatTheRecordedRoutingSends) {
   ASSERT_EQ(routed.size(), size_t(world));
   const int64_t tokens = int64_t(c.micro_batch) * c.model.seq;  // N, per rank and micro-batch
   const int per_rank = experts / world;
-  double off_rank = 0, formula = 0;
+  double off_rank = 0, formula = 0, combine_off_rank = 0;
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(routed[r].size(), 2u);
     for (const auto& step : routed[r]) {
@@ -132,15 +132,45 @@ TEST(Ep, AllToAllBytesAreWhatTheRecordedRoutingSends) {
     for (int l = 0; l < layers; ++l) {
       for (int x = 0; x < experts; ++x)
         if (x / per_rank != r) off_rank += double(routed[r][1][l * experts + x]) * d * 4;
+      for (int sender = 0; sender < world; ++sender) {
+        if (sender == r) continue;  // outputs this rank's experts send back to other ranks
+        for (int x = r * per_rank; x < (r + 1) * per_rank; ++x)
+          combine_off_rank += double(routed[sender][1][l * experts + x]) * d * 4;
+      }
       formula += double(tokens) * top_k * d * 4 * (world - 1) / world;
     }
   }
-  std::printf(
-      "[ measured ] dispatch bytes to other ranks per step, all ranks: %.0f; formula "
-      "N k d bytes (e-1)/e: %.0f (ratio %.3f)\n",
-      off_rank, formula, off_rank / formula);
+  std::printf("[ measured ] forward bytes to other ranks in one step, all ranks: dispatch %.0f, "
+              "combine %.0f; formula N k d bytes (e-1)/e: %.0f each way (ratios %.3f, %.3f)\n",
+              off_rank, combine_off_rank, formula, off_rank / formula,
+              combine_off_rank / formula);
+  // Every row that leaves a rank in the dispatch comes back in the combine.
+  EXPECT_EQ(off_rank, combine_off_rank);
   EXPECT_GT(off_rank, 0.5 * formula);
   EXPECT_LT(off_rank, 1.5 * formula);
+}
+
+// Under bf16 autocast the tokens travel in bf16, as the experts' first matmul would read them:
+// half the bytes of fp32 (and the same values).
+TEST(Ep, TokensTravelInTheComputeDtype) {
+  std::map<std::string, int64_t> dispatched;
+  for (const char* precision : {"fp32", "bf16"}) {
+    Config c = ep_config({"", 2, 0, 4, 2, 1});
+    c.strategy_options.precision = precision;
+    c.reference = false;
+    c.steps = 1;
+    const RunSummary s = run_training(c);
+    ASSERT_TRUE(s.ok) << s.failure;
+    for (const auto& e : s.ranks[0].comm_events) {
+      if (e.op == "all_to_all" && e.bytes > 4 * 8) {  // past the expert counts
+        dispatched[precision] = e.bytes;
+        break;
+      }
+    }
+  }
+  // N k d: 2 sequences of 32 tokens, top-2, width 64.
+  EXPECT_EQ(dispatched["fp32"], 2 * 32 * 2 * 64 * 4);
+  EXPECT_EQ(dispatched["bf16"] * 2, dispatched["fp32"]);
 }
 
 TEST(Ep, RefusesWhatItCannotRun) {

@@ -174,6 +174,39 @@ TEST_F(GuiScreenshot, WeightSyncGridIsGreenWhenTheRunMatchesTheReference) {
   EXPECT_EQ(s.image.count(0xFF3030D0), 0u);  // no cell differs
 }
 
+// The Experts tab draws the routing the ep run recorded: its figures are the trace's, and the
+// busiest expert's bar has the colour of its load against the mean. A run without experts says
+// why there is nothing to show.
+TEST_F(GuiScreenshot, ExpertsShowTheRecordedRoutingAndItsImbalance) {
+  const Session s = play("open " + asset("ep-w4.sst") + "\ntab experts\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_EQ(s.state["tab"], "Experts");
+  const auto& figures = s.state["experts"];
+  ASSERT_TRUE(figures.contains("per_expert")) << figures.dump();
+  const auto per_expert = figures["per_expert"].get<std::vector<int64_t>>();
+  ASSERT_EQ(per_expert.size(), 8u);
+  const profiling::Trace trace = profiling::read_trace_file(asset("ep-w4.sst"));
+  int64_t total = 0, busiest = 0;
+  for (size_t e = 0; e < 8; ++e) {
+    int64_t routed = 0;  // over ranks, steps and layers
+    for (const auto& rank : trace.run.result->routed_tokens)
+      for (const auto& step : rank)
+        for (size_t l = 0; l < step.size() / 8; ++l) routed += step[l * 8 + e];
+    EXPECT_EQ(per_expert[e], routed) << "expert " << e;
+    total += routed;
+    busiest = std::max(busiest, routed);
+  }
+  const double mean = double(total) / 8;
+  EXPECT_DOUBLE_EQ(figures["expert_imbalance"].get<double>(), busiest / mean);
+  EXPECT_GT(figures["expert_imbalance"].get<double>(), 1.0);
+  EXPECT_GT(s.image.count(load_colour(double(busiest), mean)), 2000u);
+
+  const Session dense = play("open " + asset("torch_ddp-w4.sst") + "\ntab experts\n");
+  ASSERT_EQ(dense.code, 0) << dense.err;
+  EXPECT_NE(dense.state["experts"]["problem"].get<std::string>().find("no experts"),
+            std::string::npos);
+}
+
 TEST_F(GuiScreenshot, FailedRankIsRedAndTheRankItStoppedIsAmber) {
   const Session s = play("open " + asset("failed-w2.sst") + "\ntab timeline\n");
   ASSERT_EQ(s.code, 0) << s.err;
