@@ -164,6 +164,50 @@ TEST_P(CommOps, AllToAllTransposesChunks) {
       GetParam().emulate, GetParam().staged);
 }
 
+// Uneven splits (expert parallelism's dispatch): rank r sends r + j + 1 rows to rank j, except
+// that rank 0 sends none to the last rank, so some pairs exchange nothing at all; every row
+// says where it came from and where it went.
+TEST_P(CommOps, AllToAllWithUnevenRows) {
+  const int W = GetParam().world;
+  const int64_t n = std::max<int64_t>(1, GetParam().numel % 5);  // values per row
+  auto rows = [W](int from, int to) -> int64_t {
+    return from == 0 && to == W - 1 && W > 1 ? 0 : from + to + 1;
+  };
+  test::run_on_ranks(
+      W,
+      [&](RankContext& ctx) {
+        std::vector<int64_t> in_rows, out_rows;
+        for (int j = 0; j < W; ++j) in_rows.push_back(rows(ctx.rank, j));
+        for (int i = 0; i < W; ++i) out_rows.push_back(rows(i, ctx.rank));
+        int64_t in_total = 0, out_total = 0;
+        for (int j = 0; j < W; ++j) in_total += in_rows[j], out_total += out_rows[j];
+        auto input = torch::empty({in_total, n}, full(0).options());
+        int64_t at = 0;
+        for (int j = 0; j < W; ++j) {
+          input.narrow(0, at, in_rows[j]).fill_(10 * ctx.rank + j);
+          at += in_rows[j];
+        }
+        auto output = torch::full({out_total, n}, -1.0, input.options());
+        ctx.comm->all_to_all(output, input, out_rows, in_rows);
+        at = 0;
+        for (int i = 0; i < W; ++i) {
+          const auto got = output.narrow(0, at, out_rows[i]);
+          EXPECT_TRUE(got.eq(10 * i + ctx.rank).all().item<bool>())
+              << "rows from rank " << i << " on rank " << ctx.rank << ": " << got;
+          at += out_rows[i];
+        }
+        // Counts that do not add up to the tensor, or a count short, are refused.
+        std::vector<int64_t> short_rows(in_rows.begin(), in_rows.end() - 1);
+        EXPECT_THROW(ctx.comm->all_to_all(output, input, out_rows, short_rows),
+                     std::invalid_argument);
+        std::vector<int64_t> too_many = in_rows;
+        too_many[0] += 1;
+        EXPECT_THROW(ctx.comm->all_to_all(output, input, out_rows, too_many),
+                     std::invalid_argument);
+      },
+      GetParam().emulate, GetParam().staged);
+}
+
 TEST_P(CommOps, SendRecvAroundARing) {
   const int W = GetParam().world;
   if (W == 1) GTEST_SKIP() << "no peer at world 1";

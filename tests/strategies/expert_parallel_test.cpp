@@ -140,10 +140,10 @@ TEST(Ep, AllToAllBytesAreWhatTheRecordedRoutingSends) {
       formula += double(tokens) * top_k * d * 4 * (world - 1) / world;
     }
   }
-  std::printf("[ measured ] forward bytes to other ranks in one step, all ranks: dispatch %.0f, "
-              "combine %.0f; formula N k d bytes (e-1)/e: %.0f each way (ratios %.3f, %.3f)\n",
-              off_rank, combine_off_rank, formula, off_rank / formula,
-              combine_off_rank / formula);
+  std::printf(
+      "[ measured ] forward bytes to other ranks in one step, all ranks: dispatch %.0f, "
+      "combine %.0f; formula N k d bytes (e-1)/e: %.0f each way (ratios %.3f, %.3f)\n",
+      off_rank, combine_off_rank, formula, off_rank / formula, combine_off_rank / formula);
   // Every row that leaves a rank in the dispatch comes back in the combine.
   EXPECT_EQ(off_rank, combine_off_rank);
   EXPECT_GT(off_rank, 0.5 * formula);
