@@ -315,13 +315,7 @@ void validate_pipeline_schedule(const Config& config, const ParallelLayout& layo
                           " stages for " + std::to_string(config.model.layers) +
                           " blocks: every stage needs at least one block");
   }
-  // Not yet run and checked here: the schedules with several stages per rank over tensor
-  // parallelism, and PyTorch's Reducer, which expects one backward per step to finish each
-  // parameter's gradient.
-  if (layout.tensor > 1) {
-    throw ConfigError("strategy_options.schedule",
-                      kind + " runs without tensor parallelism here (--tp 1)");
-  }
+  // PyTorch's Reducer expects one backward per step to finish each parameter's gradient.
   if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
     throw ConfigError("strategy_options.data_parallel_sync",
                       kind +

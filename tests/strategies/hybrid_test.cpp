@@ -81,6 +81,18 @@ INSTANTIATE_TEST_SUITE_P(
                     HybridCase{2, 1, 2, "zero1", 2, false, "dualpipev"}),
     [](const auto& info) { return case_name(info.param); });
 
+// The same schedules over tensor-parallel stages (tp 2 x pp 2, v 2): each virtual stage is a
+// tensor-parallel stage, its I and W passes split per shard, with sequence parallelism and
+// accumulation, and over a data-parallel dimension (world 8).
+INSTANTIATE_TEST_SUITE_P(
+    TensorParallelStagesPerRank, HybridMatchesReference,
+    testing::Values(HybridCase{1, 2, 2, "ddp_bucketed", 1, false, "interleaved-1f1b"},
+                    HybridCase{1, 2, 2, "ddp_bucketed", 2, true, "zero-bubble"},
+                    HybridCase{1, 2, 2, "ddp_bucketed", 1, true, "zbv"},
+                    HybridCase{1, 2, 2, "ddp_bucketed", 2, false, "dualpipev"},
+                    HybridCase{2, 2, 2, "zero1", 1, false, "zbv"}),
+    [](const auto& info) { return case_name(info.param); });
+
 TEST(Hybrid, SgdMomentumAndClippingOverEveryDimension) {
   Config c = hybrid_config({2, 2, 2, "zero1"});
   test::use_sgd_with_momentum(c);
