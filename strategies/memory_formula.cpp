@@ -34,14 +34,16 @@ profiling::TrainingLayout memory_layout(const Config& config) {
   layout.zero = profiling::kZeroStages[std::clamp(traits.zero_stage, 0, 3)];
   if (traits.family == "model parallel") {
     const ParallelLayout parallel = layout_of(config);
-    layout.dp = parallel.data;
+    layout.dp = parallel.data * parallel.context;  // ZeRO shards over every averaging rank
     layout.tp = parallel.tensor;
     layout.pp = parallel.pipeline;
+    layout.cp = parallel.context;
     layout.micro_batches = pipeline_micro_batches(config, parallel);
     layout.schedule = o.schedule;
-    // A replica computes on the sequences of all its ranks, a pipeline micro-batch at a time.
-    layout.micro_batch =
-        std::max(1, config.micro_batch * layout.tp * layout.pp / layout.micro_batches);
+    // A replica computes on the sequences of all its ranks, a pipeline micro-batch at a time
+    // (s/cp tokens of each with context parallelism).
+    layout.micro_batch = std::max(
+        1, config.micro_batch * layout.tp * layout.pp * layout.cp / layout.micro_batches);
     const int sync_stage = strategy_traits(o.data_parallel_sync).zero_stage;
     if (layout.dp > 1) layout.zero = profiling::kZeroStages[std::clamp(sync_stage, 0, 3)];
   }

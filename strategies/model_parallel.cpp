@@ -45,9 +45,20 @@ class ModelParallelStrategy final : public Strategy {
     micro_batches_ = pipeline_micro_batches(config, layout_);
     tensor_comm_ = &group("tp", layout_.tensor_group(ctx.rank));
     if (layout_.pipeline > 1) pipeline_comm_ = &group("pp", layout_.pipeline_group(ctx.rank));
-    if (layout_.data > 1) data_comm_ = &group("dp", layout_.data_group(ctx.rank));
+    // Gradients are averaged over the replicas and, with context parallelism, the context
+    // ranks too (each computed on part of the same sequences with the same weights).
+    const int context = layout_.context;
+    if (layout_.data * context > 1)
+      data_comm_ = &group(context > 1 ? "dp_cp" : "dp", layout_.gradient_group(ctx.rank));
     if (layout_.tensor * layout_.pipeline > 1)
       model_comm_ = &group("mp", layout_.model_group(ctx.rank));
+    replica_comm_ = model_comm_;
+    cp::Ring ring;
+    if (context > 1) {
+      ring = {&group("cp", layout_.context_group(ctx.rank)), at_.context, context};
+      replica_comm_ = &group("replica", layout_.replica_group(ctx.rank));
+      positions_ = cp::zigzag_positions(config.model.seq, at_.context, context).to(ctx.device);
+    }
 
     const std::string& kind = config.strategy_options.schedule;
     stages_per_rank_ = pipeline_stages_per_rank(config);
@@ -57,6 +68,7 @@ class ModelParallelStrategy final : public Strategy {
     for (int s : pipeline::rank_stages(kind, at_.pipeline, layout_.pipeline, stages_per_rank_)) {
       chunks_.push_back(
           std::make_unique<TensorParallelStage>(config, stage_spec(s), *tensor_comm_, ctx.device));
+      if (context > 1) chunks_.back()->set_context(ring, positions_);
       pipeline.chunks.push_back(chunks_.back().get());
       for (size_t i = 0; i < chunks_.back()->trainable().size(); ++i) {
         trainable_.push_back(chunks_.back()->trainable()[i]);
@@ -92,7 +104,11 @@ class ModelParallelStrategy final : public Strategy {
 
   torch::Tensor forward_backward(const Batch& batch, bool last_micro, double loss_scale) override {
     if (reducer_) reducer_->before_forward();
-    const Batch replica = gather_replica_batch(batch);
+    Batch replica = gather_replica_batch(batch);
+    if (positions_.defined()) {  // this context rank's chunks of every sequence
+      replica = {replica.inputs.index_select(1, positions_),
+                 replica.targets.index_select(1, positions_)};
+    }
     const int64_t chunk = replica.inputs.size(0) / micro_batches_;
     PipelineRuntime::Hooks hooks;
     // The passes that end accumulation for a chunk are the ones whose gradients are synchronised.
@@ -216,7 +232,7 @@ class ModelParallelStrategy final : public Strategy {
                                       [&](const torch::Tensor& t) { return t.is_same(local); });
       if (found == trainable.end() || !sharded_optimizer_) {
         for (auto& entry : entries) {
-          entry.written = entry.written && at_.data == 0;
+          entry.written = entry.written && at_.data == 0 && at_.context == 0;
           if (found != trainable.end()) entry.optimizer = optimizer_.get();
           binding.add(std::move(entry));
         }
@@ -259,9 +275,9 @@ class ModelParallelStrategy final : public Strategy {
 
   // The sequences of every rank of this replica, in rank order.
   Batch gather_replica_batch(const Batch& batch) {
-    if (!model_comm_) return batch;
-    return {tp::all_gather_stacked(batch.inputs, *model_comm_).flatten(0, 1),
-            tp::all_gather_stacked(batch.targets, *model_comm_).flatten(0, 1)};
+    if (!replica_comm_) return batch;
+    return {tp::all_gather_stacked(batch.inputs, *replica_comm_).flatten(0, 1),
+            tp::all_gather_stacked(batch.targets, *replica_comm_).flatten(0, 1)};
   }
 
   void mark_ready(size_t i) {
@@ -275,8 +291,10 @@ class ModelParallelStrategy final : public Strategy {
   int micro_batches_ = 1;
   Comm* tensor_comm_ = nullptr;
   Comm* pipeline_comm_ = nullptr;  // null with one stage
-  Comm* data_comm_ = nullptr;      // null with one replica
-  Comm* model_comm_ = nullptr;     // null when a replica is one rank
+  Comm* data_comm_ = nullptr;      // averages gradients: null with one replica and context rank
+  Comm* model_comm_ = nullptr;     // tp x pp of one context rank: null when that is one rank
+  Comm* replica_comm_ = nullptr;   // every rank of the replica: null when it is one rank
+  torch::Tensor positions_;        // context parallelism: this rank's tokens in each sequence
   int stages_per_rank_ = 1;
   std::vector<std::unique_ptr<TensorParallelStage>> chunks_;  // this rank's stages
   std::vector<torch::Tensor> trainable_;                      // every chunk's, in chunk order
@@ -316,7 +334,7 @@ void validate_pipeline_schedule(const Config& config, const ParallelLayout& layo
                           " blocks: every stage needs at least one block");
   }
   // PyTorch's Reducer expects one backward per step to finish each parameter's gradient.
-  if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
+  if (layout.data * layout.context > 1 && options.data_parallel_sync == "torch_ddp") {
     throw ConfigError("strategy_options.data_parallel_sync",
                       kind +
                           " finishes a stage's gradients in several passes, which "
@@ -335,15 +353,19 @@ void validate_model_parallel(const Config& config) {
   validate_layout(config, layout);
   const StrategyOptions& options = config.strategy_options;
   validate_pipeline_schedule(config, layout);
-  if (layout.data > 1) ReplicatedStrategy::validate_unused_parameters(config);
+  // The ranks that average gradients: replicas, and context ranks (the same weights).
+  const int averaging = layout.data * layout.context;
+  if (averaging > 1) ReplicatedStrategy::validate_unused_parameters(config);
   OptionSupport support;
   support.layout = true;
   support.activation_checkpointing = false;
   support.sequence_parallel = true;
-  support.offload = layout.data > 1 && options.data_parallel_sync == "zero1";
-  if (layout.data > 1 && options.data_parallel_sync == "torch_ddp") {
+  support.context_parallel = true;
+  support.offload = averaging > 1 && options.data_parallel_sync == "zero1";
+  if (averaging > 1 && options.data_parallel_sync == "torch_ddp") {
     support.blocks_in_backward = "its Reducer's end-of-backward callback";
   }
+  if (layout.context > 1) support.blocks_in_backward = "its ring's send/recv inside backward";
   // Seen on an H100 (4 rank threads on cuda:0): the first rank's blocking all-reduce inside
   // backward held the one device thread while its peers' backward waited behind it.
   if (layout.tensor > 1) support.blocks_in_backward = "its all-reduce inside backward";

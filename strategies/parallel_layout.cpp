@@ -42,34 +42,53 @@ int64_t block_parameters(const ModelConfig& m) {
 ParallelLayout::Coordinates ParallelLayout::coordinates(int rank) const {
   Coordinates at;
   at.tensor = rank % tensor;
-  at.data = (rank / tensor) % data;
-  at.pipeline = rank / (tensor * data);
+  at.context = (rank / tensor) % context;
+  at.data = (rank / (tensor * context)) % data;
+  at.pipeline = rank / (tensor * context * data);
   return at;
 }
 
 int ParallelLayout::rank_of(const Coordinates& at) const {
-  return (at.pipeline * data + at.data) * tensor + at.tensor;
+  return ((at.pipeline * data + at.data) * context + at.context) * tensor + at.tensor;
 }
 
 std::vector<int> ParallelLayout::tensor_group(int rank) const {
   return ranks_where(*this, rank, [](const Coordinates& a, const Coordinates& b) {
-    return a.pipeline == b.pipeline && a.data == b.data;
+    return a.pipeline == b.pipeline && a.data == b.data && a.context == b.context;
   });
 }
 
 std::vector<int> ParallelLayout::pipeline_group(int rank) const {
   return ranks_where(*this, rank, [](const Coordinates& a, const Coordinates& b) {
-    return a.data == b.data && a.tensor == b.tensor;
+    return a.data == b.data && a.tensor == b.tensor && a.context == b.context;
   });
 }
 
 std::vector<int> ParallelLayout::data_group(int rank) const {
+  return ranks_where(*this, rank, [](const Coordinates& a, const Coordinates& b) {
+    return a.pipeline == b.pipeline && a.tensor == b.tensor && a.context == b.context;
+  });
+}
+
+std::vector<int> ParallelLayout::context_group(int rank) const {
+  return ranks_where(*this, rank, [](const Coordinates& a, const Coordinates& b) {
+    return a.pipeline == b.pipeline && a.tensor == b.tensor && a.data == b.data;
+  });
+}
+
+std::vector<int> ParallelLayout::gradient_group(int rank) const {
   return ranks_where(*this, rank, [](const Coordinates& a, const Coordinates& b) {
     return a.pipeline == b.pipeline && a.tensor == b.tensor;
   });
 }
 
 std::vector<int> ParallelLayout::model_group(int rank) const {
+  return ranks_where(*this, rank, [](const Coordinates& a, const Coordinates& b) {
+    return a.data == b.data && a.context == b.context;
+  });
+}
+
+std::vector<int> ParallelLayout::replica_group(int rank) const {
   return ranks_where(*this, rank,
                      [](const Coordinates& a, const Coordinates& b) { return a.data == b.data; });
 }
@@ -81,6 +100,7 @@ std::string ParallelLayout::describe() const {
     out += (out.empty() ? "" : " x ") + std::string(name) + std::to_string(degree);
   };
   add("dp", data);
+  add("cp", context);
   add("tp", tensor);
   add("pp", pipeline);
   return out.empty() ? "1 rank" : out;
@@ -102,9 +122,10 @@ ParallelLayout layout_of(const Config& config) {
                            : is_pp ? "strategy_options.pipeline_parallel"
                                    : "strategy_options.data_parallel";
   int t = so.tensor_parallel, p = so.pipeline_parallel, d = so.data_parallel;
+  const int c = std::max(1, so.context_parallel);  // never the free dimension
   int& free = is_tp ? t : is_pp ? p : d;
   auto fill = [&](int& degree, const char* field) {
-    const int others = std::max(1, t) * std::max(1, p) * std::max(1, d);
+    const int others = std::max(1, t) * std::max(1, p) * std::max(1, d) * c;
     if (config.world % others != 0) {
       throw ConfigError(field, "the given degrees (product " + std::to_string(others) +
                                    ") do not divide the world size " +
@@ -120,6 +141,7 @@ ParallelLayout layout_of(const Config& config) {
   layout.tensor = std::max(1, t);
   layout.pipeline = std::max(1, p);
   layout.data = std::max(1, d);
+  layout.context = c;
   if (layout.world() != config.world) {
     throw ConfigError(so.data_parallel > 0 ? "strategy_options.data_parallel" : free_field,
                       "degrees " + layout.describe() + " make " + std::to_string(layout.world()) +
@@ -214,8 +236,27 @@ void validate_layout(const Config& config, const ParallelLayout& layout) {
   const int micro_batch = config.global_batch > 0
                               ? config.global_batch / (config.world * config.grad_accum)
                               : config.micro_batch;
+  const int c = layout.context;
+  if (c > 1) {
+    if (m.seq % (2 * c) != 0) {
+      throw ConfigError("strategy_options.context_parallel",
+                        "model.seq " + std::to_string(m.seq) + " cannot be cut into 2 x " +
+                            std::to_string(c) +
+                            " equal chunks (each context rank holds an early and a late one)");
+    }
+    if (config.strategy_options.sequence_parallel) {
+      throw ConfigError("strategy_options.sequence_parallel",
+                        "sequence parallelism splits the sequence over the tensor group, context "
+                        "parallelism over the context group: choose one");
+    }
+    if (config.backend == "nccl") {
+      throw ConfigError("backend",
+                        "context parallelism's ring runs over gloo only (its ungrouped send/recv "
+                        "pairs would deadlock under nccl)");
+    }
+  }
   // One replica computes on the sequences of all its ranks, split into m micro-batches.
-  const int sequences = micro_batch * t * p;
+  const int sequences = micro_batch * t * p * c;
   const int micro = pipeline_micro_batches(config, layout);
   if (p == 1 && config.strategy_options.micro_batches > 1) {
     throw ConfigError("strategy_options.micro_batches",
@@ -225,7 +266,8 @@ void validate_layout(const Config& config, const ParallelLayout& layout) {
     throw ConfigError("strategy_options.micro_batches",
                       std::to_string(micro) + " micro-batches do not divide the " +
                           std::to_string(sequences) +
-                          " sequences a replica computes on per step (micro_batch x tp x pp)");
+                          " sequences a replica computes on per step (micro_batch x tp x pp x "
+                          "cp)");
   }
 }
 

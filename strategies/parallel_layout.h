@@ -9,29 +9,41 @@
 namespace shardscope {
 
 // How the ranks of a model-parallel run are arranged: d data-parallel replicas, each a pipeline
-// of p stages, each stage split over t tensor-parallel ranks. Ranks are numbered as Megatron
-// does: tensor-parallel ranks adjacent (they talk most), then data, pipeline outermost.
+// of p stages, each stage split over t tensor-parallel ranks and, with context parallelism, over
+// c context ranks that each hold 2 of every sequence's 2c chunks (ring attention). Ranks are
+// numbered as Megatron does: tensor-parallel ranks adjacent (they talk most), then context,
+// then data, pipeline outermost.
 struct ParallelLayout {
   int data = 1;
   int pipeline = 1;
   int tensor = 1;
+  int context = 1;
 
   struct Coordinates {
     int data = 0;
     int pipeline = 0;
     int tensor = 0;
+    int context = 0;
   };
 
-  int world() const { return data * pipeline * tensor; }
+  int world() const { return data * pipeline * tensor * context; }
   Coordinates coordinates(int rank) const;
   int rank_of(const Coordinates& at) const;
 
   // The members of `rank`'s groups as world ranks, in group order.
-  std::vector<int> tensor_group(int rank) const;    // same stage and replica
-  std::vector<int> pipeline_group(int rank) const;  // same replica and tensor rank, stage order
-  std::vector<int> data_group(int rank) const;      // same stage and tensor rank
-  // Every rank that computes on the same sequences (one replica: all its stages and shards).
+  std::vector<int> tensor_group(int rank) const;  // same stage, replica and context rank
+  // Same replica, tensor and context rank, in stage order.
+  std::vector<int> pipeline_group(int rank) const;
+  std::vector<int> data_group(int rank) const;     // same stage, tensor and context rank
+  std::vector<int> context_group(int rank) const;  // same stage, replica and tensor rank (a ring)
+  // Every rank that holds the same shards of the same stage: what averages gradients (the data
+  // and context dimensions together).
+  std::vector<int> gradient_group(int rank) const;
+  // Every rank of a replica that computes on the same tokens: its stages and shards.
   std::vector<int> model_group(int rank) const;
+  // Every rank that computes on the same sequences (one replica: all its stages, shards and
+  // context ranks).
+  std::vector<int> replica_group(int rank) const;
 
   // "dp2 x tp2 x pp2", leaving out degrees of 1.
   std::string describe() const;

@@ -166,7 +166,8 @@ torch::Tensor TensorParallelStage::layer_norm(const torch::Tensor& x,
 }
 
 std::vector<int64_t> TensorParallelStage::hidden_shape(int64_t sequences) const {
-  const int64_t time = config_.model.seq / (config_.strategy_options.sequence_parallel ? t_ : 1);
+  const int64_t time = config_.model.seq / (config_.strategy_options.sequence_parallel ? t_ : 1) /
+                       std::max(1, ring_.ranks);
   return {sequences, time, config_.model.d_model};
 }
 
@@ -193,7 +194,9 @@ torch::Tensor TensorParallelStage::forward(const torch::Tensor& input,
     profiling::ScopedSpan span(profiling::Category::kForward, "forward embeddings");
     const int64_t time = input.size(1);
     const int64_t first = sp ? rank_ * time / t_ : 0, length = sp ? time / t_ : time;
-    auto positions = torch::arange(first, first + length, input.options().dtype(torch::kLong));
+    auto positions = positions_.defined()
+                         ? positions_
+                         : torch::arange(first, first + length, input.options().dtype(torch::kLong));
     auto tokens =
         t_ == 1 ? F::embedding(input, param("tok_emb.weight"))
                 : tp::vocab_parallel_lookup(input, param("tok_emb.weight"), rank_ * vocab_rows);
@@ -210,8 +213,10 @@ torch::Tensor TensorParallelStage::forward(const torch::Tensor& input,
     auto heads = [&](const torch::Tensor& z) {
       return z.reshape({z.size(0), z.size(1), local_heads, head_dim}).transpose(1, 2);
     };
-    auto y = at::scaled_dot_product_attention(heads(split[0]), heads(split[1]), heads(split[2]), {},
-                                              0.0, /*is_causal=*/true);
+    auto y = ring_.ranks > 1
+                 ? cp::ring_attention(heads(split[0]), heads(split[1]), heads(split[2]), ring_)
+                 : at::scaled_dot_product_attention(heads(split[0]), heads(split[1]),
+                                                    heads(split[2]), {}, 0.0, /*is_causal=*/true);
     y = y.transpose(1, 2).reshape({y.size(0), y.size(2), local_heads * head_dim});
     x = x + leave(F::linear(y, param(b + ".attn.proj.weight"))) + param(b + ".attn.proj.bias");
     auto hidden = F::linear(enter(layer_norm(x, b + ".ln2")), param(b + ".mlp.fc.weight"),

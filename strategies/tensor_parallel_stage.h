@@ -11,6 +11,7 @@
 #include "engine/config.h"
 #include "engine/gpt_model.h"
 #include "engine/training_state.h"
+#include "strategies/ring_attention.h"
 
 namespace shardscope {
 
@@ -42,6 +43,13 @@ class TensorParallelStage {
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& targets);
   // Shape of the hidden state that leaves (or enters) a stage for `sequences` sequences.
   std::vector<int64_t> hidden_shape(int64_t sequences) const;
+
+  // Context parallelism: this rank's tokens sit at `positions` of their sequences (its zig-zag
+  // chunks) and attention is ring attention over `ring` (strategies/ring_attention.h).
+  void set_context(const cp::Ring& ring, const torch::Tensor& positions) {
+    ring_ = ring;
+    positions_ = positions;
+  }
 
   // With sequence parallelism each rank saw only its part of the sequence in the replicated
   // regions: their gradients are partial sums, made whole here (one all-reduce).
@@ -95,6 +103,8 @@ class TensorParallelStage {
   std::vector<torch::Tensor> trainable_;
   std::vector<std::string> trainable_names_;
   std::vector<std::pair<std::string, std::vector<int64_t>>> model_shapes_;  // every parameter
+  cp::Ring ring_;            // one rank: attention over the whole sequence here
+  torch::Tensor positions_;  // undefined: 0..T-1
 };
 
 }  // namespace shardscope

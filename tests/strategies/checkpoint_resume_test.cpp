@@ -47,6 +47,10 @@ void hybrid_ddp(Config& c) {
   c.strategy_options.tensor_parallel = 2;
   c.strategy_options.pipeline_parallel = 2;
 }
+void hybrid_tp2_cp2(Config& c) {
+  c.strategy_options.tensor_parallel = 2;
+  c.strategy_options.context_parallel = 2;
+}
 void cp2_zero1(Config& c) {
   c.strategy_options.context_parallel = 2;
   c.strategy_options.data_parallel_sync = "zero1";
@@ -89,6 +93,7 @@ const Case kCases[] = {
     {"hybrid_zero1", "hybrid", 8, hybrid_zero1},
     {"cp", "cp", 2},
     {"cp2_dp2_zero1", "cp", 4, cp2_zero1},
+    {"hybrid_tp2_cp2", "hybrid", 4, hybrid_tp2_cp2},
     {"ep", "ep", 2, experts},
     {"ep2_of_4", "ep", 4, ep2_experts},
 };

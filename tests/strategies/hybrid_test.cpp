@@ -18,11 +18,12 @@ struct HybridCase {
   int accum = 1;
   bool sequence_parallel = false;
   std::string schedule = "1f1b";
+  int c = 1;  // context-parallel degree (ring attention)
 };
 
 Config hybrid_config(const HybridCase& c) {
   Config config = test::tiny_config("hybrid", 1, c.accum);
-  config.world = c.d * c.t * c.p;
+  config.world = c.d * c.t * c.p * c.c;
   config.model.layers = 4;
   auto& so = config.strategy_options;
   so.tensor_parallel = c.t;
@@ -31,6 +32,7 @@ Config hybrid_config(const HybridCase& c) {
   so.data_parallel_sync = c.sync;
   so.sequence_parallel = c.sequence_parallel;
   so.schedule = c.schedule;
+  so.context_parallel = c.c > 1 ? c.c : 0;
   finalize(config);
   return config;
 }
@@ -41,9 +43,10 @@ std::string case_name(const HybridCase& c) {
     if (degree > 1) name += (name.empty() ? "" : "x") + std::string(dim) + std::to_string(degree);
   };
   add("dp", c.d);
+  add("cp", c.c);
   add("tp", c.t);
   add("pp", c.p);
-  if (c.d > 1) name += "_" + c.sync;
+  if (c.d * c.c > 1) name += "_" + c.sync;
   if (c.accum > 1) name += "_accum" + std::to_string(c.accum);
   if (c.sequence_parallel) name += "_sp";
   if (c.schedule != "1f1b") {
@@ -91,6 +94,19 @@ INSTANTIATE_TEST_SUITE_P(
                     HybridCase{1, 2, 2, "ddp_bucketed", 1, true, "zbv"},
                     HybridCase{1, 2, 2, "ddp_bucketed", 2, false, "dualpipev"},
                     HybridCase{2, 2, 2, "zero1", 1, false, "zbv"}),
+    [](const auto& info) { return case_name(info.param); });
+
+// Context parallelism inside the layout: each tensor-parallel stage attends with ring attention
+// over its context group (the heads split over tp, the sequence's zig-zag chunks over cp), and
+// gradients are averaged over the data and context ranks together.
+INSTANTIATE_TEST_SUITE_P(
+    ContextParallel, HybridMatchesReference,
+    testing::Values(HybridCase{1, 2, 1, "ddp_bucketed", 1, false, "1f1b", 2},
+                    HybridCase{1, 2, 1, "torch_ddp", 2, false, "1f1b", 2},
+                    HybridCase{2, 2, 1, "zero1", 1, false, "1f1b", 2},
+                    HybridCase{1, 1, 2, "ddp_bucketed", 2, false, "1f1b", 2},
+                    HybridCase{1, 2, 2, "ddp_bucketed", 1, false, "zbv", 2},
+                    HybridCase{1, 1, 1, "ddp_bucketed", 1, false, "1f1b", 4}),
     [](const auto& info) { return case_name(info.param); });
 
 TEST(Hybrid, SgdMomentumAndClippingOverEveryDimension) {

@@ -35,6 +35,31 @@ TEST(ParallelLayout, NumbersTensorRanksFirstThenDataThenPipeline) {
   EXPECT_EQ(layout.describe(), "dp2 x tp2 x pp2");
 }
 
+// Context ranks sit between tensor and data: rank = ((pipeline d + data) c + context) t + tensor.
+TEST(ParallelLayout, ContextRanksSitBetweenTensorAndData) {
+  ParallelLayout layout{/*data=*/2, /*pipeline=*/1, /*tensor=*/2};
+  layout.context = 2;
+  ASSERT_EQ(layout.world(), 8);
+  const auto at = layout.coordinates(6);  // data 1, context 1, tensor 0
+  EXPECT_EQ(at.data, 1);
+  EXPECT_EQ(at.context, 1);
+  EXPECT_EQ(at.tensor, 0);
+  for (int r = 0; r < layout.world(); ++r) EXPECT_EQ(layout.rank_of(layout.coordinates(r)), r);
+  EXPECT_EQ(layout.tensor_group(6), (std::vector<int>{6, 7}));
+  EXPECT_EQ(layout.context_group(6), (std::vector<int>{4, 6}));
+  EXPECT_EQ(layout.data_group(6), (std::vector<int>{2, 6}));
+  EXPECT_EQ(layout.gradient_group(6), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(layout.model_group(6), (std::vector<int>{6, 7}));
+  EXPECT_EQ(layout.replica_group(6), (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(layout.describe(), "dp2 x cp2 x tp2");
+  // From a configuration: hybrid's data dimension takes what tp and cp leave.
+  const ParallelLayout from = layout_of(layout_config(
+      "hybrid", 8, {{"tensor_parallel", 2}, {"context_parallel", 2}}));
+  EXPECT_EQ(from.data, 2);
+  EXPECT_EQ(from.context, 2);
+  EXPECT_EQ(from.tensor, 2);
+}
+
 TEST(ParallelLayout, EachStrategyTakesTheRestOfTheWorldInItsOwnDimension) {
   auto degrees = [](const ParallelLayout& l) {
     return std::vector<int>{l.data, l.tensor, l.pipeline};
