@@ -20,9 +20,21 @@ double busiest_over_mean(const std::vector<int64_t>& load) {
 
 }  // namespace
 
+// Counts from a file are clamped: a hostile one could otherwise overflow the sums.
+constexpr int64_t kMostTokens = int64_t{1} << 40;
+
 ExpertLoad expert_load(const profiling::Trace& trace, int step, int layer) {
   ExpertLoad out;
-  const std::optional<Config> config = recorded_config(trace.run);
+  std::optional<Config> config = recorded_config(trace.run);
+  if (config) {
+    try {
+      finalize(*config);  // the bounds every run had: what a hand-edited trace may not keep
+    } catch (const std::exception& e) {
+      out.problem =
+          std::string("This trace's configuration is not one a run could have: ") + e.what();
+      return out;
+    }
+  }
   if (!config || config->model.experts == 0) {
     out.problem =
         "This run's model has no experts (--experts E --top-k k makes its MLPs a "
@@ -39,7 +51,7 @@ ExpertLoad expert_load(const profiling::Trace& trace, int step, int layer) {
   out.experts = config->model.experts;
   out.layers = config->model.layers;
   out.top_k = config->model.top_k;
-  out.ranks = static_cast<int>(routed.size());
+  out.ranks = static_cast<int>(std::min<size_t>(routed.size(), config->world));
   out.steps = static_cast<int>(routed.front().size());
   if (strategy_traits(config->strategy).family == "expert parallel") {
     const int ep = config->strategy_options.expert_parallel;
@@ -57,7 +69,8 @@ ExpertLoad expert_load(const profiling::Trace& trace, int step, int layer) {
       for (int l = 0; l < out.layers; ++l) {
         if (layer >= 0 && l != layer) continue;
         for (int e = 0; e < E; ++e) {
-          const int64_t n = std::max<int64_t>(0, counts[static_cast<size_t>(l) * E + e]);
+          const int64_t n =
+              std::clamp<int64_t>(counts[static_cast<size_t>(l) * E + e], 0, kMostTokens);
           out.sent[r][e] += n;
           out.per_expert[e] += n;
           tokens_of[r] += n;
@@ -83,15 +96,16 @@ ExpertLoad expert_load(const profiling::Trace& trace, int step, int layer) {
     out.rank_imbalance = busiest_over_mean(out.computed_by_rank);
   }
   out.all_to_all_bytes.assign(out.ranks, 0);
-  const int first_step = out.steps > 0 && trace.run.result->steps.size() == size_t(out.steps)
-                             ? trace.run.result->steps.front().step
-                             : 0;
+  // Steps count from the run's first (a resumed run's is not 0).
+  const auto& steps = trace.run.result->steps;
+  const int first_step = steps.empty() ? 0 : steps.front().step;
   for (const auto& rank : trace.ranks) {
     if (rank.rank < 0 || rank.rank >= out.ranks) continue;
     for (const auto& event : rank.events) {
       if (event.category != profiling::Category::kCollective) continue;
       if (step >= 0 && event.step != first_step + step) continue;
-      if (trace.str(event.name) == "all_to_all") out.all_to_all_bytes[rank.rank] += event.bytes;
+      if (trace.str(event.name) == "all_to_all")
+        out.all_to_all_bytes[rank.rank] += std::clamp<int64_t>(event.bytes, 0, kMostTokens);
     }
   }
   return out;

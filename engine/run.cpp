@@ -134,15 +134,8 @@ void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
   result.has_rank_detail = true;
   for (const RankResult& r : results) {
     std::vector<double> losses;
-    std::vector<std::vector<int64_t>> routed;
-    bool any_routed = false;
-    for (const auto& step : r.steps) {
-      losses.push_back(step.local_loss);
-      routed.push_back(step.routed_tokens);
-      any_routed = any_routed || !step.routed_tokens.empty();
-    }
+    for (const auto& step : r.steps) losses.push_back(step.local_loss);
     result.rank_losses.push_back(losses);
-    if (any_routed) result.routed_tokens.push_back(std::move(routed));
     // Whether its losses are losses (a pipeline stage before the last computes none and records
     // 0), so that a viewer leaves the others out of its loss chart.
     result.reports_loss.push_back(r.reports_loss);
@@ -158,6 +151,16 @@ void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
     fill(row.vs_rank0, summary.weights);
     if (reference_weights != nullptr) fill(row.vs_reference, *reference_weights);
     result.sync_ranks.push_back(row);
+  }
+  // One entry per rank (its steps' counts), in rank order, when any rank routed tokens.
+  bool any_routed = false;
+  for (const RankResult& r : results)
+    for (const auto& step : r.steps) any_routed = any_routed || !step.routed_tokens.empty();
+  if (any_routed) {
+    for (const RankResult& r : results) {
+      auto& routed = result.routed_tokens.emplace_back();
+      for (const auto& step : r.steps) routed.push_back(step.routed_tokens);
+    }
   }
   summary.trace.run.result = std::move(result);
 }

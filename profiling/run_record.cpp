@@ -41,6 +41,28 @@ std::vector<double> numbers(const json& array) {
   return out;
 }
 
+// Per rank, per step, counts: each count a JSON integer that fits (anything else reads as 0, a
+// float never cast into an integer), each level an array (anything else reads as empty).
+std::vector<std::vector<std::vector<int64_t>>> routed_tokens_of(const json& ranks) {
+  std::vector<std::vector<std::vector<int64_t>>> out;
+  if (!ranks.is_array()) return out;
+  for (const auto& rank : ranks) {
+    auto& steps = out.emplace_back();
+    if (!rank.is_array()) continue;
+    for (const auto& step : rank) {
+      auto& counts = steps.emplace_back();
+      if (!step.is_array()) continue;
+      for (const auto& v : step) {
+        const bool fits = v.is_number_integer() &&
+                          (!v.is_number_unsigned() ||
+                           v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()));
+        counts.push_back(fits ? v.get<int64_t>() : 0);
+      }
+    }
+  }
+  return out;
+}
+
 std::optional<MemoryCategories> categories_of(const json& j) {
   if (!j.is_object()) return std::nullopt;
   MemoryCategories bytes{};
@@ -148,7 +170,7 @@ RunResult run_result_of(const json& j) {
   r.has_rank_detail = losses.is_array() || j.contains("weight_sync");
   for (const auto& rank : losses) r.rank_losses.push_back(numbers(rank));
   read_reports_loss(j, r);
-  r.routed_tokens = get(j, "routed_tokens", std::vector<std::vector<std::vector<int64_t>>>());
+  r.routed_tokens = routed_tokens_of(member(j, "routed_tokens"));
   const json& sync = member(j, "weight_sync");
   for (const auto& g : member(sync, "groups"))
     r.sync_groups.push_back(g.is_string() ? g.get<std::string>() : std::string("?"));

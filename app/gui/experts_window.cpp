@@ -60,7 +60,9 @@ void sender_table(const cli::ExpertLoad& load) {
   char buf[48];
   for (int e = 0; e < load.experts; ++e) {
     if (per_rank > 0) {
-      std::snprintf(buf, sizeof(buf), "e%d @r%d", e, e / per_rank);
+      // Its holder's place in each expert-parallel group (the world rank when ep is the world).
+      std::snprintf(buf, sizeof(buf), load.expert_parallel < load.ranks ? "e%d @g%d" : "e%d @r%d",
+                    e, e / per_rank);
     } else {
       std::snprintf(buf, sizeof(buf), "e%d", e);
     }
@@ -167,7 +169,7 @@ void draw_experts_window(GuiSession& session) {
     ImGui::Text("tokens each rank's router sent each expert");
     sender_table(load);
   }
-  if (load.expert_parallel > 0) {
+  if (load.expert_parallel > 0 && load.computed_by_rank.size() == size_t(load.ranks)) {
     ImGui::Spacing();
     ImGui::Text("per rank: the load its experts carry and what it sent");
     rank_table(load);

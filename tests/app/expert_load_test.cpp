@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include <nlohmann/json.hpp>
 #include "app/expert_load.h"
 #include "engine/config.h"
 #include "engine/run.h"
@@ -84,6 +85,17 @@ TEST(ExpertLoad, ARunWithoutExpertsSaysSo) {
     EXPECT_EQ(odd.sent[1][e], 0);
   }
   EXPECT_EQ(odd.expert_imbalance, 0);
+
+  // A configuration no run could have (5 experts cannot be spread over 2 ranks; -3 experts is
+  // no model) says so instead of drawing it.
+  auto config = nlohmann::json::parse(t.run.config_json);
+  config["model"]["experts"] = 5;
+  t.run.config_json = config.dump();
+  const cli::ExpertLoad bad = cli::expert_load(t, -1, -1);
+  EXPECT_NE(bad.problem.find("not one a run could have"), std::string::npos) << bad.problem;
+  config["model"]["experts"] = -3;
+  t.run.config_json = config.dump();
+  EXPECT_FALSE(cli::expert_load(t, -1, -1).problem.empty());
 }
 
 }  // namespace

@@ -116,6 +116,28 @@ TEST(RunRecord, WrongTypesReadAsDefaults) {
   EXPECT_TRUE(run.result->rank_losses[1].empty());
 }
 
+// Tokens routed per expert: an integer that fits is kept, a float (1e300 would overflow a cast),
+// a string or an integer beyond int64 reads as 0, a level that is not an array as empty; and
+// a record written is read back the same.
+TEST(RunRecord, RoutedTokensAreIntegersOrZero) {
+  const RunRecord run = run_record_from_json(R"({"result": {"rank_losses": [[1.0]],
+    "routed_tokens": [[[3, 1e300, "x", -2, 18446744073709551615], "no"], 5]}})");
+  ASSERT_TRUE(run.result.has_value());
+  const auto& routed = run.result->routed_tokens;
+  ASSERT_EQ(routed.size(), 2u);
+  ASSERT_EQ(routed[0].size(), 2u);
+  EXPECT_EQ(routed[0][0], (std::vector<int64_t>{3, 0, 0, -2, 0}));
+  EXPECT_TRUE(routed[0][1].empty());
+  EXPECT_TRUE(routed[1].empty());
+  RunRecord written;
+  written.result = RunResult{};
+  written.result->has_rank_detail = true;
+  written.result->routed_tokens = {{{1, 2}, {3, 4}}, {{5, 6}, {7, 8}}};
+  const RunRecord back = run_record_from_json(run_record_to_json(written));
+  ASSERT_TRUE(back.result.has_value());
+  EXPECT_EQ(back.result->routed_tokens, written.result->routed_tokens);
+}
+
 TEST(RunRecord, WhatIsNoObjectReadsAsAnEmptyRecord) {
   for (const char* text : {"", "nonsense", "[1, 2]", "42", "{\"a\": ", "{}"}) {
     const RunRecord run = run_record_from_json(text);

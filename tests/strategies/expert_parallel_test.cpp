@@ -57,6 +57,17 @@ INSTANTIATE_TEST_SUITE_P(Cases, EpMatchesReference,
                                                 false, true}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// Clipping takes the global norm: the replicated weights' gradients once, each expert's once
+// (its group sums their squares), as one device's clip_grad_norm_ does; a wrong count changes
+// every step's scale.
+TEST(Ep, ClipsByTheGlobalGradientNorm) {
+  Config c = ep_config({"", 4, 2, 4, 2});
+  c.optimizer.clip_grad_norm = 0.05;
+  test::expect_matches_reference(run_training(c));
+  test::use_sgd_with_momentum(c);
+  test::expect_matches_reference(run_training(c));
+}
+
 // Expert-parallel rank r of a group holds experts [r E/e, (r+1) E/e): its parameters are the
 // replicated ones and E/e experts per layer, a fraction of what a data-parallel rank holds.
 TEST(Ep, EachRankHoldsItsShareOfTheExperts) {
