@@ -10,7 +10,6 @@
 // gradient.
 #include "strategies/expert_parallel.h"
 
-#include <cmath>
 #include <map>
 
 #include <c10/util/accumulate.h>
@@ -25,6 +24,7 @@
 #include "engine/weights.h"
 #include "strategies/bucket_plan.h"
 #include "strategies/expert_dispatch.h"
+#include "strategies/flat_shard.h"
 #include "strategies/gradient_buckets.h"
 #include "strategies/hooked_data_parallel.h"
 #include "strategies/named_group.h"
@@ -57,28 +57,15 @@ class ExpertParallel final : public HookedDataParallel {
     return bytes;
   }
 
-  // The global norm: the replicated weights' gradients are the same on every rank, and each
-  // expert's lives on one rank of each expert-parallel group, so the group sums their squares.
+  // The global norm: the replicated weights' gradients are the same on every rank (counted
+  // here once), and each expert's lives on one rank of each expert-parallel group (the group
+  // sums their squares), as clip_sharded_gradients does for any slices over a group.
   double clip_gradients(double max_norm) override {
-    torch::NoGradGuard no_grad;
-    double dense_sq = 0, expert_sq = 0;
-    for (size_t i = 0; i < trainable_.size(); ++i) {
-      if (!trainable_[i].grad().defined()) continue;
-      const double norm = trainable_[i].grad().norm().item<double>();
-      (expert_slot_[i] >= 0 ? expert_sq : dense_sq) += norm * norm;
-    }
-    if (placement_.comm != nullptr) {
-      auto sum = torch::tensor({expert_sq}, torch::TensorOptions().dtype(torch::kDouble));
-      placement_.comm->all_reduce(sum);
-      expert_sq = sum.item<double>();
-    }
-    const double total = std::sqrt(dense_sq + expert_sq);
-    const double coef = max_norm / (total + 1e-6);
-    if (coef < 1.0) {
-      for (auto& p : trainable_)
-        if (p.grad().defined()) p.mutable_grad().mul_(coef);
-    }
-    return total;
+    if (placement_.comm == nullptr) return ReplicatedStrategy::clip_gradients(max_norm);
+    std::vector<torch::Tensor> experts, dense;
+    for (size_t i = 0; i < trainable_.size(); ++i)
+      (expert_slot_[i] >= 0 ? experts : dense).push_back(trainable_[i]);
+    return clip_sharded_gradients(*placement_.comm, experts, max_norm, dense, {});
   }
 
   // Each expert from the rank of the first group that holds it.
@@ -99,14 +86,13 @@ class ExpertParallel final : public HookedDataParallel {
         names.push_back(name);
         elements += owner == placement_.rank ? p.numel() : c10::multiply_integers(shape[name]);
       }
-      auto flat = torch::empty({elements}, options);
+      torch::Tensor flat;
       if (owner == placement_.rank) {
-        int64_t at = 0;
-        for (const auto& name : names) {
-          const auto& p = out[position[name]].second;
-          flat.narrow(0, at, p.numel()).copy_(p.reshape({-1}));
-          at += p.numel();
-        }
+        std::vector<torch::Tensor> own;
+        for (const auto& name : names) own.push_back(out[position[name]].second);
+        flat = at::flatten_dense_tensors(own).to(options.device());
+      } else {
+        flat = torch::empty({elements}, options);
       }
       placement_.comm->broadcast(flat, owner);
       if (owner == placement_.rank) continue;
