@@ -10,9 +10,9 @@ SECONDS_EACH="${1:-60}"
 OUT=build-fuzz
 mkdir -p "$OUT"
 command -v clang++ >/dev/null || { echo "clang++ not found (apt-get install clang)" >&2; exit 2; }
-SOURCES=(profiling/trace.cpp profiling/native_trace.cpp profiling/chrome_trace.cpp
-         profiling/chrome_trace_reader.cpp profiling/chrome_json_scan.cpp
-         profiling/chrome_tracks.cpp profiling/comm_links.cpp)
+SOURCES=(profiling/trace/trace.cpp profiling/io/native_trace.cpp profiling/io/chrome_trace.cpp
+         profiling/io/chrome_trace_reader.cpp profiling/io/chrome_json_scan.cpp
+         profiling/io/chrome_tracks.cpp profiling/metrics/comm_links.cpp)
 FLAGS=(-std=c++17 -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined)
 status=0
 for format in native json; do

@@ -11,7 +11,7 @@ namespace shardscope::gui {
 namespace {
 
 // Sort keys: numbers by value (by the column's header), text by text.
-bool numeric(const std::string& header, const cli::ComparisonRow& r, double* value) {
+bool numeric(const std::string& header, const analysis::ComparisonRow& r, double* value) {
   if (header == "world")
     *value = r.world;
   else if (header == "peak MB/rank")
@@ -43,7 +43,7 @@ void draw_compare_window(GuiSession& session) {
       "PyTorch's DDP run of the same model and global batch, and says why when there is none. "
       "Click a header to sort; export the table as CSV or Markdown.");
   // Finished runs only: a running one has no result yet. `run_of` maps rows back to runs.
-  std::vector<cli::ComparisonRow> rows;
+  std::vector<analysis::ComparisonRow> rows;
   std::vector<int> run_of;
   for (size_t i = 0; i < session.runs.size(); ++i) {
     if (session.runs[i]->live) continue;
@@ -56,8 +56,8 @@ void draw_compare_window(GuiSession& session) {
     const ShownRun view = session.shown(*session.runs[run_of.front()]);
     ImGui::TextDisabled("times: %s", view.title.c_str());
   }
-  const auto shown = cli::distinguishing_columns(rows);
-  const auto headers = cli::comparison_headers(shown);
+  const auto shown = analysis::distinguishing_columns(rows);
+  const auto headers = analysis::comparison_headers(shown);
   static std::vector<int> order;
   order.resize(rows.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -75,14 +75,14 @@ void draw_compare_window(GuiSession& session) {
       auto less = [&](int a, int b) {
         double x = 0, y = 0;
         if (numeric(header, rows[a], &x) && numeric(header, rows[b], &y)) return x < y;
-        return cli::comparison_cells(rows[a], rows, shown)[column] <
-               cli::comparison_cells(rows[b], rows, shown)[column];
+        return analysis::comparison_cells(rows[a], rows, shown)[column] <
+               analysis::comparison_cells(rows[b], rows, shown)[column];
       };
       std::stable_sort(order.begin(), order.end(),
                        [&](int a, int b) { return ascending ? less(a, b) : less(b, a); });
     }
     for (int i : order) {
-      const auto cells = cli::comparison_cells(rows[i], rows, shown);
+      const auto cells = analysis::comparison_cells(rows[i], rows, shown);
       ImGui::TableNextRow();
       for (size_t c = 0; c < cells.size(); ++c) {
         ImGui::TableNextColumn();
@@ -107,7 +107,7 @@ void draw_compare_window(GuiSession& session) {
     const std::string label = std::string("Export ") + format;
     if (ImGui::Button(label.c_str())) {
       std::ofstream out(session.export_path);
-      cli::print_comparison(rows, format, out);
+      analysis::print_comparison(rows, format, out);
       session.message =
           out ? "wrote " + session.export_path : "cannot write " + session.export_path;
     }
@@ -115,7 +115,7 @@ void draw_compare_window(GuiSession& session) {
   ImGui::SameLine();
   if (ImGui::Button("Copy markdown")) {
     std::ostringstream out;
-    cli::print_comparison(rows, "markdown", out);
+    analysis::print_comparison(rows, "markdown", out);
     ImGui::SetClipboardText(out.str().c_str());
   }
 }

@@ -4,7 +4,7 @@
 
 #include <imgui.h>
 
-#include "app/expert_load.h"
+#include "app/analysis/expert_load.h"
 #include "app/gui/gui_style.h"
 #include "app/gui/windows.h"
 
@@ -21,7 +21,7 @@ std::string megabytes(int64_t bytes) {
 }
 
 // One bar per expert, its height the tokens routed to it, a line at the mean.
-void expert_bars(const cli::ExpertLoad& load) {
+void expert_bars(const analysis::ExpertLoad& load) {
   const float width = ImGui::GetContentRegionAvail().x, height = 140;
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   ImDrawList* draw = ImGui::GetWindowDrawList();
@@ -50,7 +50,7 @@ void expert_bars(const cli::ExpertLoad& load) {
   ImGui::Dummy(ImVec2(width, height));
 }
 
-void sender_table(const cli::ExpertLoad& load) {
+void sender_table(const analysis::ExpertLoad& load) {
   if (!ImGui::BeginTable("routed", load.experts + 1,
                          ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     return;
@@ -90,7 +90,7 @@ void sender_table(const cli::ExpertLoad& load) {
   ImGui::EndTable();
 }
 
-void rank_table(const cli::ExpertLoad& load) {
+void rank_table(const analysis::ExpertLoad& load) {
   if (!ImGui::BeginTable("ranks", 5, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit))
     return;
   ImGui::TableSetupColumn("rank");
@@ -133,7 +133,7 @@ void draw_experts_window(GuiSession& session) {
       "wait in the combine (pink on the timeline). The table below says how many tokens each "
       "rank sent off-rank against uniform routing, and the all_to_all bytes it sent.");
   auto& view = session.experts;
-  const cli::ExpertLoad whole = cli::expert_load(run->trace, -1, -1);
+  const analysis::ExpertLoad whole = analysis::expert_load(run->trace, -1, -1);
   if (!whole.problem.empty()) {
     view.figures = {{"problem", whole.problem}};
     ImGui::TextWrapped("%s", whole.problem.c_str());
@@ -146,7 +146,7 @@ void draw_experts_window(GuiSession& session) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(240);
   ImGui::SliderInt("layer (-1: all)", &view.layer, -1, whole.layers - 1);
-  const cli::ExpertLoad load = cli::expert_load(run->trace, view.step, view.layer);
+  const analysis::ExpertLoad load = analysis::expert_load(run->trace, view.step, view.layer);
   view.figures = {{"step", view.step},
                   {"layer", view.layer},
                   {"per_expert", load.per_expert},

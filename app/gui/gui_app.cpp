@@ -12,14 +12,14 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
+#include "app/analysis/trace_open.h"
 #include "app/gui/gui_script.h"
 #include "app/gui/gui_session.h"
 #include "app/gui/screenshot.h"
 #include "app/gui/script_player.h"
 #include "app/gui/windows.h"
-#include "app/trace_open.h"
-#include "profiling/hardware_profile.h"
-#include "profiling/trace_io.h"
+#include "profiling/io/trace_io.h"
+#include "profiling/projection/hardware_profile.h"
 
 namespace shardscope::gui {
 
@@ -131,66 +131,87 @@ bool have_display(std::string* why) {
   return false;
 }
 
-int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
+namespace {
+
+// What gui_main prepares before it opens a window: all of it checked, so that a bad option is
+// reported whether or not there is a display.
+struct StartUp {
   std::vector<ScriptAction> actions;
-  if (!options.script.empty()) {
-    std::ifstream in(options.script);
-    if (!in) {
-      err << "error: --script: cannot read " << options.script << "\n";
-      return 2;
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-      actions = parse_script(text.str());
-    } catch (const std::exception& e) {
-      err << "error: --script: " << e.what() << "\n";
-      return 2;
-    }
+  std::string first_tab;
+  std::vector<std::unique_ptr<LoadedRun>> opened;
+};
+
+bool read_script(const std::string& path, std::vector<ScriptAction>* actions, std::ostream& err) {
+  std::ifstream in(path);
+  if (!in) {
+    err << "error: --script: cannot read " << path << "\n";
+    return false;
   }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    *actions = parse_script(text.str());
+  } catch (const std::exception& e) {
+    err << "error: --script: " << e.what() << "\n";
+    return false;
+  }
+  return true;
+}
+
+// Checks the options and loads what they name; false (said on `err`) when one is bad input.
+bool prepare(const GuiOptions& options, StartUp* start, std::ostream& err) {
+  if (!options.script.empty() && !read_script(options.script, &start->actions, err)) return false;
   if (options.width < 320 || options.height < 240) {
     err << "error: --size: at least 320x240\n";
-    return 2;
+    return false;
   }
-  std::string first_tab;
   try {
-    if (!options.tab.empty()) first_tab = tab_named(options.tab);
+    if (!options.tab.empty()) start->first_tab = tab_named(options.tab);
   } catch (const std::exception& e) {
     err << "error: --tab: " << e.what() << "\n";
-    return 2;
+    return false;
   }
   if (!options.hardware.empty()) {
     try {
       profiling::load_hardware_profile(options.hardware);
     } catch (const std::exception& e) {
       err << "error: --hardware: " << e.what() << "\n";
-      return 2;
+      return false;
     }
   }
   // The files first: a file that is not a trace is the user's error to hear about, display or not.
-  std::vector<std::unique_ptr<LoadedRun>> opened;
   for (const auto& file : options.open_files) {
     try {
-      opened.push_back(make_loaded_run(cli::open_trace_path(file), file));
+      start->opened.push_back(make_loaded_run(analysis::open_trace_path(file), file));
     } catch (const std::exception& e) {
       err << "error: " << e.what() << "\n";
-      return 2;
+      return false;
     }
   }
+  return true;
+}
+
+// A screenshot, a script or a frame count: the app ends by itself, so it renders without
+// waiting for vsync.
+bool unattended(const GuiOptions& options) {
+  return !options.screenshot.empty() || !options.script.empty() || options.frames > 0;
+}
+
+// The window with a current OpenGL 3 context, and ImGui on it; null (said on `err`) when the
+// display cannot give one.
+GLFWwindow* open_window(const GuiOptions& options, std::ostream& err) {
   std::string why;
   if (!have_display(&why)) {
     err << why << "\n";
-    return 2;
+    return nullptr;
   }
   glfwSetErrorCallback(
       [](int code, const char* text) { std::fprintf(stderr, "GLFW error %d: %s\n", code, text); });
   if (!glfwInit()) {
     err << "error: cannot open the display (GLFW failed to start); run headless with xvfb-run, see "
            "`shardscope gui --help`\n";
-    return 2;
+    return nullptr;
   }
-  const bool unattended =
-      !options.screenshot.empty() || !options.script.empty() || options.frames > 0;
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 0);
   GLFWwindow* window =
@@ -198,10 +219,10 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
   if (window == nullptr) {
     glfwTerminate();
     err << "error: cannot create an OpenGL 3 window on this display\n";
-    return 2;
+    return nullptr;
   }
   glfwMakeContextCurrent(window);
-  glfwSwapInterval(unattended ? 0 : 1);
+  glfwSwapInterval(unattended(options) ? 0 : 1);
 
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -209,112 +230,160 @@ int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
   ImGui::StyleColorsDark();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 130");
+  return window;
+}
 
-  int exit_code = 0;
-  {
-    GuiSession session;
-    session.lens.measured = options.measured;
-    session.lens.hardware = options.hardware;
-    for (auto& run : opened) session.add_run(std::move(run));
-    if (!options.open_files.empty()) session.message = "opened " + options.open_files.back();
-    session.requested_tab = !first_tab.empty()     ? first_tab
-                            : session.runs.empty() ? "Launch"
-                                                   : "Timeline";
-    ScriptPlayer player(std::move(actions));
-    int frames_left = options.frames > 0 ? options.frames : 3;
-    while (exit_code == 0 && !glfwWindowShouldClose(window)) {
-      glfwPollEvents();
-      for (auto& finished : session.launches.take_finished()) {
-        auto run = make_loaded_run(std::move(finished.trace), "launched");
-        run->origin = "#" + std::to_string(finished.id);
-        if (session.live_index >= 0 && session.live_id == finished.id) {
-          session.replace_run(session.live_index, std::move(run));
-          session.select_run(session.live_index);
-        } else {
-          session.add_run(std::move(run));
-        }
-        session.live_index = session.live_id = -1;
-        session.live_rank_steps.clear();
-      }
-      // The running run's timeline grows: a fresh snapshot twice a second.
-      if (glfwGetTime() - session.live_refreshed > 0.5) {
-        session.live_refreshed = glfwGetTime();
-        profiling::Trace live;
-        int id = 0;
-        if (session.launches.live_trace(&live, &id) && live.event_count() > 0) {
-          session.live_rank_steps.clear();
-          for (const auto& rank : live.ranks) {
-            int step = 0;
-            for (const auto& e : rank.events) step = std::max(step, e.step + 1);
-            session.live_rank_steps.push_back(step);
-          }
-          auto run = make_loaded_run(std::move(live), "launched");
-          run->origin = "running #" + std::to_string(id);
-          run->live = true;
-          if (session.live_index >= 0 && session.live_id == id) {
-            session.replace_run(session.live_index, std::move(run));
-          } else {
-            session.live_id = id;
-            session.live_index = session.add_run(std::move(run));
-          }
-        }
-      }
-      session.launches_progress_snapshot.clear();
-      for (const auto& p : session.launches.progress()) {
-        session.launches_progress_snapshot.push_back({{"id", p.id},
-                                                      {"label", p.label},
-                                                      {"status", p.status},
-                                                      {"step", p.step},
-                                                      {"steps", p.steps},
-                                                      {"failure", p.failure},
-                                                      {"resumed_from", p.resumed_from},
-                                                      {"checkpoint", p.checkpoint},
-                                                      {"resumable", p.resumable()},
-                                                      {"resumed_as", p.resumed_as}});
-      }
-      ImGui_ImplOpenGL3_NewFrame();
-      ImGui_ImplGlfw_NewFrame();
-      if (unattended) player.before_frame(session);
-      ImGui::NewFrame();
-      draw_frame(session, window);
-      ImGui::Render();
-      int w = 0, h = 0;
-      glfwGetFramebufferSize(window, &w, &h);
-      glViewport(0, 0, w, h);
-      glClearColor(0.08f, 0.08f, 0.09f, 1);
-      glClear(GL_COLOR_BUFFER_BIT);
-      ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-      if (const std::string shot = player.take_screenshot_request(); !shot.empty()) {
-        if (!write_framebuffer_png(shot, w, h, &why)) {
-          err << "error: " << why << "\n";
-          exit_code = 1;
-        }
-      }
-      if (unattended && player.done() && --frames_left <= 0) {
-        if (!options.screenshot.empty() && !write_framebuffer_png(options.screenshot, w, h, &why)) {
-          err << "error: " << why << "\n";
-          exit_code = 1;
-        }
-        glfwSwapBuffers(window);
-        break;
-      }
-      glfwSwapBuffers(window);
-    }
-    if (player.failed()) {
-      err << "error: " << player.error() << "\n";
-      exit_code = 1;
-    }
-    if (!options.state_out.empty())
-      std::ofstream(options.state_out) << session.state().dump(2) << "\n";
-    if (!options.screenshot.empty() && exit_code == 0)
-      out << "screenshot written to " << options.screenshot << "\n";
-    if (!session.launches.idle()) session.launches.stop_all();
-  }
+void close_window(GLFWwindow* window) {
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();
   glfwDestroyWindow(window);
   glfwTerminate();
+}
+
+// Launched runs that finished since the last frame replace their live snapshot, or are added.
+void take_finished_launches(GuiSession& session) {
+  for (auto& finished : session.launches.take_finished()) {
+    auto run = make_loaded_run(std::move(finished.trace), "launched");
+    run->origin = "#" + std::to_string(finished.id);
+    if (session.live_index >= 0 && session.live_id == finished.id) {
+      session.replace_run(session.live_index, std::move(run));
+      session.select_run(session.live_index);
+    } else {
+      session.add_run(std::move(run));
+    }
+    session.live_index = session.live_id = -1;
+    session.live_rank_steps.clear();
+  }
+}
+
+// The running run's timeline grows: a fresh snapshot twice a second.
+void refresh_live_run(GuiSession& session) {
+  if (glfwGetTime() - session.live_refreshed <= 0.5) return;
+  session.live_refreshed = glfwGetTime();
+  profiling::Trace live;
+  int id = 0;
+  if (!session.launches.live_trace(&live, &id) || live.event_count() == 0) return;
+  session.live_rank_steps.clear();
+  for (const auto& rank : live.ranks) {
+    int step = 0;
+    for (const auto& e : rank.events) step = std::max(step, e.step + 1);
+    session.live_rank_steps.push_back(step);
+  }
+  auto run = make_loaded_run(std::move(live), "launched");
+  run->origin = "running #" + std::to_string(id);
+  run->live = true;
+  if (session.live_index >= 0 && session.live_id == id) {
+    session.replace_run(session.live_index, std::move(run));
+  } else {
+    session.live_id = id;
+    session.live_index = session.add_run(std::move(run));
+  }
+}
+
+// The launches' progress as the state (and a script) reads it, taken once a frame.
+void snapshot_launch_progress(GuiSession& session) {
+  session.launches_progress_snapshot.clear();
+  for (const auto& p : session.launches.progress()) {
+    session.launches_progress_snapshot.push_back({{"id", p.id},
+                                                  {"label", p.label},
+                                                  {"status", p.status},
+                                                  {"step", p.step},
+                                                  {"steps", p.steps},
+                                                  {"failure", p.failure},
+                                                  {"resumed_from", p.resumed_from},
+                                                  {"checkpoint", p.checkpoint},
+                                                  {"resumable", p.resumable()},
+                                                  {"resumed_as", p.resumed_as}});
+  }
+}
+
+// The main loop's own state, beside the session it shows.
+struct FrameLoop {
+  const GuiOptions& options;
+  GLFWwindow* window;
+  int frames_left;  // of an unattended run, once its script is done
+  int exit_code = 0;
+};
+
+// Draws and shows one frame, writing the screenshots asked for; false when an unattended run
+// has shown its last frame.
+bool render_frame(GuiSession& session, ScriptPlayer& player, FrameLoop* loop, std::ostream& err) {
+  const GuiOptions& options = loop->options;
+  const bool unattended_run = unattended(options);
+  ImGui_ImplOpenGL3_NewFrame();
+  ImGui_ImplGlfw_NewFrame();
+  if (unattended_run) player.before_frame(session);
+  ImGui::NewFrame();
+  draw_frame(session, loop->window);
+  ImGui::Render();
+  int w = 0, h = 0;
+  glfwGetFramebufferSize(loop->window, &w, &h);
+  glViewport(0, 0, w, h);
+  glClearColor(0.08f, 0.08f, 0.09f, 1);
+  glClear(GL_COLOR_BUFFER_BIT);
+  ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  std::string why;
+  if (const std::string shot = player.take_screenshot_request(); !shot.empty()) {
+    if (!write_framebuffer_png(shot, w, h, &why)) {
+      err << "error: " << why << "\n";
+      loop->exit_code = 1;
+    }
+  }
+  if (unattended_run && player.done() && --loop->frames_left <= 0) {
+    if (!options.screenshot.empty() && !write_framebuffer_png(options.screenshot, w, h, &why)) {
+      err << "error: " << why << "\n";
+      loop->exit_code = 1;
+    }
+    glfwSwapBuffers(loop->window);
+    return false;
+  }
+  glfwSwapBuffers(loop->window);
+  return true;
+}
+
+// The session from start to end: the loop, then what an unattended run reports. Its launches
+// are stopped before it returns, and with it the session goes, while ImGui is still up.
+int run_session(const GuiOptions& options, StartUp& start, GLFWwindow* window, std::ostream& out,
+                std::ostream& err) {
+  GuiSession session;
+  session.lens.measured = options.measured;
+  session.lens.hardware = options.hardware;
+  for (auto& run : start.opened) session.add_run(std::move(run));
+  if (!options.open_files.empty()) session.message = "opened " + options.open_files.back();
+  session.requested_tab = !start.first_tab.empty() ? start.first_tab
+                          : session.runs.empty()   ? "Launch"
+                                                   : "Timeline";
+  ScriptPlayer player(std::move(start.actions));
+  FrameLoop loop{options, window, options.frames > 0 ? options.frames : 3, 0};
+  while (loop.exit_code == 0 && !glfwWindowShouldClose(window)) {
+    glfwPollEvents();
+    take_finished_launches(session);
+    refresh_live_run(session);
+    snapshot_launch_progress(session);
+    if (!render_frame(session, player, &loop, err)) break;
+  }
+  if (player.failed()) {
+    err << "error: " << player.error() << "\n";
+    loop.exit_code = 1;
+  }
+  if (!options.state_out.empty())
+    std::ofstream(options.state_out) << session.state().dump(2) << "\n";
+  if (!options.screenshot.empty() && loop.exit_code == 0)
+    out << "screenshot written to " << options.screenshot << "\n";
+  if (!session.launches.idle()) session.launches.stop_all();
+  return loop.exit_code;
+}
+
+}  // namespace
+
+int gui_main(const GuiOptions& options, std::ostream& out, std::ostream& err) {
+  StartUp start;
+  if (!prepare(options, &start, err)) return 2;
+  GLFWwindow* window = open_window(options, err);
+  if (window == nullptr) return 2;
+  const int exit_code = run_session(options, start, window, out, err);
+  close_window(window);
   return exit_code;
 }
 

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <exception>
 
-#include "app/trace_figures.h"
-#include "app/trace_open.h"
-#include "app/trace_projection.h"
-#include "engine/atomic_file.h"
-#include "profiling/trace_io.h"
+#include "app/analysis/trace_figures.h"
+#include "app/analysis/trace_open.h"
+#include "app/analysis/trace_projection.h"
+#include "engine/state/atomic_file.h"
+#include "profiling/io/trace_io.h"
 
 namespace shardscope::gui {
 
@@ -16,21 +16,21 @@ std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::st
   run->source = source;
   run->trace = std::move(trace);
   run->index = build_timeline_index(run->trace);
-  run->row = cli::comparison_row(run->trace);
-  if (const auto pipeline = cli::pipeline_of_run(run->trace.run))
+  run->row = analysis::comparison_row(run->trace);
+  if (const auto pipeline = analysis::pipeline_of_run(run->trace.run))
     run->bubble_formula = pipeline->formula;
   for (const auto& rank : run->trace.ranks) run->memory_peaks.push_back(peak_breakdown(rank));
   const size_t slash = source.find_last_of('/');
   if (source != "launched") run->origin = source.substr(slash == std::string::npos ? 0 : slash + 1);
-  run->label = cli::run_label(run->row.attributes, {});
+  run->label = analysis::run_label(run->row.attributes, {});
   if (run->label == "trace" && !run->origin.empty()) run->label += " (" + run->origin + ")";
   return run;
 }
 
 void GuiSession::relabel() {
-  std::vector<cli::RunAttributes> attributes;
+  std::vector<analysis::RunAttributes> attributes;
   for (const auto& r : runs) attributes.push_back(r->row.attributes);
-  const std::vector<std::string> labels = cli::run_labels(attributes);
+  const std::vector<std::string> labels = analysis::run_labels(attributes);
   for (size_t i = 0; i < runs.size(); ++i) {
     LoadedRun& run = *runs[i];
     run.label = labels[i];
@@ -58,16 +58,16 @@ ShownRun GuiSession::shown(LoadedRun& run) {
     auto lensed = std::make_unique<LoadedRun::Lensed>();
     lensed->lens_key = key;
     try {
-      lensed->view = cli::apply_lens(run.trace, lens);
+      lensed->view = analysis::apply_lens(run.trace, lens);
     } catch (const std::exception& e) {
       lensed->view.trace = run.trace;
       lensed->view.title = "measured wall clock";
       lensed->view.note = std::string("device time unavailable: ") + e.what();
     }
     lensed->index = build_timeline_index(lensed->view.trace);
-    lensed->row = cli::comparison_row(lensed->view.trace);
+    lensed->row = analysis::comparison_row(lensed->view.trace);
     if (lensed->view.device_time) {
-      lensed->row.step_s = cli::summarise(lensed->view.trace).step_s;
+      lensed->row.step_s = analysis::summarise(lensed->view.trace).step_s;
       lensed->row.lens = "device time on " + lensed->view.hardware;
       lensed->row.attributes.lens = lensed->row.lens;
     }
@@ -82,7 +82,7 @@ ShownRun GuiSession::shown(LoadedRun& run) {
   return out;
 }
 
-void GuiSession::set_lens(const cli::Lens& next) {
+void GuiSession::set_lens(const analysis::Lens& next) {
   lens = next;
   timeline.reset();  // same events, other times: the old window frames nothing in particular
 }
@@ -116,7 +116,7 @@ void GuiSession::replace_run(int index, std::unique_ptr<LoadedRun> run) {
 
 bool GuiSession::open_trace(const std::string& path) {
   try {
-    add_run(make_loaded_run(cli::open_trace_path(path), path));
+    add_run(make_loaded_run(analysis::open_trace_path(path), path));
     message = "opened " + path;
     return true;
   } catch (const std::exception& e) {

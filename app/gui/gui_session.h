@@ -6,13 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/comparison_table.h"
-#include "app/device_time_lens.h"
+#include "app/analysis/comparison_table.h"
+#include "app/analysis/device_time_lens.h"
 #include "app/gui/launch_queue.h"
 #include "app/gui/memory_breakdown.h"
 #include "app/gui/timeline_index.h"
 #include "app/gui/timeline_view.h"
-#include "profiling/trace.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
 
@@ -27,16 +27,16 @@ struct LoadedRun {
   std::string origin;
   profiling::Trace trace;
   TimelineIndex index;
-  cli::ComparisonRow row;
+  analysis::ComparisonRow row;
   std::vector<MemoryBreakdown> memory_peaks;  // per rank: what it held at its peak
   bool live = false;                          // a snapshot of a run still going: no result yet
   double bubble_formula = -1;  // a pipeline run's (p - 1) / (m + p - 1); -1 for other runs
   // The run through the session's lens (device time), made when first shown under that lens.
   struct Lensed {
     std::string lens_key;
-    cli::LensedTrace view;
+    analysis::LensedTrace view;
     TimelineIndex index;
-    cli::ComparisonRow row;
+    analysis::ComparisonRow row;
   };
   std::unique_ptr<Lensed> lensed;
 };
@@ -59,7 +59,7 @@ struct WhatIfState {
 struct ShownRun {
   const profiling::Trace* trace = nullptr;
   const TimelineIndex* index = nullptr;
-  const cli::ComparisonRow* row = nullptr;
+  const analysis::ComparisonRow* row = nullptr;
   bool device_time = false;
   std::string title;  // what the picture is: its lens, hardware and compute scale
   std::string note;   // a caveat, or why device time is not shown
@@ -68,9 +68,9 @@ struct ShownRun {
 // Everything the app shows, and what tests inspect through `--state`.
 struct GuiSession {
   // Device time by default: what N devices would do. `lens.measured`: the raw wall clock.
-  cli::Lens lens;
+  analysis::Lens lens;
   ShownRun shown(LoadedRun& run);
-  void set_lens(const cli::Lens& next);
+  void set_lens(const analysis::Lens& next);
   std::vector<std::unique_ptr<LoadedRun>> runs;
   int current = -1;
   std::string tab = "Timeline";  // the tab shown

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "profiling/trace.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
 

@@ -4,9 +4,9 @@
 #include <csignal>
 #include <stdexcept>
 
-#include "engine/run.h"
-#include "engine/stop_request.h"
-#include "profiling/trace_builder.h"
+#include "engine/launch/stop_request.h"
+#include "engine/train/run.h"
+#include "profiling/trace/trace_builder.h"
 
 namespace shardscope::gui {
 

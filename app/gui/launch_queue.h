@@ -10,9 +10,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/config.h"
-#include "profiling/rank_event_log.h"
-#include "profiling/trace.h"
+#include "engine/train/config.h"
+#include "profiling/record/rank_event_log.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
 
@@ -45,7 +45,7 @@ class LaunchQueue {
   // `config` must be finalized. Returns the run's id.
   int enqueue(const Config& config, const std::string& label);
   // Drops what is queued and stops the running run after the step its ranks are in (threads
-  // and processes alike; see engine/stop_request.h).
+  // and processes alike; see engine/launch/stop_request.h).
   void stop_all();
   // Queues the run that continues run `id` from the last checkpoint it wrote (that step's
   // folder, not the newest in the directory, which a later run may have written), as

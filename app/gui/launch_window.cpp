@@ -5,12 +5,12 @@
 
 #include "app/gui/launch_form.h"
 #include "app/gui/windows.h"
-#include "engine/config.h"
-#include "engine/gpt_model.h"
-#include "engine/run.h"
-#include "engine/strategy_registry.h"
-#include "strategies/bucket_preview.h"
-#include "strategies/pipeline_schedule.h"
+#include "engine/model/gpt_model.h"
+#include "engine/train/config.h"
+#include "engine/train/run.h"
+#include "engine/train/strategy_registry.h"
+#include "strategies/data_parallel/bucket_preview.h"
+#include "strategies/pipeline/pipeline_schedule.h"
 
 namespace shardscope::gui {
 

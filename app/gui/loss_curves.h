@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "app/gui/line_chart.h"
-#include "profiling/run_record.h"
+#include "profiling/trace/run_record.h"
 
 namespace shardscope::gui {
 

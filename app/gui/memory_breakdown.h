@@ -3,7 +3,7 @@
 #include <array>
 #include <cstdint>
 
-#include "profiling/trace.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
 

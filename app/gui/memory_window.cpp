@@ -7,11 +7,11 @@
 #include "app/gui/line_chart.h"
 #include "app/gui/memory_breakdown.h"
 #include "app/gui/windows.h"
-#include "engine/config.h"
-#include "engine/config_bounds.h"
-#include "engine/recorded_config.h"
-#include "profiling/memory_projection.h"
-#include "strategies/memory_formula.h"
+#include "engine/state/recorded_config.h"
+#include "engine/train/config.h"
+#include "engine/train/config_bounds.h"
+#include "profiling/projection/memory_projection.h"
+#include "strategies/common/memory_formula.h"
 
 namespace shardscope::gui {
 

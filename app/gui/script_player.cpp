@@ -125,7 +125,7 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     session.timeline.request_range(number(args[0]), number(args[1]));
   } else if (v == "lens") {
     // lens measured | lens device [HARDWARE]
-    cli::Lens lens;
+    analysis::Lens lens;
     if (args.empty() || (args[0] != "measured" && args[0] != "device"))
       throw std::runtime_error("lens: measured or device [HARDWARE]");
     lens.measured = args[0] == "measured";

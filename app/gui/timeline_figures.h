@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "app/gui/timeline_index.h"
-#include "profiling/trace_metrics.h"
+#include "profiling/metrics/trace_metrics.h"
 
 struct ImDrawList;
 

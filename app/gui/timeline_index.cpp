@@ -4,8 +4,8 @@
 #include <limits>
 #include <map>
 
-#include "profiling/pipeline_pass_names.h"
-#include "profiling/step_figures.h"
+#include "profiling/metrics/step_figures.h"
+#include "profiling/trace/pipeline_pass_names.h"
 
 namespace shardscope::gui {
 
@@ -103,7 +103,7 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
     index.memory_peak.push_back(peak);
   }
   for (const auto& [number, span] : step_spans) index.steps.push_back(span);
-  // Figures per rank and step, in one place with `report` (profiling/step_figures.h).
+  // Figures per rank and step, in one place with `report` (profiling/metrics/step_figures.h).
   index.step_figures.resize(trace.ranks.size());
   std::map<int, size_t> rank_index;
   for (size_t r = 0; r < trace.ranks.size(); ++r) rank_index[trace.ranks[r].rank] = r;

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "profiling/trace.h"
-#include "profiling/trace_metrics.h"
+#include "profiling/metrics/trace_metrics.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
 
@@ -31,8 +31,8 @@ struct TimelineIndex {
   int64_t t_min = 0, t_max = 0;   // extent of every event and counter
   // Every step, by number, for step markers, the step slider and fit-to-step.
   std::vector<StepSpan> steps;
-  // Per rank: each step's overlap, exposed communication and bubble (profiling/trace_metrics.h),
-  // by step number.
+  // Per rank: each step's overlap, exposed communication and bubble
+  // (profiling/metrics/trace_metrics.h), by step number.
   std::vector<std::vector<profiling::StepMetrics>> step_figures;
   // Per rank: the time within the steps' pipeline windows that it does not compute, merged.
   std::vector<profiling::Intervals> pipeline_idle;

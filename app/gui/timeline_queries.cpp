@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "profiling/trace_metrics.h"
+#include "profiling/metrics/trace_metrics.h"
 
 // What scripts and tests ask of the timeline: events by name, their place on screen, the
 // selection and its linked collectives, and the view's state as JSON.

@@ -9,8 +9,8 @@
 #include "app/gui/gui_style.h"
 #include "app/gui/timeline_figures.h"
 #include "app/gui/timeline_ticks.h"
-#include "profiling/figure_text.h"
-#include "profiling/trace_metrics.h"
+#include "profiling/metrics/figure_text.h"
+#include "profiling/metrics/trace_metrics.h"
 
 namespace shardscope::gui {
 
@@ -57,10 +57,41 @@ void TimelineView::apply_fit(const TimelineIndex& index, double width_px) {
   pending_fit_ = kNone;
 }
 
+// The frame's geometry and the mouse over its canvas: what every part of draw() reads.
+struct TimelineView::Frame {
+  ImDrawList* dl = nullptr;
+  ImVec2 origin, avail;       // the whole area: gutter and canvas, axis and rows
+  float canvas_w = 0;         // the canvas starts at canvas_x_, right of the gutter
+  float top = 0;              // the first rank's top, below the axis
+  ImVec2 clip_min, clip_max;  // the canvas, axis included: what is drawn in time is clipped to it
+  ImVec2 mouse;
+  double mouse_x = 0;  // from the canvas's left edge
+  bool hovered = false, active = false, released = false;
+};
+
+// One rank's band of rows while it is drawn top to bottom; `next_row` carries on to the next
+// rank, since the index's rows are sorted by rank.
+struct TimelineView::RankBand {
+  size_t index = 0;       // into Trace::ranks and the index's per-rank tables
+  float top = 0;          // its first row
+  float host_bottom = 0;  // the bottom of its host rows, where a pipeline bubble is shaded
+  float y = 0;            // the top of what is drawn next
+  size_t next_row = 0;    // into TimelineIndex::rows
+};
+
 void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root_failure) {
   last_trace_ = &trace;
-  ImGuiIO& io = ImGui::GetIO();
-  // Toolbar.
+  draw_toolbar(index);
+  draw_selection_line(trace, index);
+  const Frame frame = begin_canvas(trace, index);
+  handle_canvas_input(frame);
+  draw_time_axis(frame, index);
+  const float bottom = draw_ranks(frame, trace, index, root_failure);
+  draw_selection_and_links(frame, trace, index, bottom);
+  draw_hover(frame, trace, index);
+}
+
+void TimelineView::draw_toolbar(const TimelineIndex& index) {
   if (ImGui::Button("Fit all")) request_fit_all();
   ImGui::SameLine();
   if (ImGui::Button("Fit step") && !index.steps.empty()) request_fit_step(fit_step_);
@@ -80,6 +111,10 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   ImGui::SameLine();
   ImGui::TextDisabled("wheel: zoom  drag: pan  right-drag: measure  click: select");
   ImGui::SameLine();
+  draw_legend(index);
+}
+
+void TimelineView::draw_legend(const TimelineIndex& index) const {
   for (Category c : {Category::kForward, Category::kBackward, Category::kCollective,
                      Category::kOptimizer, Category::kGradSync, Category::kWait}) {
     ImGui::SameLine();
@@ -108,43 +143,50 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     ImGui::SameLine(0, 3);
     ImGui::TextUnformatted("bubble");
   }
+}
 
-  // Selection details, above the canvas so the canvas does not move when it appears.
-  if (selected_.valid()) {
-    const auto d = describe(trace, index, selected_);
-    std::string line = "selected: " + d["name"].get<std::string>() + " on rank " +
-                       std::to_string(d["rank"].get<int>()) + " (" + d["lane"].get<std::string>() +
-                       "), at " + format_ms(d["start_ms"]) + ", " + format_ms(d["duration_ms"]);
-    if (d.contains("bytes")) line += ", " + format_bytes(d["bytes"].get<double>());
-    if (d.contains("busbw_gbps")) {
-      line += ", busbw " + profiling::format_gbps(d["busbw_gbps"].get<double>());
-    }
-    if (linked_.size() > 1) {
-      int64_t first = INT64_MAX, last = INT64_MIN;
-      int last_rank = -1;
-      for (const auto& l : linked_) {
-        const int64_t t = trace.ranks[l.rank].events[l.event].t0_ns;
-        first = std::min(first, t);
-        if (t > last) {
-          last = t;
-          last_rank = trace.ranks[l.rank].rank;
-        }
-      }
-      line += "; on " + std::to_string(linked_.size()) + " ranks, rank " +
-              std::to_string(last_rank) + " arrived last, " + format_ms((last - first) * 1e-6) +
-              " after the first (the others waited)";
-    }
-    ImGui::TextUnformatted(line.c_str());
-  } else {
+// Selection details, above the canvas so the canvas does not move when it appears.
+void TimelineView::draw_selection_line(const Trace& trace, const TimelineIndex& index) const {
+  if (!selected_.valid()) {
     ImGui::TextDisabled("click an event to select it; a collective links to its peers");
+    return;
   }
+  const auto d = describe(trace, index, selected_);
+  std::string line = "selected: " + d["name"].get<std::string>() + " on rank " +
+                     std::to_string(d["rank"].get<int>()) + " (" + d["lane"].get<std::string>() +
+                     "), at " + format_ms(d["start_ms"]) + ", " + format_ms(d["duration_ms"]);
+  if (d.contains("bytes")) line += ", " + format_bytes(d["bytes"].get<double>());
+  if (d.contains("busbw_gbps")) {
+    line += ", busbw " + profiling::format_gbps(d["busbw_gbps"].get<double>());
+  }
+  if (linked_.size() > 1) {
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    int last_rank = -1;
+    for (const auto& l : linked_) {
+      const int64_t t = trace.ranks[l.rank].events[l.event].t0_ns;
+      first = std::min(first, t);
+      if (t > last) {
+        last = t;
+        last_rank = trace.ranks[l.rank].rank;
+      }
+    }
+    line += "; on " + std::to_string(linked_.size()) + " ranks, rank " + std::to_string(last_rank) +
+            " arrived last, " + format_ms((last - first) * 1e-6) +
+            " after the first (the others waited)";
+  }
+  ImGui::TextUnformatted(line.c_str());
+}
 
-  const ImVec2 origin = ImGui::GetCursorScreenPos();
-  const ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float canvas_w = std::max(50.0f, avail.x - kGutter);
-  const float canvas_h = std::max(50.0f, avail.y - kAxisHeight);
-  width_px_ = canvas_w;
-  canvas_x_ = origin.x + kGutter;
+// Lays the canvas out in what is left of the window and claims it as one widget, so the mouse
+// over it is ours (zoom, pan, measure, select) rather than the window's.
+TimelineView::Frame TimelineView::begin_canvas(const Trace& trace, const TimelineIndex& index) {
+  Frame f;
+  f.origin = ImGui::GetCursorScreenPos();
+  f.avail = ImGui::GetContentRegionAvail();
+  f.canvas_w = std::max(50.0f, f.avail.x - kGutter);
+  const float canvas_h = std::max(50.0f, f.avail.y - kAxisHeight);
+  width_px_ = f.canvas_w;
+  canvas_x_ = f.origin.x + kGutter;
   if (pending_fit_ != kNone) apply_fit(index, width_px_);
 
   // Vertical layout: rows per rank plus a memory strip, shrunk to fit the window.
@@ -153,46 +195,56 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   const float units =
       static_cast<float>(index.rows.size()) + (1 + kMemoryStrip + 0.4f) * static_cast<float>(ranks);
   row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, 22.0f);
-  const float top = origin.y + kAxisHeight;
+  f.top = f.origin.y + kAxisHeight;
 
-  ImGui::InvisibleButton("timeline_canvas", ImVec2(avail.x, std::max(avail.y, 60.0f)),
+  ImGui::InvisibleButton("timeline_canvas", ImVec2(f.avail.x, std::max(f.avail.y, 60.0f)),
                          ImGuiButtonFlags_MouseButtonLeft | ImGuiButtonFlags_MouseButtonRight);
-  const bool canvas_hovered = ImGui::IsItemHovered();
-  const bool canvas_active = ImGui::IsItemActive();
-  const bool canvas_released = ImGui::IsItemDeactivated();
-  const ImVec2 mouse = io.MousePos;
-  const double mouse_x = mouse.x - canvas_x_;
+  f.hovered = ImGui::IsItemHovered();
+  f.active = ImGui::IsItemActive();
+  f.released = ImGui::IsItemDeactivated();
+  f.mouse = ImGui::GetIO().MousePos;
+  f.mouse_x = f.mouse.x - canvas_x_;
 
-  // Zoom around the cursor, pan by dragging, measure with the right button.
-  if (canvas_hovered && io.MouseWheel != 0 && mouse_x >= 0) {
-    const int64_t t_at = window_.t_of(mouse_x);
+  f.dl = ImGui::GetWindowDrawList();
+  f.clip_min = ImVec2(canvas_x_, f.origin.y);
+  f.clip_max = ImVec2(canvas_x_ + f.canvas_w, f.origin.y + f.avail.y);
+  return f;
+}
+
+// Zoom around the cursor, pan by dragging, measure with the right button.
+void TimelineView::handle_canvas_input(const Frame& f) {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (f.hovered && io.MouseWheel != 0 && f.mouse_x >= 0) {
+    const int64_t t_at = window_.t_of(f.mouse_x);
     window_.ns_per_px =
         std::clamp(window_.ns_per_px * std::pow(0.8, io.MouseWheel), kMinNsPerPx, kMaxNsPerPx);
-    window_.t0_ns = t_at - static_cast<int64_t>(mouse_x * window_.ns_per_px);
+    window_.t0_ns = t_at - static_cast<int64_t>(f.mouse_x * window_.ns_per_px);
   }
-  if (canvas_active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
+  if (f.active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
     window_.t0_ns -= static_cast<int64_t>(io.MouseDelta.x * window_.ns_per_px);
   }
-  if (canvas_hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
+  if (f.hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Right)) {
     measuring_ = true;
-    measure_[0] = measure_[1] = window_.t_of(mouse_x);
+    measure_[0] = measure_[1] = window_.t_of(f.mouse_x);
   }
   if (measuring_) {
-    measure_[1] = window_.t_of(mouse_x);
+    measure_[1] = window_.t_of(f.mouse_x);
     if (!ImGui::IsMouseDown(ImGuiMouseButton_Right)) measuring_ = false;
   }
+}
 
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const ImVec2 clip_min(canvas_x_, origin.y), clip_max(canvas_x_ + canvas_w, origin.y + avail.y);
+// The background, then the time axis's ticks and the step markers over the whole height.
+void TimelineView::draw_time_axis(const Frame& f, const TimelineIndex& index) {
+  ImDrawList* dl = f.dl;
+  const ImVec2 origin = f.origin, avail = f.avail;
   dl->AddRectFilled(ImVec2(origin.x, origin.y), ImVec2(origin.x + avail.x, origin.y + avail.y),
                     0xFF1E1A18);
 
-  // Time axis and step markers.
   const double step_ns = tick_step_ns(window_.ns_per_px, 110);
   const int64_t first_tick =
       static_cast<int64_t>(std::ceil((window_.t0_ns - index.t_min) / step_ns) * step_ns);
-  dl->PushClipRect(clip_min, clip_max, true);
-  for (double t = first_tick; window_.x_of(index.t_min + int64_t(t)) < canvas_w; t += step_ns) {
+  dl->PushClipRect(f.clip_min, f.clip_max, true);
+  for (double t = first_tick; window_.x_of(index.t_min + int64_t(t)) < f.canvas_w; t += step_ns) {
     const float x = canvas_x_ + static_cast<float>(window_.x_of(index.t_min + int64_t(t)));
     dl->AddLine(ImVec2(x, origin.y + kAxisHeight - 6), ImVec2(x, origin.y + avail.y), 0x30FFFFFF);
     dl->AddText(ImVec2(x + 3, origin.y + 2), 0xFFB0B0B0, tick_label(t, step_ns).c_str());
@@ -204,7 +256,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   drawn_step_marks_ = 0;
   auto step_it = std::partition_point(index.steps.begin(), index.steps.end(),
                                       [&](const auto& s) { return window_.x_of(s.t0_ns) < -200; });
-  for (; step_it != index.steps.end() && window_.x_of(step_it->t0_ns) <= canvas_w; ++step_it) {
+  for (; step_it != index.steps.end() && window_.x_of(step_it->t0_ns) <= f.canvas_w; ++step_it) {
     if (step_it->step % line_stride != 0) continue;
     ++drawn_step_marks_;
     const float sx = canvas_x_ + static_cast<float>(window_.x_of(step_it->t0_ns));
@@ -218,166 +270,221 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
     }
   }
   dl->PopClipRect();
+}
 
-  // Rows.
+// Every rank's band: its lanes, its figures per step, its memory strip, its failure if any.
+// Returns the bottom of the last band.
+float TimelineView::draw_ranks(const Frame& f, const Trace& trace, const TimelineIndex& index,
+                               int root_failure) {
   row_top_.assign(index.rows.size(), 0);
   hovered_ = EventRef{};
   drawn_marks_ = folded_marks_ = 0;
-  std::vector<TimelineMark> marks;
+  std::vector<TimelineMark> marks;  // reused by every row
   hovered_figures_valid_ = false;
   int64_t memory_scale = 1;
   for (int64_t p : index.memory_peak) memory_scale = std::max(memory_scale, p);
-  float y = top;
-  size_t r = 0;
-  for (size_t rank_index = 0; rank_index < ranks; ++rank_index) {
+  RankBand band;
+  band.y = f.top;
+  for (size_t rank_index = 0; rank_index < trace.ranks.size(); ++rank_index) {
     const auto& rank = trace.ranks[rank_index];
     const bool failed = !rank.failure.empty();
     const bool root = failed && (root_failure < 0 || rank.rank == root_failure);
     const ImU32 failure_colour = root ? kFailedColour : kStoppedColour;
-    const float rank_top = y;
-    dl->AddLine(ImVec2(origin.x, y), ImVec2(origin.x + avail.x, y), 0x40FFFFFF);
+    band.index = rank_index;
+    band.top = band.host_bottom = band.y;
+    f.dl->AddLine(ImVec2(f.origin.x, band.y), ImVec2(f.origin.x + f.avail.x, band.y), 0x40FFFFFF);
     std::string label = "rank " + std::to_string(rank.rank);
-    dl->AddText(ImVec2(origin.x + 4, y + 1), failed ? failure_colour : 0xFFFFFFFF, label.c_str());
-    int last_lane = -1;
-    float host_bottom = y;
-    for (; r < index.rows.size() && index.rows[r].rank == static_cast<int>(rank_index); ++r) {
-      const TimelineRow& row = index.rows[r];
-      row_top_[r] = y;
-      if (row.lane == profiling::kHostLane) host_bottom = y + row_height_;
-      if (row.lane != last_lane) {
-        const std::string lane = row.lane < static_cast<int>(rank.lanes.size())
-                                     ? rank.lanes[row.lane]
-                                     : "lane " + std::to_string(row.lane);
-        dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, lane.c_str());
-        last_lane = row.lane;
-      }
-      layout_row(rank, row, window_, canvas_w, kFoldPx, &marks);
-      dl->PushClipRect(clip_min, clip_max, true);
-      for (const auto& m : marks) {
-        const Event& e = rank.events[m.event];
-        const float x0 = canvas_x_ + static_cast<float>(std::max(m.x0, -10.0));
-        const float x1 =
-            canvas_x_ + static_cast<float>(std::min(std::max(m.x1, m.x0 + 1), canvas_w + 10.0));
-        ImU32 colour = m.count > 1 ? kFoldColour : category_colour(e.category);
-        if (m.count == 1 && e.category == Category::kBackward &&
-            e.name < index.weight_pass_names.size() && index.weight_pass_names[e.name])
-          colour = kWeightPassColour;
-        if (!search.empty() &&
-            (m.count > 1 || trace.str(e.name).find(search) == std::string::npos)) {
-          colour = dimmed(colour);
-        }
-        dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + row_height_ - 1), colour);
-        // The label at the visible start of the span: one cut at the left edge stays readable.
-        if (double tx = 0;
-            m.count == 1 && row_height_ >= 12 && label_x(m.x0, m.x1, canvas_w, 40, &tx)) {
-          const std::string& name = trace.str(e.name);
-          dl->PushClipRect(ImVec2(std::max(x0, canvas_x_), y), ImVec2(x1, y + row_height_), true);
-          dl->AddText(ImVec2(canvas_x_ + static_cast<float>(tx),
-                             y + (row_height_ - ImGui::GetFontSize()) / 2),
-                      0xFF000000, name.c_str());
-          dl->PopClipRect();
-        }
-        ++drawn_marks_;
-        if (m.count > 1) ++folded_marks_;
-        if (canvas_hovered && mouse.y >= y && mouse.y < y + row_height_ && mouse.x >= x0 - 1 &&
-            mouse.x <= x1 + 1) {
-          hovered_ = EventRef{static_cast<int>(rank_index), m.event, m.count};
-        }
-      }
-      // Exposed communication: a red underline on the first communication row.
-      if (row.lane == profiling::kCommLane && row.depth == 0) {
-        const auto& exposed = index.exposed_comm[rank_index];
-        auto it = std::partition_point(exposed.begin(), exposed.end(),
-                                       [&](const auto& iv) { return iv.second <= window_.t0_ns; });
-        const int64_t t_hi = window_.t_of(canvas_w);
-        while (it != exposed.end() && it->first < t_hi) {
-          const double a = std::max(window_.x_of(it->first), -1.0);
-          double b = std::min(window_.x_of(it->second), canvas_w + 1.0);
-          // Intervals that end within the same pixel are one mark: jump past them at once.
-          const int64_t pixel_end = window_.t_of(std::floor(std::max(a, b)) + 1);
-          auto next = std::partition_point(it, exposed.end(),
-                                           [&](const auto& iv) { return iv.second <= pixel_end; });
-          if (next == it) ++next;
-          b = std::max(b, std::min(window_.x_of(std::prev(next)->second), canvas_w + 1.0));
-          it = next;
-          const float x0 = canvas_x_ + static_cast<float>(a);
-          const float x1 = canvas_x_ + static_cast<float>(b);
-          dl->AddRectFilled(ImVec2(x0, y + row_height_ - 4),
-                            ImVec2(std::max(x1, x0 + 1), y + row_height_), kExposedCommColour);
-        }
-      }
-      dl->PopClipRect();
-      y += row_height_;
+    f.dl->AddText(ImVec2(f.origin.x + 4, band.y + 1), failed ? failure_colour : 0xFFFFFFFF,
+                  label.c_str());
+    draw_lanes(f, trace, index, &band, &marks);
+    draw_step_figures(f, index, &band);
+    draw_rank_memory(f, trace, index, memory_scale, &band);
+    if (failed) draw_failure(f, rank, band, root);
+  }
+  return band.y;
+}
+
+// The rank's rows, each labelled with its lane where the lane changes.
+void TimelineView::draw_lanes(const Frame& f, const Trace& trace, const TimelineIndex& index,
+                              RankBand* band, std::vector<TimelineMark>* marks) {
+  const auto& rank = trace.ranks[band->index];
+  int last_lane = -1;
+  for (size_t& r = band->next_row;
+       r < index.rows.size() && index.rows[r].rank == static_cast<int>(band->index); ++r) {
+    const TimelineRow& row = index.rows[r];
+    const float y = band->y;
+    row_top_[r] = y;
+    if (row.lane == profiling::kHostLane) band->host_bottom = y + row_height_;
+    if (row.lane != last_lane) {
+      const std::string lane = row.lane < static_cast<int>(rank.lanes.size())
+                                   ? rank.lanes[row.lane]
+                                   : "lane " + std::to_string(row.lane);
+      f.dl->AddText(ImVec2(f.origin.x + 60, y + 1), 0xFFA0A0A0, lane.c_str());
+      last_lane = row.lane;
     }
-    // A pipeline's bubble, shaded over the rank's host rows; then the rank's figures per step.
-    dl->AddText(ImVec2(origin.x + 60, y + 1), 0xFFA0A0A0, "per step");
-    dl->PushClipRect(clip_min, clip_max, true);
-    if (bubble_formula_ >= 0 && rank_index < index.pipeline_idle.size()) {
-      draw_bubble(dl, index.pipeline_idle[rank_index], window_,
-                  Strip{canvas_x_, canvas_w, rank_top + 1, host_bottom - rank_top - 1});
+    layout_row(rank, row, window_, f.canvas_w, kFoldPx, marks);
+    f.dl->PushClipRect(f.clip_min, f.clip_max, true);
+    draw_marks(f, trace, index, *band, *marks);
+    // Exposed communication: a red underline on the first communication row.
+    if (row.lane == profiling::kCommLane && row.depth == 0) {
+      draw_exposed_comm(f, index.exposed_comm[band->index], y);
     }
-    if (rank_index < index.step_figures.size()) {
-      if (const auto* f = draw_figures_row(dl, index.step_figures[rank_index], index.steps, window_,
-                                           Strip{canvas_x_, canvas_w, y, row_height_},
-                                           bubble_formula_, mouse.x, mouse.y);
-          f != nullptr && canvas_hovered) {
-        hovered_figures_ = *f;
-        hovered_figures_valid_ = true;
-      }
+    f.dl->PopClipRect();
+    band->y += row_height_;
+  }
+}
+
+// One row's events (or folds of them) at band.y, with their names where they fit; notes the
+// one under the mouse.
+void TimelineView::draw_marks(const Frame& f, const Trace& trace, const TimelineIndex& index,
+                              const RankBand& band, const std::vector<TimelineMark>& marks) {
+  const auto& rank = trace.ranks[band.index];
+  const float y = band.y;
+  for (const auto& m : marks) {
+    const Event& e = rank.events[m.event];
+    const float x0 = canvas_x_ + static_cast<float>(std::max(m.x0, -10.0));
+    const float x1 =
+        canvas_x_ + static_cast<float>(std::min(std::max(m.x1, m.x0 + 1), f.canvas_w + 10.0));
+    ImU32 colour = m.count > 1 ? kFoldColour : category_colour(e.category);
+    if (m.count == 1 && e.category == Category::kBackward &&
+        e.name < index.weight_pass_names.size() && index.weight_pass_names[e.name])
+      colour = kWeightPassColour;
+    if (!search.empty() && (m.count > 1 || trace.str(e.name).find(search) == std::string::npos)) {
+      colour = dimmed(colour);
     }
-    dl->PopClipRect();
-    y += row_height_;
-    // Memory strip: what the rank held, scaled to the largest peak of any rank.
-    const float strip = row_height_ * kMemoryStrip;
-    if (rank_index < index.memory.size()) {
-      draw_memory_strip(dl, index.memory[rank_index], memory_scale, window_,
-                        Strip{canvas_x_, canvas_w, y, strip}, origin.x + 4);
-      if (canvas_hovered && mouse.y >= y && mouse.y < y + strip && mouse_x >= 0) {
-        const int64_t t = window_.t_of(mouse_x);
-        const int64_t held = held_at(index.memory[rank_index], t);
-        if (held >= 0) {
-          ImGui::SetTooltip("rank %d held %s at %s (its peak %s)", rank.rank,
-                            format_bytes(double(held)).c_str(),
-                            format_ms((t - index.t_min) * 1e-6).c_str(),
-                            format_bytes(double(index.memory_peak[rank_index])).c_str());
-        }
-      }
+    f.dl->AddRectFilled(ImVec2(x0, y + 1), ImVec2(x1, y + row_height_ - 1), colour);
+    // The label at the visible start of the span: one cut at the left edge stays readable.
+    if (double tx = 0;
+        m.count == 1 && row_height_ >= 12 && label_x(m.x0, m.x1, f.canvas_w, 40, &tx)) {
+      const std::string& name = trace.str(e.name);
+      f.dl->PushClipRect(ImVec2(std::max(x0, canvas_x_), y), ImVec2(x1, y + row_height_), true);
+      f.dl->AddText(
+          ImVec2(canvas_x_ + static_cast<float>(tx), y + (row_height_ - ImGui::GetFontSize()) / 2),
+          0xFF000000, name.c_str());
+      f.dl->PopClipRect();
     }
-    y += strip + 0.4f * row_height_;
-    if (failed) {
-      dl->AddRect(ImVec2(origin.x + 1, rank_top), ImVec2(origin.x + avail.x - 1, y), failure_colour,
-                  0, 0, 2.0f);
-      dl->AddText(ImVec2(origin.x + 4, rank_top + ImGui::GetFontSize()), failure_colour,
-                  root ? "failed" : "stopped");
-      const std::string reason = rank.failure.substr(0, rank.failure.find('\n'));
-      // On a dark band, so it reads over the memory strip it sits on.
-      const ImVec2 at(canvas_x_ + 4, y - ImGui::GetFontSize() - 2);
-      const ImVec2 size = ImGui::CalcTextSize(reason.c_str());
-      dl->PushClipRect(clip_min, clip_max, true);
-      dl->AddRectFilled(ImVec2(at.x - 2, at.y - 1), ImVec2(at.x + size.x + 2, at.y + size.y + 1),
-                        0xE0181818);
-      dl->AddText(at, failure_colour, reason.c_str());
-      dl->PopClipRect();
-      if (ImGui::IsMouseHoveringRect(ImVec2(origin.x, rank_top), ImVec2(canvas_x_, y))) {
-        ImGui::SetTooltip("rank %d failed: %s", rank.rank, rank.failure.c_str());
+    ++drawn_marks_;
+    if (m.count > 1) ++folded_marks_;
+    if (f.hovered && f.mouse.y >= y && f.mouse.y < y + row_height_ && f.mouse.x >= x0 - 1 &&
+        f.mouse.x <= x1 + 1) {
+      hovered_ = EventRef{static_cast<int>(band.index), m.event, m.count};
+    }
+  }
+}
+
+// `exposed` (merged, sorted intervals) as a red underline at the bottom of the row at `y`.
+void TimelineView::draw_exposed_comm(const Frame& f, const profiling::Intervals& exposed,
+                                     float y) const {
+  auto it = std::partition_point(exposed.begin(), exposed.end(),
+                                 [&](const auto& iv) { return iv.second <= window_.t0_ns; });
+  const int64_t t_hi = window_.t_of(f.canvas_w);
+  while (it != exposed.end() && it->first < t_hi) {
+    const double a = std::max(window_.x_of(it->first), -1.0);
+    double b = std::min(window_.x_of(it->second), f.canvas_w + 1.0);
+    // Intervals that end within the same pixel are one mark: jump past them at once.
+    const int64_t pixel_end = window_.t_of(std::floor(std::max(a, b)) + 1);
+    auto next = std::partition_point(it, exposed.end(),
+                                     [&](const auto& iv) { return iv.second <= pixel_end; });
+    if (next == it) ++next;
+    b = std::max(b, std::min(window_.x_of(std::prev(next)->second), f.canvas_w + 1.0));
+    it = next;
+    const float x0 = canvas_x_ + static_cast<float>(a);
+    const float x1 = canvas_x_ + static_cast<float>(b);
+    f.dl->AddRectFilled(ImVec2(x0, y + row_height_ - 4),
+                        ImVec2(std::max(x1, x0 + 1), y + row_height_), kExposedCommColour);
+  }
+}
+
+// A pipeline's bubble, shaded over the rank's host rows; then the rank's figures per step, one
+// row below its lanes.
+void TimelineView::draw_step_figures(const Frame& f, const TimelineIndex& index, RankBand* band) {
+  const size_t rank_index = band->index;
+  const float y = band->y;
+  f.dl->AddText(ImVec2(f.origin.x + 60, y + 1), 0xFFA0A0A0, "per step");
+  f.dl->PushClipRect(f.clip_min, f.clip_max, true);
+  if (bubble_formula_ >= 0 && rank_index < index.pipeline_idle.size()) {
+    draw_bubble(f.dl, index.pipeline_idle[rank_index], window_,
+                Strip{canvas_x_, f.canvas_w, band->top + 1, band->host_bottom - band->top - 1});
+  }
+  if (rank_index < index.step_figures.size()) {
+    if (const auto* fig = draw_figures_row(f.dl, index.step_figures[rank_index], index.steps,
+                                           window_, Strip{canvas_x_, f.canvas_w, y, row_height_},
+                                           bubble_formula_, f.mouse.x, f.mouse.y);
+        fig != nullptr && f.hovered) {
+      hovered_figures_ = *fig;
+      hovered_figures_valid_ = true;
+    }
+  }
+  f.dl->PopClipRect();
+  band->y += row_height_;
+}
+
+// Memory strip: what the rank held, scaled to the largest peak of any rank; then the gap before
+// the next rank.
+void TimelineView::draw_rank_memory(const Frame& f, const Trace& trace, const TimelineIndex& index,
+                                    int64_t memory_scale, RankBand* band) const {
+  const size_t rank_index = band->index;
+  const float y = band->y;
+  const float strip = row_height_ * kMemoryStrip;
+  if (rank_index < index.memory.size()) {
+    draw_memory_strip(f.dl, index.memory[rank_index], memory_scale, window_,
+                      Strip{canvas_x_, f.canvas_w, y, strip}, f.origin.x + 4);
+    if (f.hovered && f.mouse.y >= y && f.mouse.y < y + strip && f.mouse_x >= 0) {
+      const int64_t t = window_.t_of(f.mouse_x);
+      const int64_t held = held_at(index.memory[rank_index], t);
+      if (held >= 0) {
+        ImGui::SetTooltip("rank %d held %s at %s (its peak %s)", trace.ranks[rank_index].rank,
+                          format_bytes(double(held)).c_str(),
+                          format_ms((t - index.t_min) * 1e-6).c_str(),
+                          format_bytes(double(index.memory_peak[rank_index])).c_str());
       }
     }
   }
+  band->y += strip + 0.4f * row_height_;
+}
 
-  // Selection and the links between the ranks' copies of a collective.
+// A failed rank's band framed, in red for the failure that stopped the run (`root`) and amber
+// for the ranks it stopped, with the first line of the reason; all of it on hover.
+void TimelineView::draw_failure(const Frame& f, const profiling::RankTrace& rank,
+                                const RankBand& band, bool root) const {
+  const ImU32 failure_colour = root ? kFailedColour : kStoppedColour;
+  const float y = band.y;
+  f.dl->AddRect(ImVec2(f.origin.x + 1, band.top), ImVec2(f.origin.x + f.avail.x - 1, y),
+                failure_colour, 0, 0, 2.0f);
+  f.dl->AddText(ImVec2(f.origin.x + 4, band.top + ImGui::GetFontSize()), failure_colour,
+                root ? "failed" : "stopped");
+  const std::string reason = rank.failure.substr(0, rank.failure.find('\n'));
+  // On a dark band, so it reads over the memory strip it sits on.
+  const ImVec2 at(canvas_x_ + 4, y - ImGui::GetFontSize() - 2);
+  const ImVec2 size = ImGui::CalcTextSize(reason.c_str());
+  f.dl->PushClipRect(f.clip_min, f.clip_max, true);
+  f.dl->AddRectFilled(ImVec2(at.x - 2, at.y - 1), ImVec2(at.x + size.x + 2, at.y + size.y + 1),
+                      0xE0181818);
+  f.dl->AddText(at, failure_colour, reason.c_str());
+  f.dl->PopClipRect();
+  if (ImGui::IsMouseHoveringRect(ImVec2(f.origin.x, band.top), ImVec2(canvas_x_, y))) {
+    ImGui::SetTooltip("rank %d failed: %s", rank.rank, rank.failure.c_str());
+  }
+}
+
+// Selection, the links between the ranks' copies of a collective, and the measured range down
+// to `bottom`.
+void TimelineView::draw_selection_and_links(const Frame& f, const Trace& trace,
+                                            const TimelineIndex& index, float bottom) const {
+  ImDrawList* dl = f.dl;
   auto outline = [&](EventRef ref, ImU32 colour) {
     const int row = row_of(trace, index, ref);
     if (row < 0) return ImVec2(-1, -1);
     const Event& e = trace.ranks[ref.rank].events[ref.event];
     const float x0 = canvas_x_ + static_cast<float>(std::max(window_.x_of(e.t0_ns), -5.0));
     const float x1 =
-        canvas_x_ + static_cast<float>(std::min(window_.x_of(e.t1_ns), canvas_w + 5.0));
+        canvas_x_ + static_cast<float>(std::min(window_.x_of(e.t1_ns), f.canvas_w + 5.0));
     const float ty = row_top_[row];
     dl->AddRect(ImVec2(x0 - 1, ty), ImVec2(std::max(x1, x0 + 1) + 1, ty + row_height_), colour, 0,
                 0, 2.0f);
     return ImVec2(x0, ty + row_height_ / 2);
   };
-  dl->PushClipRect(clip_min, clip_max, true);
+  dl->PushClipRect(f.clip_min, f.clip_max, true);
   if (selected_.valid()) outline(selected_, kSelectionColour);
   ImVec2 previous(-1, -1);
   for (const auto& l : linked_) {
@@ -390,18 +497,20 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
         canvas_x_ + static_cast<float>(window_.x_of(std::min(measure_[0], measure_[1])));
     const float b =
         canvas_x_ + static_cast<float>(window_.x_of(std::max(measure_[0], measure_[1])));
-    dl->AddRectFilled(ImVec2(a, top), ImVec2(b, y), 0x40FFFF00);
-    dl->AddText(ImVec2(b + 4, top + 2), 0xFF00FFFF,
+    dl->AddRectFilled(ImVec2(a, f.top), ImVec2(b, bottom), 0x40FFFF00);
+    dl->AddText(ImVec2(b + 4, f.top + 2), 0xFF00FFFF,
                 format_ms(std::fabs(double(measure_[1] - measure_[0])) * 1e-6).c_str());
   }
   dl->PopClipRect();
+}
 
+// The hovered step's figures or event's details in a tooltip; a click without a drag selects.
+void TimelineView::draw_hover(const Frame& f, const Trace& trace, const TimelineIndex& index) {
   if (hovered_figures_valid_ && !hovered_.valid()) {
     ImGui::SetTooltip("step %d on rank %d: %s\n(medians over steps: shardscope report)",
                       hovered_figures_.step, hovered_figures_.rank,
                       step_figures_text(hovered_figures_, bubble_formula_, false).c_str());
   }
-  // Hover: the details; a click without a drag selects.
   if (hovered_.valid() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
     const auto d = describe(trace, index, hovered_);
     ImGui::BeginTooltip();
@@ -422,7 +531,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
       ImGui::Text("busbw %s", profiling::format_gbps(d["busbw_gbps"].get<double>()).c_str());
     ImGui::EndTooltip();
   }
-  if (canvas_released && io.MouseDragMaxDistanceSqr[0] < 16 &&
+  if (f.released && ImGui::GetIO().MouseDragMaxDistanceSqr[0] < 16 &&
       ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
     select(trace, hovered_);
   }

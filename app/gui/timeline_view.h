@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/gui/timeline_index.h"
-#include "profiling/trace.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
 
@@ -62,7 +62,32 @@ class TimelineView {
 
  private:
   enum Fit { kNone, kFitAll, kFitStep, kFitRange };
+  struct Frame;
+  struct RankBand;
   void apply_fit(const TimelineIndex& index, double width_px);
+  // The parts of draw(), in the order it calls them: above the canvas, then the canvas from the
+  // back to the front, then what the mouse is over.
+  void draw_toolbar(const TimelineIndex& index);
+  void draw_legend(const TimelineIndex& index) const;
+  void draw_selection_line(const profiling::Trace& trace, const TimelineIndex& index) const;
+  Frame begin_canvas(const profiling::Trace& trace, const TimelineIndex& index);
+  void handle_canvas_input(const Frame& f);
+  void draw_time_axis(const Frame& f, const TimelineIndex& index);
+  float draw_ranks(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
+                   int root_failure);
+  void draw_lanes(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
+                  RankBand* band, std::vector<TimelineMark>* marks);
+  void draw_marks(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
+                  const RankBand& band, const std::vector<TimelineMark>& marks);
+  void draw_exposed_comm(const Frame& f, const profiling::Intervals& exposed, float y) const;
+  void draw_step_figures(const Frame& f, const TimelineIndex& index, RankBand* band);
+  void draw_rank_memory(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
+                        int64_t memory_scale, RankBand* band) const;
+  void draw_failure(const Frame& f, const profiling::RankTrace& rank, const RankBand& band,
+                    bool root) const;
+  void draw_selection_and_links(const Frame& f, const profiling::Trace& trace,
+                                const TimelineIndex& index, float bottom) const;
+  void draw_hover(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index);
   int row_of(const profiling::Trace& trace, const TimelineIndex& index, EventRef ref) const;
 
   TimeWindow window_;

@@ -1,7 +1,7 @@
 #include <imgui.h>
 
 #include "app/gui/windows.h"
-#include "engine/strategy_registry.h"
+#include "engine/train/strategy_registry.h"
 
 namespace shardscope::gui {
 
@@ -27,7 +27,7 @@ void draw_timeline_window(GuiSession& session) {
   const ShownRun view = session.shown(*run);
   ImGui::TextUnformatted(view.title.c_str());
   ImGui::SameLine();
-  cli::Lens other = session.lens;
+  analysis::Lens other = session.lens;
   other.measured = !session.lens.measured;
   if (ImGui::SmallButton(session.lens.measured ? "show device time" : "show measured wall clock"))
     session.set_lens(other);

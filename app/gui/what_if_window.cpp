@@ -2,11 +2,11 @@
 
 #include <imgui.h>
 
+#include "app/analysis/node_placement.h"
+#include "app/analysis/trace_projection.h"
 #include "app/gui/windows.h"
-#include "app/node_placement.h"
-#include "app/trace_projection.h"
-#include "profiling/figure_text.h"
-#include "profiling/hardware_profile.h"
+#include "profiling/metrics/figure_text.h"
+#include "profiling/projection/hardware_profile.h"
 
 namespace shardscope::gui {
 
@@ -19,7 +19,8 @@ void project(GuiSession& session, LoadedRun& run) {
   w.figures = nullptr;
   try {
     const auto hw = profiling::load_hardware_profile(w.hardware_names.at(w.hardware));
-    const cli::TraceProjection t = cli::project_recorded_trace(run.trace, hw, w.compute_scale);
+    const analysis::TraceProjection t =
+        analysis::project_recorded_trace(run.trace, hw, w.compute_scale);
     w.figures = {{"hardware", hw.name},
                  {"compute_scale", t.compute_scale},
                  {"scale_source", t.scale_source},
@@ -32,8 +33,8 @@ void project(GuiSession& session, LoadedRun& run) {
                  {"measured_efficiency", t.measured_efficiency},
                  {"projected_efficiency", t.projected_efficiency}};
     if (t.mfu) w.figures["mfu"] = *t.mfu;
-    const cli::NodePlacement placement =
-        cli::node_placement(static_cast<int>(run.trace.ranks.size()), hw);
+    const analysis::NodePlacement placement =
+        analysis::node_placement(static_cast<int>(run.trace.ranks.size()), hw);
     w.figures["nodes"] = placement.nodes;
     w.figures["inter_node_link_used"] = placement.inter_link_used;
     w.figures["placement"] = placement.note;

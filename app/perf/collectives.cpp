@@ -9,9 +9,9 @@
 #include <torch/torch.h>
 
 #include "app/perf/perf_suite.h"
-#include "engine/comm.h"
-#include "engine/launcher.h"
-#include "profiling/trace_metrics.h"
+#include "engine/comm/comm.h"
+#include "engine/launch/launcher.h"
+#include "profiling/metrics/trace_metrics.h"
 
 namespace shardscope::perf {
 

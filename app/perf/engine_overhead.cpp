@@ -8,11 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include "app/perf/perf_suite.h"
-#include "engine/config.h"
-#include "engine/gpt_model.h"
-#include "engine/launcher.h"
-#include "engine/optimizer_factory.h"
-#include "engine/token_data.h"
+#include "engine/launch/launcher.h"
+#include "engine/model/gpt_model.h"
+#include "engine/model/token_data.h"
+#include "engine/train/config.h"
+#include "engine/train/optimizer_factory.h"
 
 namespace shardscope::perf {
 

@@ -8,7 +8,7 @@
 #include "app/perf/perf_suite.h"
 #include "app/perf/synthetic_trace.h"
 #include "app/perf/timeline_frames.h"
-#include "profiling/trace_io.h"
+#include "profiling/io/trace_io.h"
 
 namespace shardscope::perf {
 

@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/perf/perf_suite.h"
-#include "engine/config.h"
-#include "engine/run.h"
+#include "engine/train/config.h"
+#include "engine/train/run.h"
 
 namespace shardscope::perf {
 

@@ -1,6 +1,6 @@
 #include "app/perf/perf_suite.h"
 
-#include "app/text_table.h"
+#include "app/analysis/text_table.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -132,7 +132,7 @@ void print_rows(const std::vector<PerfRow>& rows, const std::string& format, std
     table.push_back(
         {r.section, r.what, number(r.ours), number(r.baseline), r.unit, ratio, target, r.note});
   }
-  cli::print_text_table(table, format == "markdown", out);
+  analysis::print_text_table(table, format == "markdown", out);
 }
 
 }  // namespace shardscope::perf

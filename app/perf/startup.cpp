@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "app/perf/perf_suite.h"
-#include "engine/config.h"
-#include "engine/launcher.h"
-#include "engine/run.h"
-#include "profiling/clock.h"
+#include "engine/launch/launcher.h"
+#include "engine/train/config.h"
+#include "engine/train/run.h"
+#include "profiling/record/clock.h"
 
 namespace shardscope::perf {
 

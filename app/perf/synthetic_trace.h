@@ -2,7 +2,7 @@
 
 #include <cstddef>
 
-#include "profiling/trace.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::perf {
 

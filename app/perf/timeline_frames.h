@@ -4,7 +4,7 @@
 
 #include "app/gui/timeline_index.h"
 #include "app/gui/timeline_view.h"
-#include "profiling/trace.h"
+#include "profiling/trace/trace.h"
 
 namespace shardscope::perf {
 

@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "app/perf/synthetic_trace.h"
-#include "profiling/trace_io.h"
+#include "profiling/io/trace_io.h"
 
 namespace shardscope::profiling {
 namespace {

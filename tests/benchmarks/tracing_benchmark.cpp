@@ -9,10 +9,10 @@
 
 #include <ATen/ATen.h>
 
-#include "profiling/clock.h"
-#include "profiling/host_tracing.h"
-#include "profiling/memory_tracker.h"
-#include "profiling/rank_event_log.h"
+#include "profiling/record/clock.h"
+#include "profiling/record/host_tracing.h"
+#include "profiling/record/memory_tracker.h"
+#include "profiling/record/rank_event_log.h"
 
 namespace shardscope::profiling {
 namespace {

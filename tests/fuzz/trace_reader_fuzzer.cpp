@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "profiling/trace.h"
-#include "profiling/trace_io.h"
+#include "profiling/io/trace_io.h"
+#include "profiling/trace/trace.h"
 
 #ifndef SHARDSCOPE_FUZZ_FORMAT
 #error "define SHARDSCOPE_FUZZ_FORMAT as 0 (native) or 1 (Chrome JSON)"

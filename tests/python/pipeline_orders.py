@@ -1,5 +1,5 @@
 """Prints, as JSON, each rank's order of compute actions in torch.distributed.pipelining's
-schedules, for tests/strategies/pipeline_orders_test.cpp to compare with ours.
+schedules, for tests/strategies/pipeline/pipeline_orders_test.cpp to compare with ours.
 
 Output: {"<our schedule name>": {"p,v,m": [[[pass, stage, micro], ...] per rank]}} where pass is
 F (forward), B (full backward), I (input gradient) or W (weight gradient). DualPipeV's overlapped

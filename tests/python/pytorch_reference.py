@@ -60,7 +60,7 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    """The same architecture and parameter names as engine/gpt_model.cpp."""
+    """The same architecture and parameter names as engine/model/gpt_model.cpp."""
 
     def __init__(self, m):
         super().__init__()

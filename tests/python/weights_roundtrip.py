@@ -1,4 +1,4 @@
-"""The Python side of tests/app/weights_roundtrip_test.cpp: weights shardscope exported, read by
+"""The Python side of tests/app/cli/weights_roundtrip_test.cpp: weights shardscope exported, read by
 PyTorch and the safetensors package, trained one step in the same GPT (pytorch_reference.Gpt),
 written back in every format --init-weights reads, and at the end what shardscope loaded from
 those files compared with what Python wrote.

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "app/cli_main.h"
+#include "app/cli/cli_main.h"
 
 namespace shardscope::test {
 

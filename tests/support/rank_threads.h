@@ -2,8 +2,8 @@
 
 #include <functional>
 
-#include "engine/comm.h"
-#include "engine/launcher.h"
+#include "engine/comm/comm.h"
+#include "engine/launch/launcher.h"
 
 namespace shardscope::test {
 

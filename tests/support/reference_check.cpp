@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/gpt_model.h"
-#include "engine/token_data.h"
+#include "engine/model/gpt_model.h"
+#include "engine/model/token_data.h"
 
 namespace shardscope::test {
 

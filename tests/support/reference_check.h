@@ -3,10 +3,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/config.h"
-#include "engine/gpt_model.h"
-#include "engine/run.h"
-#include "engine/step_traffic.h"
+#include "engine/comm/step_traffic.h"
+#include "engine/model/gpt_model.h"
+#include "engine/train/config.h"
+#include "engine/train/run.h"
 
 namespace shardscope::test {
 
@@ -32,7 +32,7 @@ void expect_toy_models_match_reference(const std::string& strategy);
 // "inputs" and "targets", each [steps, world, accum, micro_batch, seq].
 NamedTensors batches_of(const Config& config);
 
-// Per step, over one rank's trace (see engine/step_traffic.h).
+// Per step, over one rank's trace (see engine/comm/step_traffic.h).
 std::vector<StepTraffic> traffic_per_step(const RankSummary& rank);
 
 }  // namespace shardscope::test

@@ -8,13 +8,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "app/cli_main.h"
+#include "app/cli/cli_main.h"
 #include "app/gui/gui_app.h"
 #include "app/gui/gui_style.h"
-#include "profiling/trace.h"
-#include "profiling/trace_io.h"
+#include "profiling/io/trace_io.h"
+#include "profiling/trace/trace.h"
 #include "tests/app/gui/virtual_display.h"
-#include "tests/profiling/pipeline_trace.h"
+#include "tests/support/pipeline_trace.h"
 #include "tests/support/temp_dir.h"
 
 namespace shardscope::gui {

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/config.h"
-#include "engine/gpt_model.h"
-#include "strategies/bucket_preview.h"
+#include "engine/model/gpt_model.h"
+#include "engine/train/config.h"
+#include "strategies/data_parallel/bucket_preview.h"
 
 namespace shardscope::gui {
 namespace {

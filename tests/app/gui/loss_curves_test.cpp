@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/config.h"
-#include "engine/run.h"
-#include "engine/stop_request.h"
-#include "profiling/run_record_json.h"
+#include "engine/launch/stop_request.h"
+#include "engine/train/config.h"
+#include "engine/train/run.h"
+#include "profiling/trace/run_record_json.h"
 
 namespace shardscope::gui {
 namespace {

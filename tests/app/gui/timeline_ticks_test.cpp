@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "app/gui/timeline_figures.h"
-#include "tests/profiling/pipeline_trace.h"
+#include "tests/support/pipeline_trace.h"
 
 namespace shardscope::gui {
 namespace {

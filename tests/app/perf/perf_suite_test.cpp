@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "app/cli_main.h"
+#include "app/cli/cli_main.h"
 
 namespace shardscope::perf {
 namespace {

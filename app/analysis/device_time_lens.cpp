@@ -1,0 +1,49 @@
+#include "app/analysis/device_time_lens.h"
+
+#include <cstdio>
+#include <stdexcept>
+
+#include "app/analysis/trace_projection.h"
+#include "engine/state/recorded_config.h"
+#include "profiling/projection/hardware_profile.h"
+
+namespace shardscope::analysis {
+
+std::string default_lens_hardware(const profiling::Trace& measured) {
+  return measured.run.device.rfind("cuda", 0) == 0 ? "8xH100" : "cpu-10GbE";
+}
+
+LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
+  LensedTrace out;
+  if (lens.measured) {
+    out.trace = measured;
+    out.title = "measured wall clock";
+    return out;
+  }
+  const std::string name = lens.hardware.empty() ? default_lens_hardware(measured) : lens.hardware;
+  const profiling::HardwareProfile hw = profiling::load_hardware_profile(name);
+  try {
+    TraceProjection t = project_recorded_trace(measured, hw, lens.compute_scale);
+    out.trace = std::move(t.projected);
+    out.device_time = true;
+    out.hardware = hw.name;
+    out.compute_scale = t.compute_scale;
+    char title[256];
+    std::snprintf(title, sizeof(title), "device time: %zu ranks on %s, compute x%.3g (%s)",
+                  measured.ranks.size(), hw.name.c_str(), t.compute_scale, t.scale_source.c_str());
+    out.title = title;
+  } catch (const std::exception& e) {
+    out.trace = measured;
+    out.title = "measured wall clock";
+    out.note = std::string("device time unavailable (") + e.what() + "): showing the recording";
+    return out;
+  }
+  const std::optional<Config> config = recorded_config(measured.run);
+  if (measured.ranks.size() > 1 && config && config->contended)
+    out.note =
+        "recorded with --contended: each rank's compute was slowed by the others sharing "
+        "its device, and device time keeps that";
+  return out;
+}
+
+}  // namespace shardscope::analysis

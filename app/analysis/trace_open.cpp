@@ -1,0 +1,36 @@
+#include "app/analysis/trace_open.h"
+
+#include <filesystem>
+
+#include "app/analysis/trace_output.h"
+#include "profiling/io/trace_io.h"
+
+namespace shardscope::analysis {
+
+profiling::Trace open_trace_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  using profiling::TraceFormatError;
+  std::error_code ec;
+  if (path.empty()) throw TraceFormatError("no file given");
+  if (!fs::exists(path, ec) && !is_trace_directory(path)) {
+    throw TraceFormatError("cannot open trace file '" + path + "': it does not exist");
+  }
+  if (is_trace_directory(path)) {
+    // A folder is read through the trace.sst that `run --trace DIR/` leaves in it.
+    const std::string file = native_trace_in(path);
+    if (!fs::exists(file, ec)) {
+      if (fs::exists(fs::path(path) / "config.json", ec)) {
+        // The workers' --out folder of a torchrun or scheduler run: collect makes it a run.
+        throw TraceFormatError(path + " is the --out folder of `shardscope worker`, not a trace: " +
+                               "shardscope collect " + path + " --trace FILE");
+      }
+      throw TraceFormatError(path +
+                             " is a directory without trace.sst: give a trace file, or a folder "
+                             "that `run --trace DIR/` wrote");
+    }
+    return profiling::read_trace_file(file);
+  }
+  return profiling::read_trace_file(path);
+}
+
+}  // namespace shardscope::analysis

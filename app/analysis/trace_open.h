@@ -1,0 +1,15 @@
+#pragma once
+
+#include <string>
+
+#include "profiling/trace/trace.h"
+
+namespace shardscope::analysis {
+
+// Reads the trace a path names, for `report` and the GUI's Open alike: a trace file (native or
+// Chrome JSON, ours or another tool's), or a folder `run --trace DIR/` wrote (its trace.sst).
+// Anything else throws profiling::TraceFormatError saying what the path is instead: missing,
+// an empty file, a directory without a trace, a worker's --out folder, a file of neither format.
+profiling::Trace open_trace_path(const std::string& path);
+
+}  // namespace shardscope::analysis

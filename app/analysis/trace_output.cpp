@@ -1,0 +1,66 @@
+#include "app/analysis/trace_output.h"
+
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "engine/state/atomic_file.h"
+#include "profiling/io/kineto_trace.h"
+#include "profiling/io/trace_io.h"
+
+namespace shardscope::analysis {
+
+namespace fs = std::filesystem;
+
+bool is_trace_directory(const std::string& target) {
+  std::error_code ec;
+  return (!target.empty() && target.back() == '/') || fs::is_directory(target, ec);
+}
+
+std::string trace_target_problem(const std::string& target) {
+  if (!is_trace_directory(target)) return "";
+  std::error_code ec;
+  const fs::path dir(target);
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    return target + " is a file, not a directory";
+  if (!fs::exists(dir, ec)) {
+    fs::path parent = dir.parent_path();
+    while (!parent.empty() && parent.filename().empty()) parent = parent.parent_path();
+    // Creating it now would leave an empty folder behind a failed run; its nearest existing
+    // ancestor must be a directory, or creation will fail.
+    while (!parent.empty() && !fs::exists(parent, ec)) parent = parent.parent_path();
+    if (!parent.empty() && !fs::is_directory(parent, ec))
+      return parent.string() + " is a file, not a directory";
+  }
+  return "";
+}
+
+std::string native_trace_in(const std::string& directory) {
+  return (fs::path(directory) / "trace.sst").string();
+}
+
+std::string write_trace(const profiling::Trace& trace, const std::string& target) {
+  if (!is_trace_directory(target)) {
+    write_file_atomically(target, profiling::serialise_trace(trace, target));
+    return "trace written to " + target;
+  }
+  const fs::path dir(target);
+  fs::create_directories(dir);
+  std::set<std::string> written;
+  for (const auto& rank : trace.ranks) {
+    const std::string name = profiling::kineto_file_name(rank.rank);
+    write_file_atomically((dir / name).string(), profiling::to_kineto_json(trace, rank));
+    written.insert(name);
+  }
+  const std::regex rank_file(R"(rank-\d+\.json)");
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (std::regex_match(name, rank_file) && written.count(name) == 0) fs::remove(entry.path());
+  }
+  const std::string native = native_trace_in(target);
+  write_file_atomically(native, profiling::to_native(trace));
+  return "trace written to " + target + ": " + std::to_string(written.size()) +
+         " Kineto rank files (Holistic Trace Analysis) and " + native;
+}
+
+}  // namespace shardscope::analysis

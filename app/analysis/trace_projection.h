@@ -1,0 +1,35 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "profiling/projection/hardware_profile.h"
+#include "profiling/trace/trace.h"
+
+namespace shardscope::analysis {
+
+// Medians over steps (the first left out when there are more) of the slowest rank's step, and
+// the mean over ranks of exposed communication, overlap and compute.
+struct StepSummary {
+  double step_s = 0, exposed_s = 0, overlap = 0, compute_s = 0;
+};
+StepSummary summarise(const profiling::Trace& trace);
+
+// A recorded trace replayed onto a hardware profile, with the figures `shardscope project` and
+// the GUI's what-if panel show side by side.
+struct TraceProjection {
+  double compute_scale = 1;
+  std::string scale_source;
+  profiling::Trace projected;
+  StepSummary measured_summary, projected_summary;
+  double measured_efficiency = 0, projected_efficiency = 0;  // scaling efficiency vs one GPU
+  std::optional<double> mfu;                                 // when the trace names its model
+};
+
+// compute_scale <= 0: 1 for a profile whose compute is "as measured", else the measuring
+// device's matmul rate (the trace records it) against the target's (its profile's matmul_tflops,
+// measured the same way on such a GPU), or half its peak where none was measured.
+TraceProjection project_recorded_trace(const profiling::Trace& measured,
+                                       const profiling::HardwareProfile& hw, double compute_scale);
+
+}  // namespace shardscope::analysis

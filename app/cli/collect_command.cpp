@@ -1,0 +1,126 @@
+#include "app/cli/collect_command.h"
+#include "app/cli/run_outputs.h"
+
+#include <filesystem>
+#include <fstream>
+#include <ostream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "app/cli/exit_code.h"
+#include "app/cli/run_summary_text.h"
+#include "engine/state/atomic_file.h"
+#include "engine/train/config.h"
+#include "engine/train/run.h"
+#include "profiling/io/trace_io.h"
+
+namespace shardscope::cli {
+namespace {
+
+// A folder that is not a finished run's: what is wrong, naming the file.
+class BadFolder : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+nlohmann::json read_json(const std::string& path, const std::string& what) {
+  std::ifstream file(path);
+  if (!file) throw BadFolder(path + ": missing (" + what + ")");
+  auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object())
+    throw BadFolder(path + ": not a JSON object (" + what + ")");
+  return json;
+}
+
+// The run's config as rank 0 kept it (its world resolved from WORLD_SIZE).
+Config folder_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  const nlohmann::json json =
+      read_json(path, "rank 0 of `shardscope worker --out " + dir + "` writes it");
+  try {
+    Config config = config_from_json(json);
+    finalize(config);
+    return config;
+  } catch (const ConfigError& e) {
+    throw BadFolder(path + ": " + e.what());
+  }
+}
+
+// Every rank left its whole outcome: a rank still running, or one that died, left none or an
+// unfinished snapshot, and a summary of it would say less than the run did.
+void check_rank_files(const std::string& dir, int world) {
+  for (int r = 0; r < world; ++r) {
+    const std::string base = dir + "/rank-" + std::to_string(r);
+    const nlohmann::json json = read_json(
+        base + ".json", "rank " + std::to_string(r) + " of world " + std::to_string(world) +
+                            " writes it when it ends; is it still running, or did it never start?");
+    if (!json.contains("rank") || json["rank"] != r || !json.contains("events"))
+      throw BadFolder(base + ".json: not rank " + std::to_string(r) + "'s outcome");
+    if (json.contains("partial")) {
+      throw BadFolder(base + ".json: unfinished (a " + json["partial"].get<std::string>() +
+                      " taken while the rank ran): the rank is still running, or died before "
+                      "it could write its outcome");
+    }
+    if (json.contains("result") && !std::filesystem::exists(base + ".weights"))
+      throw BadFolder(base + ".weights: missing (rank " + std::to_string(r) + "'s weights)");
+  }
+}
+
+}  // namespace
+
+int collect_command(const CollectOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string& dir = options.dir;
+  Config config;
+  try {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw BadFolder(dir + ": no such folder (the workers' --out)");
+    config = folder_config(dir);
+    check_rank_files(dir, config.world);
+    config.reference = options.reference;
+    if (config.reference) check_environment(config);  // it trains here, on the run's device
+  } catch (const BadFolder& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const ConfigError& e) {
+    err << "error: " << dir << "/config.json: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+  const double tolerance = options.tolerance >= 0 ? options.tolerance : default_tolerance(config);
+  const OutputFiles& outputs = options.outputs;
+  try {
+    check_output_files(outputs);
+  } catch (const ConfigError& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitBadInput;
+  }
+
+  RunSummary summary;
+  try {
+    RunCallbacks callbacks;
+    if (!options.quiet) {
+      print_run_header(config, out);
+      callbacks.on_phase = [&](const std::string& phase) {
+        if (phase == "training") print_step_heading(out);
+        if (phase == "reference") out << "training the single-device reference...\n";
+        out.flush();
+      };
+      callbacks.on_step = [&](const StepRecord& step) { print_step(step, out); };
+    }
+    summary = summarise_rank_folder(config, dir, callbacks);
+  } catch (const ConfigError& e) {
+    err << "error: " << dir << "/config.json: " << e.what() << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << "error: " << dir << ": " << e.what() << "\n";
+    return kExitRunFailed;
+  }
+  Conclusion how;
+  how.steps = config.steps;
+  how.tolerance = tolerance;
+  how.no_reference = "not checked (--reference trains it here)";
+  return write_outputs_and_conclude(outputs, summary, how, options.quiet, out, err);
+}
+
+}  // namespace shardscope::cli

@@ -1,0 +1,187 @@
+#include "app/cli/project_command.h"
+
+#include "app/analysis/trace_figures.h"
+#include "app/analysis/trace_projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/state/atomic_file.h"
+#include "engine/train/config_bounds.h"
+#include "profiling/io/trace_io.h"
+#include "profiling/metrics/figure_text.h"
+#include "profiling/metrics/trace_metrics.h"
+#include "profiling/projection/collective_model.h"
+#include "profiling/projection/memory_projection.h"
+#include "profiling/projection/trace_replay.h"
+
+namespace shardscope::cli {
+namespace {
+
+std::string fmt(const char* format, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, value);
+  return buf;
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 3) {
+    bytes /= 1024;
+    ++u;
+  }
+  return fmt(u == 0 ? "%.0f" : "%.4g", bytes) + " " + units[u];
+}
+
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s + " " : s + std::string(width - s.size(), ' ');
+}
+
+int project_collective(const ProjectOptions& o, const profiling::HardwareProfile& hw,
+                       std::ostream& out) {
+  if (o.ranks_given && o.ranks < 2)
+    throw std::invalid_argument("--ranks must be at least 2, got " + std::to_string(o.ranks));
+  const int ranks = o.ranks_given ? o.ranks : hw.gpus();
+  std::vector<int64_t> sizes;
+  if (!o.bytes.empty()) {
+    sizes.push_back(profiling::parse_bytes(o.bytes));
+  } else {
+    for (int64_t s = 4; s <= (int64_t{1} << 30); s *= 4) sizes.push_back(s);
+  }
+  out << o.collective << " on " << hw.name << " (" << hw.description << "), " << ranks
+      << " ranks, algorithm " << o.algorithm << "\n"
+      << pad("size", 12) << pad("time us", 12) << pad("algbw", 12) << pad("busbw", 12)
+      << pad("algorithm", 14) << "protocol\n";
+  for (int64_t size : sizes) {
+    const auto e = profiling::estimate_collective(o.collective, size, ranks, hw, o.algorithm);
+    out << pad(human_bytes(double(size)), 12) << pad(fmt("%.1f", e.time_s * 1e6), 12)
+        << pad(profiling::format_gbps(e.algbw_gbps), 12)
+        << pad(profiling::format_gbps(e.busbw_gbps), 12) << pad(e.algorithm, 14)
+        << profiling::protocol_name(e.protocol) << "\n";
+  }
+  return 0;
+}
+
+int project_memory(const ProjectOptions& o, const Config& config,
+                   const profiling::HardwareProfile& hw, std::ostream& out) {
+  const ModelConfig& m = config.model;
+  const profiling::ModelShape shape = model_shape(m);
+  const int n = hw.gpus();
+  out << "memory per GPU for " << config.preset << " ("
+      << fmt("%.3g", profiling::model_parameters(shape) / 1e9) << " B parameters, seq " << m.seq
+      << ", micro-batch " << o.micro_batch << ", "
+      << (o.fp32 ? "fp32 Adam" : "bf16 mixed precision with Adam") << ") on " << hw.name << ": "
+      << n << " GPUs of " << fmt("%.0f", hw.gpu_memory_gib) << " GiB\n"
+      << pad("layout", 22) << pad("sharding", 10) << pad("params GiB", 12) << pad("grads", 9)
+      << pad("optim", 9) << pad("activ.", 9) << pad("total", 9) << "fits\n";
+  struct Degrees {
+    int dp, tp, pp;
+  };
+  std::vector<Degrees> layouts;
+  for (int tp = 1; tp <= n; tp *= 2) {
+    for (int pp = 1; tp * pp <= n; pp *= 2) {
+      if (n % (tp * pp) == 0 && pp <= m.layers && m.heads % tp == 0)
+        layouts.push_back({n / (tp * pp), tp, pp});
+    }
+  }
+  const double gib = 1024.0 * 1024 * 1024;
+  for (const auto& deg : layouts) {
+    for (const char* zero : profiling::kZeroStages) {
+      if (deg.dp == 1 && zero != profiling::kZeroStages[0]) continue;  // nothing to shard over
+      profiling::TrainingLayout layout;
+      layout.zero = zero;
+      layout.dp = deg.dp;
+      layout.tp = deg.tp;
+      layout.pp = deg.pp;
+      layout.micro_batch = o.micro_batch;
+      layout.micro_batches = o.micro_batches > 0 ? o.micro_batches : deg.pp;
+      layout.mixed_precision = !o.fp32;
+      layout.sequence_parallel = config.strategy_options.sequence_parallel;
+      layout.activation_checkpointing = config.strategy_options.activation_checkpointing;
+      const auto p = profiling::project_memory(shape, layout);
+      std::string name = "dp" + std::to_string(deg.dp);
+      if (deg.tp > 1) name += " x tp" + std::to_string(deg.tp);
+      if (deg.pp > 1) name += " x pp" + std::to_string(deg.pp);
+      out << pad(name, 22) << pad(zero, 10) << pad(fmt("%.2f", p.parameters / gib), 12)
+          << pad(fmt("%.2f", p.gradients / gib), 9) << pad(fmt("%.2f", p.optimizer_state / gib), 9)
+          << pad(fmt("%.2f", p.activations / gib), 9) << pad(fmt("%.2f", p.total() / gib), 9)
+          << (p.total() <= hw.gpu_memory_gib * gib ? "yes" : "NO (out of memory)") << "\n";
+    }
+  }
+  return 0;
+}
+
+int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
+                  std::ostream& out) {
+  const profiling::Trace measured = profiling::read_trace_file(o.trace);
+  const analysis::TraceProjection t =
+      analysis::project_recorded_trace(measured, hw, o.compute_scale);
+  if (o.json) {
+    // Both traces' figures (trace_figures.h), machine-readable: what was measured and what the
+    // hardware would do.
+    const nlohmann::json j = {{"trace", o.trace},
+                              {"hardware", hw.name},
+                              {"compute_scale", t.compute_scale},
+                              {"compute_scale_source", t.scale_source},
+                              {"measured", analysis::figures_json(measured)},
+                              {"projected", analysis::figures_json(t.projected)}};
+    out << j.dump(2) << "\n";
+    if (!o.out.empty())
+      write_file_atomically(o.out, profiling::serialise_trace(t.projected, o.out));
+    return 0;
+  }
+  const analysis::StepSummary &m = t.measured_summary, &p = t.projected_summary;
+  out << "projection of " << o.trace << " (" << measured.ranks.size() << " ranks) onto " << hw.name
+      << "\n"
+      << "compute scale " << fmt("%.4g", t.compute_scale) << " (" << t.scale_source << ")\n\n"
+      << pad("", 26) << pad("measured", 14) << "projected\n"
+      << pad("step time (slowest rank)", 26) << pad(fmt("%.2f ms", m.step_s * 1e3), 14)
+      << fmt("%.2f ms", p.step_s * 1e3) << "\n"
+      << pad("exposed communication", 26) << pad(fmt("%.2f ms", m.exposed_s * 1e3), 14)
+      << fmt("%.2f ms", p.exposed_s * 1e3) << "\n"
+      << pad("overlap", 26) << pad(fmt("%.0f %%", 100 * m.overlap), 14)
+      << fmt("%.0f %%", 100 * p.overlap) << "\n";
+  if (p.step_s > 0) {
+    out << pad("scaling efficiency", 26) << pad(fmt("%.0f %%", 100 * t.measured_efficiency), 14)
+        << fmt("%.0f %%", 100 * t.projected_efficiency) << "\n";
+  }
+  if (t.mfu)
+    out << pad("MFU on " + hw.name, 26) << pad("", 14) << profiling::format_percent(*t.mfu) << "\n";
+  const profiling::Trace& projected = t.projected;
+  if (!o.out.empty()) {
+    write_file_atomically(o.out, profiling::serialise_trace(projected, o.out));
+    out << "projected trace written to " << o.out << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int project_command(const ProjectOptions& o, const Config& config, std::ostream& out,
+                    std::ostream& err) {
+  try {
+    // 0 is the default (from the profiles); anything else must be a usable ratio.
+    if (!std::isfinite(o.compute_scale) || o.compute_scale < 0) {
+      throw std::invalid_argument("--compute-scale must be a positive number, got " +
+                                  fmt("%g", o.compute_scale));
+    }
+    const auto hw = profiling::load_hardware_profile(o.hardware);
+    if (!o.trace.empty()) return project_trace(o, hw, out);
+    if (!o.collective.empty()) return project_collective(o, hw, out);
+    if (o.memory) return project_memory(o, config, hw, out);
+    err << "error: project: give a TRACE, --collective OP or --memory\n";
+    return 2;
+  } catch (const std::exception& e) {
+    err << "error: project: " << e.what() << "\n";
+    return 2;
+  }
+}
+
+}  // namespace shardscope::cli

@@ -1,0 +1,32 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "engine/train/config.h"
+
+namespace shardscope::cli {
+
+struct ProjectOptions {
+  std::string hardware = "8xH100";
+  std::string collective;  // all_reduce, all_gather, ...: project one collective
+  std::string bytes;       // its size ("1GiB"); empty: a sweep of sizes
+  int ranks = 0;           // when ranks_given; else every GPU of the profile
+  bool ranks_given = false;
+  std::string algorithm = "auto";
+  bool memory = false;       // project per-GPU memory for the model in `config`
+  int micro_batch = 1;       // sequences per micro-batch for the memory projection
+  int micro_batches = 0;     // pipeline micro-batches (0: the pipeline degree)
+  bool fp32 = false;         // fp32 Adam instead of bf16 mixed precision
+  std::string trace;         // a recorded trace to replay onto the hardware
+  double compute_scale = 0;  // projected / measured compute time (0: from the profiles)
+  std::string out;           // where to write the projected trace
+  bool json = false;         // trace replay: the per-rank figures as JSON instead of the table
+};
+
+// `shardscope project`: what a collective, or a model's memory under each layout, costs on a
+// hardware profile (assets/hardware). Returns the exit code (2 for bad input).
+int project_command(const ProjectOptions& options, const Config& config, std::ostream& out,
+                    std::ostream& err);
+
+}  // namespace shardscope::cli

@@ -1,0 +1,68 @@
+#include "engine/train/strategy_registry.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace shardscope {
+
+const char* family_name(StrategyFamily family) {
+  switch (family) {
+    case StrategyFamily::kReference:
+      return "reference";
+    case StrategyFamily::kDataParallel:
+      return "data parallel";
+    case StrategyFamily::kModelParallel:
+      return "model parallel";
+    case StrategyFamily::kContextParallel:
+      return "context parallel";
+    case StrategyFamily::kExpertParallel:
+      return "expert parallel";
+  }
+  return "?";
+}
+
+StrategyRegistry& StrategyRegistry::instance() {
+  static StrategyRegistry registry;
+  return registry;
+}
+
+void StrategyRegistry::add(StrategyInfo info) {
+  if (find(info.name) != nullptr) {
+    throw std::logic_error("strategy registered twice: " + info.name);
+  }
+  entries_.push_back(std::move(info));
+}
+
+const StrategyInfo* StrategyRegistry::find(const std::string& name) const {
+  auto it = std::find_if(entries_.begin(), entries_.end(),
+                         [&](const StrategyInfo& info) { return info.name == name; });
+  return it == entries_.end() ? nullptr : &*it;
+}
+
+StrategyTraits strategy_traits(const std::string& name) {
+  const StrategyInfo* info = StrategyRegistry::instance().find(name);
+  return info != nullptr ? info->traits : StrategyTraits{};
+}
+
+std::vector<std::string> StrategyRegistry::names() const {
+  return names_where([](const StrategyTraits&) { return true; });
+}
+
+std::vector<std::string> StrategyRegistry::names_where(
+    const std::function<bool(const StrategyTraits&)>& keep) const {
+  std::vector<std::string> names;
+  for (const auto& entry : entries_) {
+    if (keep(entry.traits)) names.push_back(entry.name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string StrategyRegistry::reference() const {
+  const auto found =
+      names_where([](const StrategyTraits& t) { return t.family == StrategyFamily::kReference; });
+  if (found.size() != 1) throw std::logic_error("exactly one reference strategy must register");
+  return found.front();
+}
+
+}  // namespace shardscope

@@ -1,0 +1,85 @@
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace shardscope {
+
+class Strategy;
+struct Config;
+
+// What the rest of the program asks of a strategy, instead of comparing its name: the GUI's
+// memory formula and teaching text, Compare's baseline, bench's list. It lives with the
+// strategy, in its registration.
+// How a strategy divides the work, which decides what the rest of the program asks it next (its
+// layout's degrees, its expert or context degree).
+enum class StrategyFamily {
+  kReference,        // one device: what every strategy must match
+  kDataParallel,     // every rank its own micro-batches (DDP, ZeRO, FSDP)
+  kModelParallel,    // a layout of tensor, pipeline and data degrees (tp, pp, hybrid)
+  kContextParallel,  // sequences split over ranks that each hold every weight
+  kExpertParallel,   // experts split over ranks, tokens travelling to them by all_to_all
+};
+
+// The family as people say it ("data parallel"), for text and tables.
+const char* family_name(StrategyFamily family);
+
+struct StrategyTraits {
+  StrategyFamily family = StrategyFamily::kDataParallel;
+  // What data parallelism shards, as the ZeRO paper counts: 0 nothing, 1 optimizer state, 2 and
+  // gradients, 3 and parameters.
+  int zero_stage = 0;
+  // The model-parallel dimension that takes the whole world when its degree is not given:
+  // "tensor", "pipeline", or empty (the degrees come from the options, or there are none).
+  std::string world_dimension;
+  // PyTorch's own engine: what Compare measures the others against.
+  bool baseline = false;
+  // Whether it can sync the data-parallel dimension of a tensor- or pipeline-parallel run
+  // (strategy_options.data_parallel_sync, --dp-sync).
+  bool data_parallel_sync = false;
+  // What the strategy shows a student, in a sentence or three (the Launch and Timeline tabs).
+  std::string teaching;
+};
+
+// What the engine knows of a strategy without building one: kept free of LibTorch so that
+// configuration code can validate names cheaply.
+struct StrategyInfo {
+  std::string name;
+  std::string description;
+  std::function<std::unique_ptr<Strategy>()> make;
+  // Throws ConfigError for configurations this strategy cannot run (optional).
+  std::function<void(const Config&)> validate;
+  StrategyTraits traits;
+};
+
+// The traits of the strategy a run or trace names; defaults for a name no registration knows
+// (a trace of another tool, or of a strategy since renamed).
+StrategyTraits strategy_traits(const std::string& name);
+
+class StrategyRegistry {
+ public:
+  static StrategyRegistry& instance();
+
+  void add(StrategyInfo info);
+  const StrategyInfo* find(const std::string& name) const;
+  std::vector<std::string> names() const;
+  // The names, sorted, of the strategies whose traits `keep` accepts.
+  std::vector<std::string> names_where(
+      const std::function<bool(const StrategyTraits&)>& keep) const;
+  // The strategy of family "reference": the one device every strategy must train like.
+  std::string reference() const;
+
+ private:
+  std::vector<StrategyInfo> entries_;
+};
+
+// Registers a strategy from a static initialiser in its own file.
+struct StrategyRegistrar {
+  explicit StrategyRegistrar(StrategyInfo info) {
+    StrategyRegistry::instance().add(std::move(info));
+  }
+};
+
+}  // namespace shardscope

@@ -1,0 +1,68 @@
+#include "profiling/metrics/step_figures.h"
+
+#include <algorithm>
+#include <map>
+
+namespace shardscope::profiling {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+RunFigures run_figures(const std::vector<StepMetrics>& steps) {
+  std::map<int, std::vector<const StepMetrics*>> by_rank;
+  for (const auto& m : steps) by_rank[m.rank].push_back(&m);
+  RunFigures run;
+  for (auto& [rank, list] : by_rank) {
+    std::sort(list.begin(), list.end(),
+              [](const StepMetrics* a, const StepMetrics* b) { return a->step < b->step; });
+    if (list.size() > 1) list.erase(list.begin());
+    std::vector<double> span, exposed, overlap, bubble;
+    for (const StepMetrics* m : list) {
+      span.push_back(m->span_ns * 1e-9);
+      exposed.push_back(m->exposed_comm_ns * 1e-9);
+      overlap.push_back(m->overlap_fraction());
+      bubble.push_back(m->bubble_fraction());
+    }
+    RankFigures f;
+    f.rank = rank;
+    f.steps = static_cast<int>(list.size());
+    f.step_s = median(span);
+    f.exposed_comm_s = median(exposed);
+    f.overlap = median(overlap);
+    f.bubble_fraction = median(bubble);
+    run.step_s = std::max(run.step_s, f.step_s);
+    run.ranks.push_back(f);
+  }
+  return run;
+}
+
+RunFigures run_figures(const Trace& trace) {
+  return run_figures(step_metrics(trace));
+}
+
+std::vector<Intervals> pipeline_idle(const Trace& trace) {
+  const auto windows = pipeline_windows(trace);
+  std::vector<Intervals> out;
+  for (const auto& r : trace.ranks) {
+    Intervals compute, waits, window;
+    for (const auto& e : r.events) {
+      if (e.step < 0) continue;
+      if (is_compute(e.category)) compute.emplace_back(e.t0_ns, e.t1_ns);
+      // As step_metrics counts it: a host blocked inside a forward or backward computes nothing.
+      if (e.lane == kHostLane && e.category == Category::kWait)
+        waits.emplace_back(e.t0_ns, e.t1_ns);
+    }
+    for (const auto& [step, w] : windows) window.push_back(w);
+    const Intervals busy = difference(merged(std::move(compute)), merged(std::move(waits)));
+    out.push_back(difference(merged(std::move(window)), busy));
+  }
+  return out;
+}
+
+}  // namespace shardscope::profiling

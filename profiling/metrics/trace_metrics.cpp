@@ -1,0 +1,223 @@
+#include "profiling/metrics/trace_metrics.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "profiling/trace/device_work.h"
+
+namespace shardscope::profiling {
+namespace {
+
+int64_t total(const Intervals& disjoint) {
+  int64_t sum = 0;
+  for (const auto& [a, b] : disjoint) sum += b - a;
+  return sum;
+}
+
+}  // namespace
+
+Intervals merged(Intervals v) {
+  std::sort(v.begin(), v.end());
+  Intervals out;
+  for (const auto& [a, b] : v) {
+    if (b <= a) continue;
+    if (!out.empty() && a <= out.back().second) {
+      out.back().second = std::max(out.back().second, b);
+    } else {
+      out.push_back({a, b});
+    }
+  }
+  return out;
+}
+
+int64_t intersection_length(const Intervals& x, const Intervals& y) {
+  int64_t sum = 0;
+  size_t i = 0, j = 0;
+  while (i < x.size() && j < y.size()) {
+    const int64_t lo = std::max(x[i].first, y[j].first);
+    const int64_t hi = std::min(x[i].second, y[j].second);
+    if (lo < hi) sum += hi - lo;
+    (x[i].second < y[j].second) ? ++i : ++j;
+  }
+  return sum;
+}
+
+Intervals difference(const Intervals& x, const Intervals& y) {
+  Intervals out;
+  size_t j = 0;
+  for (auto [lo, hi] : x) {
+    while (j < y.size() && y[j].second <= lo) ++j;
+    for (size_t k = j; k < y.size() && y[k].first < hi; ++k) {
+      if (y[k].first > lo) out.emplace_back(lo, y[k].first);
+      lo = std::max(lo, y[k].second);
+    }
+    if (lo < hi) out.emplace_back(lo, hi);
+  }
+  return out;
+}
+
+int64_t union_length(std::vector<std::pair<int64_t, int64_t>> intervals) {
+  return total(merged(std::move(intervals)));
+}
+
+std::map<int, std::pair<int64_t, int64_t>> pipeline_windows(const Trace& trace) {
+  std::map<int, std::pair<int64_t, int64_t>> windows;
+  for (const auto& r : trace.ranks) {
+    for (const auto& e : r.events) {
+      if (e.step < 0 || e.category != Category::kMicroBatch) continue;
+      auto [it, fresh] = windows.try_emplace(e.step, e.t0_ns, e.t1_ns);
+      if (!fresh) {
+        it->second.first = std::min(it->second.first, e.t0_ns);
+        it->second.second = std::max(it->second.second, e.t1_ns);
+      }
+    }
+  }
+  return windows;
+}
+
+std::vector<StepMetrics> step_metrics(const Trace& trace) {
+  std::vector<StepMetrics> out;
+  const auto windows = pipeline_windows(trace);
+  for (const auto& r : trace.ranks) {
+    struct Raw {
+      Intervals compute, comm, waits;
+      int64_t first = 0, last = 0;
+      bool seen = false;
+    };
+    std::map<int, Raw> steps;
+    for (const auto& e : r.events) {
+      if (e.step < 0) continue;
+      Raw& raw = steps[e.step];
+      if (!raw.seen) {
+        raw.first = e.t0_ns;
+        raw.last = e.t1_ns;
+        raw.seen = true;
+      }
+      raw.first = std::min(raw.first, e.t0_ns);
+      raw.last = std::max(raw.last, e.t1_ns);
+      if (is_compute(e.category)) raw.compute.push_back({e.t0_ns, e.t1_ns});
+      if (is_communication(e.category)) raw.comm.push_back({e.t0_ns, e.t1_ns});
+      // A host span that blocked (on a peer, or for its turn on the device) computed nothing
+      // meanwhile, though it sits inside a forward or backward span.
+      if (e.lane == kHostLane && e.category == Category::kWait)
+        raw.waits.push_back({e.t0_ns, e.t1_ns});
+    }
+    for (auto& [step, raw] : steps) {
+      const int64_t first = raw.first, last = raw.last;
+      const Intervals compute = difference(merged(raw.compute), merged(raw.waits));
+      const Intervals comm = merged(raw.comm);
+      Intervals both = compute;
+      both.insert(both.end(), comm.begin(), comm.end());
+      StepMetrics m;
+      m.rank = r.rank;
+      m.step = step;
+      m.span_ns = last - first;
+      m.compute_ns = total(compute);
+      m.comm_ns = total(comm);
+      m.overlap_ns = intersection_length(compute, comm);
+      m.exposed_comm_ns = m.comm_ns - m.overlap_ns;
+      m.idle_ns = m.span_ns - union_length(both);
+      if (auto w = windows.find(step); w != windows.end()) {
+        m.micro_span_ns = w->second.second - w->second.first;
+        m.micro_compute_ns = intersection_length(compute, Intervals{w->second});
+      }
+      out.push_back(m);
+    }
+  }
+  return out;
+}
+
+std::vector<WindowMetrics> window_metrics(const Trace& trace) {
+  std::vector<WindowMetrics> out;
+  for (const auto& r : trace.ranks) {
+    WindowMetrics m;
+    m.rank = r.rank;
+    const std::vector<int> steps = measured_steps(r);
+    if (!steps.empty()) {
+      m.first_step = steps.front();
+      m.last_step = steps.back();
+    }
+    Intervals compute, comm, all;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+    for (const DeviceWork& w : device_work(trace, r)) {
+      first = std::min(first, w.t0_ns);
+      last = std::max(last, w.t1_ns);
+      all.push_back({w.t0_ns, w.t1_ns});
+      if (w.kind == WorkKind::kCompute) compute.push_back({w.t0_ns, w.t1_ns});
+      if (w.kind == WorkKind::kCommunication) comm.push_back({w.t0_ns, w.t1_ns});
+    }
+    if (first < last) m.kernel_span_ns = last - first;
+    compute = merged(std::move(compute));
+    comm = merged(std::move(comm));
+    m.busy_ns = union_length(std::move(all));
+    m.compute_ns = total(compute);
+    m.comm_ns = total(comm);
+    m.overlap_ns = intersection_length(compute, comm);
+    out.push_back(m);
+  }
+  return out;
+}
+
+double busbw_factor(const std::string& op, int n) {
+  if (n <= 1) return 0.0;
+  if (op == "all_reduce") return 2.0 * (n - 1) / n;
+  if (op.rfind("all_gather", 0) == 0 || op.rfind("reduce_scatter", 0) == 0) {
+    return double(n - 1) / n;
+  }
+  return 1.0;
+}
+
+std::vector<CollectiveMetrics> collective_metrics(const Trace& trace) {
+  struct Arrival {
+    int rank;
+    const Event* event;
+  };
+  std::map<std::tuple<uint32_t, int64_t, uint32_t>, std::vector<Arrival>> groups;
+  for (const auto& r : trace.ranks) {
+    for (const auto& e : r.events) {
+      if (e.category == Category::kCollective && e.peer < 0 && e.seq >= 0)
+        groups[{e.group, e.seq, e.name}].push_back({r.rank, &e});
+    }
+  }
+  // A broadcast root is recorded in `peer`, so broadcasts and reduces are matched here too.
+  for (const auto& r : trace.ranks) {
+    for (const auto& e : r.events) {
+      const std::string& op = trace.str(e.name);
+      if (e.category == Category::kCollective && e.peer >= 0 && e.seq >= 0 &&
+          (op == "broadcast" || op == "reduce" || op == "gather" || op == "scatter"))
+        groups[{e.group, e.seq, e.name}].push_back({r.rank, &e});
+    }
+  }
+  std::vector<CollectiveMetrics> out;
+  for (const auto& [key, arrivals] : groups) {
+    const Event& first = *arrivals.front().event;
+    CollectiveMetrics m;
+    m.op = trace.str(first.name);
+    m.group = trace.str(first.group);
+    m.seq = first.seq;
+    m.step = first.step;
+    m.ranks = static_cast<int>(arrivals.size());
+    const int n = first.group_size > 0 ? first.group_size : m.ranks;
+    m.size_bytes = m.op.rfind("all_gather", 0) == 0 ? first.bytes * n : first.bytes;
+    int64_t first_arrival = INT64_MAX, last_arrival = INT64_MIN, last_end = INT64_MIN;
+    for (const auto& a : arrivals) {
+      first_arrival = std::min(first_arrival, a.event->t0_ns);
+      if (a.event->t0_ns > last_arrival) {
+        last_arrival = a.event->t0_ns;
+        m.last_rank = a.rank;
+      }
+      last_end = std::max(last_end, a.event->t1_ns);
+    }
+    m.skew_ns = last_arrival - first_arrival;
+    m.time_ns = std::max<int64_t>(0, last_end - last_arrival);
+    if (m.time_ns > 0) {
+      m.algbw_gbps = double(m.size_bytes) / double(m.time_ns);  // bytes per ns = GB/s
+      m.busbw_gbps = m.algbw_gbps * busbw_factor(m.op, n);
+    }
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace shardscope::profiling

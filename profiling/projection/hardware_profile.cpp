@@ -1,0 +1,188 @@
+#include "profiling/projection/hardware_profile.h"
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace shardscope::profiling {
+namespace {
+
+using nlohmann::json;
+
+double positive(const json& object, const char* key, const std::string& where) {
+  if (!object.contains(key) || !object[key].is_number())
+    throw std::runtime_error(where + ": '" + key + "' must be a number");
+  const double value = object[key].get<double>();
+  if (!(value > 0)) throw std::runtime_error(where + ": '" + key + "' must be positive");
+  return value;
+}
+
+Link parse_link(const json& j, const std::string& where) {
+  if (!j.is_object()) throw std::runtime_error(where + ": expected an object");
+  Link link;
+  link.kind = j.value("kind", "");
+  link.bandwidth_gbps = positive(j, "bandwidth_gbps", where);
+  link.efficiency = positive(j, "efficiency", where);
+  if (link.efficiency > 1) throw std::runtime_error(where + ": 'efficiency' is at most 1");
+  if (!j.contains("hw_latency_us") || !j["hw_latency_us"].is_object())
+    throw std::runtime_error(where + ": 'hw_latency_us' must be an object (ll, ll128, simple)");
+  const json& lat = j["hw_latency_us"];
+  link.hw_latency_us[0] = positive(lat, "ll", where + ".hw_latency_us");
+  link.hw_latency_us[1] = positive(lat, "ll128", where + ".hw_latency_us");
+  link.hw_latency_us[2] = positive(lat, "simple", where + ".hw_latency_us");
+  return link;
+}
+
+}  // namespace
+
+const char* protocol_name(Protocol protocol) {
+  switch (protocol) {
+    case Protocol::kLL:
+      return "LL";
+    case Protocol::kLL128:
+      return "LL128";
+    case Protocol::kSimple:
+      return "Simple";
+  }
+  return "?";
+}
+
+std::string hardware_profile_directory() {
+  if (const char* assets = std::getenv("SHARDSCOPE_ASSETS"); assets != nullptr && *assets != '\0')
+    return std::string(assets) + "/hardware";
+  return SHARDSCOPE_ASSETS_DIR "/hardware";
+}
+
+std::vector<std::string> hardware_profile_names() {
+  std::vector<std::string> names;
+  if (DIR* dir = opendir(hardware_profile_directory().c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      const std::string file = entry->d_name;
+      if (file.size() > 5 && file.compare(file.size() - 5, 5, ".json") == 0)
+        names.push_back(file.substr(0, file.size() - 5));
+    }
+    closedir(dir);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+HardwareProfile parse_hardware_profile(const std::string& text, const std::string& origin) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) throw std::runtime_error(origin + ": not a JSON object");
+  HardwareProfile hw;
+  hw.name = j.value("name", "");
+  if (hw.name.empty()) throw std::runtime_error(origin + ": 'name' is missing");
+  hw.description = j.value("description", "");
+  hw.gpus_per_node = static_cast<int>(positive(j, "gpus_per_node", origin));
+  hw.nodes = static_cast<int>(positive(j, "nodes", origin));
+  hw.gpu_memory_gib = positive(j, "gpu_memory_gib", origin);
+  const std::string compute = j.value("compute", "");
+  if (!compute.empty() && compute != "as measured")
+    throw std::runtime_error(origin + ": 'compute' is \"as measured\" or left out, got '" +
+                             compute + "'");
+  hw.compute_as_measured = !compute.empty();
+  if (!hw.compute_as_measured || j.contains("peak_bf16_tflops"))
+    hw.peak_bf16_tflops = positive(j, "peak_bf16_tflops", origin);
+  if (j.contains("matmul_tflops")) hw.matmul_tflops = positive(j, "matmul_tflops", origin);
+  hw.launch_us = j.value("launch_us", 0.0);
+  const std::string protocols = j.value("protocols", "nccl");
+  if (protocols != "nccl" && protocols != "simple")
+    throw std::runtime_error(origin + ": 'protocols' is nccl or simple, got '" + protocols + "'");
+  hw.nccl_protocols = protocols == "nccl";
+  hw.base_latency_us = j.value("base_latency_us", 0.0);
+  if (!j.contains("intra")) throw std::runtime_error(origin + ": 'intra' is missing");
+  hw.intra = parse_link(j["intra"], origin + ": intra");
+  if (hw.nodes > 1) {
+    if (!j.contains("inter"))
+      throw std::runtime_error(origin + ": 'inter' is missing for " + std::to_string(hw.nodes) +
+                               " nodes");
+    hw.inter = parse_link(j["inter"], origin + ": inter");
+  }
+  return hw;
+}
+
+HardwareProfile load_hardware_profile(const std::string& name_or_path) {
+  const bool is_path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+  const std::string path =
+      is_path ? name_or_path : hardware_profile_directory() + "/" + name_or_path + ".json";
+  std::ifstream file(path);
+  if (!file) {
+    std::string known;
+    for (const auto& name : hardware_profile_names()) known += (known.empty() ? "" : ", ") + name;
+    throw std::runtime_error("no hardware profile '" + name_or_path + "' (known: " + known + ")");
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_hardware_profile(text.str(), path);
+}
+
+}  // namespace shardscope::profiling
+
+namespace shardscope::profiling {
+
+HardwareProfile fit_profile(const CalibrationPoints& c, const std::string& name,
+                            const std::string& description) {
+  if (c.large_world <= c.small_world || c.large_bytes <= c.small_bytes)
+    throw std::invalid_argument("calibration needs two world sizes and two buffer sizes");
+  HardwareProfile hw;
+  hw.name = name;
+  hw.description = description;
+  hw.gpus_per_node = 8;
+  hw.nodes = 1;
+  hw.gpu_memory_gib = c.memory_gib;
+  hw.peak_bf16_tflops = c.matmul_tflops;
+  hw.nccl_protocols = false;
+  hw.launch_us = 0;
+  // t(n) = base + 2(n-1) h for a buffer too small to matter.
+  const double extra_steps = 2.0 * (c.large_world - c.small_world);
+  const double h =
+      std::max(0.01e-6, (c.t_small_at_large_world_s - c.t_small_at_small_world_s) / extra_steps);
+  const double base = std::max(0.0, c.t_small_at_small_world_s - 2.0 * (c.small_world - 1) * h);
+  hw.base_latency_us = base * 1e6;
+  hw.intra.kind = "shared memory (Gloo over loopback)";
+  hw.intra.efficiency = 1;
+  for (double& latency : hw.intra.hw_latency_us) latency = h * 1e6;
+  // The large buffer: what is left after latency is the wire time of 2(n-1)/n of it.
+  const double latency = base + 2.0 * (c.small_world - 1) * h;
+  const double wire = 2.0 * (c.small_world - 1) / c.small_world * c.large_bytes;
+  const double transfer = std::max(1e-9, c.t_large_at_small_world_s - latency);
+  hw.intra.bandwidth_gbps = wire / transfer / 1e9;
+  return hw;
+}
+
+std::string profile_json(const HardwareProfile& hw) {
+  auto link = [](const Link& l) {
+    return json{{"kind", l.kind},
+                {"bandwidth_gbps", l.bandwidth_gbps},
+                {"efficiency", l.efficiency},
+                {"hw_latency_us",
+                 {{"ll", l.hw_latency_us[0]},
+                  {"ll128", l.hw_latency_us[1]},
+                  {"simple", l.hw_latency_us[2]}}}};
+  };
+  json out = {{"name", hw.name},
+              {"description", hw.description},
+              {"gpus_per_node", hw.gpus_per_node},
+              {"nodes", hw.nodes},
+              {"gpu_memory_gib", hw.gpu_memory_gib},
+              {"peak_bf16_tflops", hw.peak_bf16_tflops},
+              {"launch_us", hw.launch_us},
+              {"protocols", hw.nccl_protocols ? "nccl" : "simple"},
+              {"base_latency_us", hw.base_latency_us},
+              {"intra", link(hw.intra)}};
+  if (hw.nodes > 1) out["inter"] = link(hw.inter);
+  if (hw.compute_as_measured) out["compute"] = "as measured";
+  if (hw.matmul_tflops > 0) out["matmul_tflops"] = hw.matmul_tflops;
+  return out.dump(2) + "\n";
+}
+
+}  // namespace shardscope::profiling

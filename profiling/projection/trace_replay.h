@@ -1,0 +1,26 @@
+#pragma once
+
+#include <string>
+
+#include "profiling/projection/hardware_profile.h"
+#include "profiling/trace/trace.h"
+
+namespace shardscope::profiling {
+
+struct ReplayOptions {
+  // Projected compute time = measured time x this (the target device's speed relative to the
+  // device the trace was measured on).
+  double compute_scale = 1.0;
+};
+
+// Re-schedules every rank's recorded chain onto its own device of `hw`. What a rank's host did
+// between communication calls (compute, framework work) takes `compute_scale` times as long;
+// each collective starts once every member of its group has issued it and that group's earlier
+// collectives on those ranks are done, and takes the cost model's time on `hw`; a rank that
+// waited on a collective waits until the projected completion; sends and receives pair up by
+// their per-direction sequence numbers. The result has the same shape as the measured trace
+// (same events, lanes and counters, new times), so metrics and views apply unchanged. Throws
+// std::runtime_error when the trace is inconsistent (a collective some member never issued).
+Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const ReplayOptions& options);
+
+}  // namespace shardscope::profiling

@@ -1,0 +1,209 @@
+#include "strategies/tensor/tensor_parallel.h"
+
+#include <torch/autograd.h>
+#include <torch/nn/functional/embedding.h>
+#include <torch/nn/functional/linear.h>
+#include <torch/torch.h>
+
+#include "engine/comm/comm.h"
+
+namespace shardscope::tp {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The group outlives every graph built on it; autograd keeps only this handle.
+int64_t handle(Comm& comm) {
+  return reinterpret_cast<int64_t>(&comm);
+}
+Comm& comm_of(AutogradContext* ctx) {
+  return *reinterpret_cast<Comm*>(ctx->saved_data["comm"].toInt());
+}
+
+torch::Tensor all_reduced(const torch::Tensor& x, Comm& comm,
+                          c10d::ReduceOp op = c10d::ReduceOp::SUM) {
+  torch::Tensor out = x.contiguous().clone();
+  comm.all_reduce(out, op);
+  return out;
+}
+
+struct CopyToRegion : torch::autograd::Function<CopyToRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return x.view_as(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_reduced(grads[0], comm_of(ctx)), torch::Tensor()};
+  }
+};
+
+struct ReduceFromRegion : torch::autograd::Function<ReduceFromRegion> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    return all_reduced(x, *reinterpret_cast<Comm*>(comm));
+  }
+  static variable_list backward(AutogradContext*, variable_list grads) {
+    return {grads[0], torch::Tensor()};
+  }
+};
+
+struct GatherLastDim : torch::autograd::Function<GatherLastDim> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t handle) {
+    Comm& comm = *reinterpret_cast<Comm*>(handle);
+    ctx->saved_data["width"] = x.size(-1);
+    ctx->saved_data["rank"] = static_cast<int64_t>(comm.rank());
+    // [t, ..., k] -> [..., t, k] -> [..., t*k]
+    auto stacked = all_gather_stacked(x, comm).movedim(0, -2).contiguous();
+    std::vector<int64_t> out_shape(x.sizes().begin(), x.sizes().end());
+    out_shape.back() *= comm.size();
+    return stacked.view(out_shape);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const int64_t width = ctx->saved_data["width"].toInt();
+    const int64_t rank = ctx->saved_data["rank"].toInt();
+    return {grads[0].narrow(-1, rank * width, width).contiguous(), torch::Tensor()};
+  }
+};
+
+// [B, T, ...] as t blocks of [B, T/t, ...] laid out rank after rank, as flat collectives want.
+torch::Tensor sequence_blocks(const torch::Tensor& x, int parts) {
+  std::vector<int64_t> shape{x.size(0), parts, x.size(1) / parts};
+  for (int64_t d = 2; d < x.dim(); ++d) shape.push_back(x.size(d));
+  return x.reshape(shape).transpose(0, 1).contiguous().view({-1});
+}
+
+torch::Tensor all_gather_sequence(const torch::Tensor& x, Comm& comm) {
+  auto blocks = all_gather_stacked(x, comm).transpose(0, 1).contiguous();  // [B, t, T/t, ...]
+  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
+  out[1] *= comm.size();
+  return blocks.view(out);
+}
+
+torch::Tensor reduce_scatter_sequence_now(const torch::Tensor& x, Comm& comm) {
+  auto flat = sequence_blocks(x, comm.size());
+  auto mine = torch::empty({flat.numel() / comm.size()}, x.options());
+  comm.reduce_scatter_tensor(mine, flat);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape[1] /= comm.size();
+  return mine.view(shape);
+}
+
+struct GatherSequence : torch::autograd::Function<GatherSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return all_gather_sequence(x, *reinterpret_cast<Comm*>(comm));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {reduce_scatter_sequence_now(grads[0], comm_of(ctx)), torch::Tensor()};
+  }
+};
+
+struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t comm) {
+    ctx->saved_data["comm"] = comm;
+    return reduce_scatter_sequence_now(x, *reinterpret_cast<Comm*>(comm));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    return {all_gather_sequence(grads[0], comm_of(ctx)), torch::Tensor()};
+  }
+};
+
+struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits_shard,
+                               const torch::Tensor& targets, int64_t vocab_begin, int64_t handle) {
+    Comm& comm = *reinterpret_cast<Comm*>(handle);
+    auto logits = logits_shard.to(torch::kFloat);
+    const int64_t width = logits.size(1);
+    auto max = all_reduced(std::get<0>(logits.max(1)), comm, c10d::ReduceOp::MAX);
+    auto shifted = logits - max.unsqueeze(1);
+    auto exp = shifted.exp();
+    auto sum_exp = all_reduced(exp.sum(1), comm);
+    auto outside = (targets < vocab_begin) | (targets >= vocab_begin + width);
+    auto local = (targets - vocab_begin).masked_fill(outside, 0);
+    auto target_logit = shifted.gather(1, local.unsqueeze(1)).squeeze(1).masked_fill(outside, 0);
+    target_logit = all_reduced(target_logit, comm);
+    ctx->save_for_backward({exp / sum_exp.unsqueeze(1), local, outside});
+    ctx->saved_data["dtype"] = static_cast<int64_t>(logits_shard.scalar_type());
+    return (sum_exp.log() - target_logit).mean();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto grad = saved[0].clone();  // softmax over the whole vocabulary, this rank's columns
+    const auto& local = saved[1];
+    const auto& outside = saved[2];
+    // d(loss)/d(logit) = softmax - one_hot(target), and the target is in one rank's columns.
+    grad.scatter_add_(1, local.unsqueeze(1), -(~outside).to(grad.dtype()).unsqueeze(1));
+    grad.mul_(grads[0] / static_cast<double>(grad.size(0)));
+    const auto dtype = static_cast<c10::ScalarType>(ctx->saved_data["dtype"].toInt());
+    return {grad.to(dtype), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor all_gather_stacked(const torch::Tensor& x, Comm& comm) {
+  auto flat = torch::empty({comm.size() * x.numel()}, x.options());
+  comm.all_gather_into(flat, x.contiguous().view({-1}));
+  std::vector<int64_t> shape{comm.size()};
+  for (int64_t d : x.sizes()) shape.push_back(d);
+  return flat.view(shape);
+}
+
+torch::Tensor copy_to_region(const torch::Tensor& x, Comm& comm) {
+  return CopyToRegion::apply(x, handle(comm));
+}
+
+torch::Tensor reduce_from_region(const torch::Tensor& x, Comm& comm) {
+  return ReduceFromRegion::apply(x, handle(comm));
+}
+
+torch::Tensor gather_last_dim(const torch::Tensor& x, Comm& comm) {
+  return GatherLastDim::apply(x, handle(comm));
+}
+
+torch::Tensor gather_sequence(const torch::Tensor& x, Comm& comm) {
+  return GatherSequence::apply(x, handle(comm));
+}
+
+torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, Comm& comm) {
+  return ReduceScatterSequence::apply(x, handle(comm));
+}
+
+torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int part, int parts) {
+  const int64_t size = full.size(dim) / parts;
+  return full.narrow(dim, part * size, size).clone();
+}
+
+torch::Tensor column_parallel_linear(const torch::Tensor& x, const torch::Tensor& weight_shard,
+                                     const torch::Tensor& bias_shard, Comm& comm) {
+  return torch::nn::functional::linear(copy_to_region(x, comm), weight_shard, bias_shard);
+}
+
+torch::Tensor row_parallel_linear(const torch::Tensor& x_shard, const torch::Tensor& weight_shard,
+                                  const torch::Tensor& bias, Comm& comm) {
+  auto y = reduce_from_region(torch::nn::functional::linear(x_shard, weight_shard), comm);
+  return bias.defined() ? y + bias : y;
+}
+
+torch::Tensor vocab_parallel_lookup(const torch::Tensor& tokens, const torch::Tensor& weight_shard,
+                                    int64_t vocab_begin) {
+  const int64_t rows = weight_shard.size(0);
+  auto outside = (tokens < vocab_begin) | (tokens >= vocab_begin + rows);
+  auto local = (tokens - vocab_begin).masked_fill(outside, 0);
+  return torch::nn::functional::embedding(local, weight_shard) *
+         (~outside).unsqueeze(-1).to(weight_shard.dtype());
+}
+
+torch::Tensor vocab_parallel_embedding(const torch::Tensor& tokens,
+                                       const torch::Tensor& weight_shard, int64_t vocab_begin,
+                                       Comm& comm) {
+  return reduce_from_region(vocab_parallel_lookup(tokens, weight_shard, vocab_begin), comm);
+}
+
+torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits_shard,
+                                           const torch::Tensor& targets, int64_t vocab_begin,
+                                           Comm& comm) {
+  return VocabParallelCrossEntropy::apply(logits_shard, targets, vocab_begin, handle(comm));
+}
+
+}  // namespace shardscope::tp

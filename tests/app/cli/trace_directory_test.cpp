@@ -1,0 +1,54 @@
+// `run --trace DIR/`: one Kineto file per rank and the native trace, which `report DIR` reads.
+// (That HTA reads the files and agrees with report is tests/python/hta_check.py.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/cli/exit_code.h"
+#include "tests/support/cli_runner.h"
+#include "tests/support/temp_dir.h"
+
+namespace shardscope {
+namespace {
+
+using test::cli;
+using CliResult = test::CliResult;
+
+namespace fs = std::filesystem;
+
+TEST(CliTraceDirectory, WritesARankFilePerRankAndTheNativeTraceForReport) {
+  const fs::path dir = test::test_temp_dir() / "run";
+  fs::create_directories(dir);
+  // Left by an earlier run with more ranks: HTA would read it as this run's rank 5.
+  std::ofstream(dir / "rank-5.json") << "{}";
+  std::ofstream(dir / "notes.txt") << "kept";
+  auto r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny", "--steps",
+                "2", "--no-reference", "--trace", dir.string()});
+  ASSERT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_NE(r.out.find("2 Kineto rank files"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir / "rank-0.json"));
+  EXPECT_TRUE(fs::exists(dir / "rank-1.json"));
+  EXPECT_FALSE(fs::exists(dir / "rank-5.json"));
+  EXPECT_TRUE(fs::exists(dir / "notes.txt"));
+  auto report = cli({"report", dir.string()});
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_NE(report.out.find("2 ranks"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("as Holistic Trace Analysis computes them"), std::string::npos)
+      << report.out;
+}
+
+TEST(CliTraceDirectory, AFileWhereTheDirectoryShouldBeIsBadInputBeforeTheRun) {
+  const fs::path file = test::test_temp_dir() / "taken";
+  std::ofstream(file) << "x";
+  auto r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny", "--steps",
+                "2", "--no-reference", "--trace", file.string() + "/"});
+  EXPECT_EQ(r.code, cli::kExitBadInput);
+  EXPECT_NE(r.err.find("--trace"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is a file, not a directory"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("step "), std::string::npos) << "the run started:\n" << r.out;
+}
+
+}  // namespace
+}  // namespace shardscope

@@ -1,0 +1,81 @@
+#include "profiling/metrics/trace_metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/support/sample_trace.h"
+
+namespace shardscope::profiling {
+namespace {
+
+Event event(Trace& t, const char* name, Category c, int64_t t0, int64_t t1, uint8_t lane = 0) {
+  Event e;
+  e.name = t.intern(name);
+  e.category = c;
+  e.t0_ns = t0;
+  e.t1_ns = t1;
+  e.lane = lane;
+  e.step = 0;
+  return e;
+}
+
+TEST(StepMetrics, OverlapExposedAndIdleOnAHandBuiltStep) {
+  Trace t;
+  RankTrace r;
+  r.lanes = {"host", "comm"};
+  r.events.push_back(event(t, "step 0", Category::kStep, 0, 1000));
+  r.events.push_back(event(t, "forward", Category::kForward, 0, 100));
+  r.events.push_back(event(t, "backward", Category::kBackward, 100, 300));
+  r.events.push_back(event(t, "all_reduce", Category::kCollective, 150, 400, kCommLane));
+  r.events.push_back(event(t, "all_reduce", Category::kCollective, 350, 450, kCommLane));
+  r.events.push_back(event(t, "optimizer", Category::kOptimizer, 600, 1000));
+  t.ranks.push_back(r);
+  auto m = step_metrics(t);
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].span_ns, 1000);
+  EXPECT_EQ(m[0].compute_ns, 300);       // [0, 300)
+  EXPECT_EQ(m[0].comm_ns, 300);          // [150, 450)
+  EXPECT_EQ(m[0].overlap_ns, 150);       // [150, 300)
+  EXPECT_EQ(m[0].exposed_comm_ns, 150);  // [300, 450)
+  EXPECT_EQ(m[0].idle_ns, 550);          // [450, 1000): optimizer is neither
+  EXPECT_DOUBLE_EQ(m[0].overlap_fraction(), 0.5);
+}
+
+TEST(StepMetrics, SampleTraceBothRanks) {
+  auto m = step_metrics(test::sample_trace());
+  ASSERT_EQ(m.size(), 2u);
+  // Rank 0: compute [20, 5999), comm [3000, 7000) + [7100, 7300) + p2p [8000, 8500).
+  EXPECT_EQ(m[0].compute_ns, 5979);
+  EXPECT_EQ(m[0].comm_ns, 4000 + 200 + 500);
+  EXPECT_EQ(m[0].overlap_ns, 2999);
+}
+
+TEST(CollectiveMetrics, BandwidthSkewAndTheLastRank) {
+  auto all = collective_metrics(test::sample_trace());
+  ASSERT_EQ(all.size(), 2u);  // all_reduce and all_gather; send/recv are not collectives
+  const CollectiveMetrics& ar = all[0].op == "all_reduce" ? all[0] : all[1];
+  const CollectiveMetrics& ag = all[0].op == "all_reduce" ? all[1] : all[0];
+  EXPECT_EQ(ar.ranks, 2);
+  EXPECT_EQ(ar.last_rank, 1);
+  EXPECT_EQ(ar.skew_ns, 500 + 7);  // rank 1 issues 500 ns later, and its clock is offset by 7
+  // From the last arrival (3507) to the last completion (7007): 3500 ns for 1 MB.
+  EXPECT_EQ(ar.time_ns, 3500);
+  EXPECT_NEAR(ar.algbw_gbps, 1e6 / 3500.0, 1e-9);
+  EXPECT_NEAR(ar.busbw_gbps, ar.algbw_gbps * 1.0, 1e-9);  // 2(n-1)/n = 1 at n = 2
+  EXPECT_EQ(ag.size_bytes, 2 * 4096);                     // every rank's contribution
+  EXPECT_NEAR(ag.busbw_gbps, ag.algbw_gbps * 0.5, 1e-9);
+}
+
+TEST(CollectiveMetrics, BusBandwidthFactorsOfNcclTests) {
+  EXPECT_DOUBLE_EQ(busbw_factor("all_reduce", 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor("all_gather_into", 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor("reduce_scatter_tensor", 4), 0.75);
+  EXPECT_DOUBLE_EQ(busbw_factor("broadcast", 4), 1.0);
+}
+
+TEST(Intervals, UnionOfOverlappingAndDisjoint) {
+  EXPECT_EQ(union_length({{0, 10}, {5, 15}, {20, 30}, {30, 31}, {2, 3}}), 26);
+  EXPECT_EQ(union_length({}), 0);
+}
+
+}  // namespace
+}  // namespace shardscope::profiling

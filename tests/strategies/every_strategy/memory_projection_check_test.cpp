@@ -1,0 +1,70 @@
+// The memory projection (profiling/memory_projection) against what runs here measure at small
+// scale: the bytes each rank's strategy reports holding, in fp32 with AdamW.
+#include <gtest/gtest.h>
+
+#include "engine/train/run.h"
+#include "profiling/projection/memory_projection.h"
+#include "tests/support/reference_check.h"
+
+namespace shardscope {
+namespace {
+
+profiling::ModelShape shape_of(const ModelConfig& m) {
+  return {m.vocab, m.d_model, m.heads, m.layers, m.seq, m.mlp_ratio, m.tie_embeddings};
+}
+
+// The largest of the ranks' reported bytes: the projection is for the busiest GPU.
+MemoryBytes busiest(const RunSummary& s) {
+  MemoryBytes most;
+  for (const auto& r : s.ranks) {
+    most.parameters = std::max(most.parameters, r.memory.parameters);
+    most.gradients = std::max(most.gradients, r.memory.gradients);
+    most.optimizer_state = std::max(most.optimizer_state, r.memory.optimizer_state);
+  }
+  return most;
+}
+
+struct Case {
+  std::string strategy;
+  int world;
+  profiling::TrainingLayout layout;
+  double tolerance;  // relative; ZeRO-1 balances whole parameters, so its shares are uneven
+};
+
+TEST(MemoryProjectionCheck, MatchesWhatRunsHoldPerRank) {
+  auto layout = [](const char* zero, int dp, int tp, int pp) {
+    profiling::TrainingLayout l;
+    l.zero = zero;
+    l.dp = dp;
+    l.tp = tp;
+    l.pp = pp;
+    l.mixed_precision = false;  // our runs: fp32 weights, gradients and AdamW moments
+    return l;
+  };
+  const std::vector<Case> cases = {
+      {"torch_ddp", 2, layout("ddp", 2, 1, 1), 0.0}, {"zero1", 4, layout("zero1", 4, 1, 1), 0.15},
+      {"zero2", 4, layout("zero2", 4, 1, 1), 0.01},  {"tp", 4, layout("ddp", 1, 4, 1), 0.0},
+      {"pp", 2, layout("ddp", 1, 1, 2), 0.0},
+  };
+  for (const auto& c : cases) {
+    Config config = test::tiny_config(c.strategy, 2, 1);
+    config.world = c.world;
+    config.model.layers = 4;
+    config.reference = false;
+    config.steps = 1;
+    finalize(config);
+    RunSummary s = run_training(config);
+    ASSERT_TRUE(s.ok) << c.strategy << ": " << s.failure;
+    const MemoryBytes measured = busiest(s);
+    const auto projected = profiling::project_memory(shape_of(config.model), c.layout);
+    auto expect_close = [&](double p, int64_t m, const char* what) {
+      EXPECT_NEAR(p, double(m), c.tolerance * double(m) + 1) << c.strategy << " " << what;
+    };
+    expect_close(projected.parameters, measured.parameters, "parameters");
+    expect_close(projected.gradients, measured.gradients, "gradients");
+    expect_close(projected.optimizer_state, measured.optimizer_state, "optimizer state");
+  }
+}
+
+}  // namespace
+}  // namespace shardscope
