@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/train/config.h"
+#include "profiling/io/input_file.h"
 
 namespace shardscope::cli {
 namespace {
@@ -253,6 +254,14 @@ nlohmann::json RunFlags::config_overrides(const std::string& config_file) const 
     std::error_code ec;
     if (std::filesystem::is_directory(config_file, ec))
       throw ConfigError("config", "'" + config_file + "' is a directory, not a config file");
+    if (const std::string why = profiling::input_file_problem(
+            config_file, profiling::kMaxTextInputBytes, "config file");
+        !why.empty()) {
+      throw ConfigError("config",
+                        why.rfind("no such file", 0) == 0
+                            ? "cannot read config file '" + config_file + "': no such file"
+                            : why);
+    }
     std::ifstream in(config_file);
     if (!in) throw ConfigError("config", "cannot read config file '" + config_file + "'");
     try {

@@ -83,7 +83,12 @@ int run_command(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
     finalize(config);
     if (!outputs.tolerance_given) outputs.tolerance = default_tolerance(config);
     backend_choice = check_environment(config);
-    check_output_files(outputs.files);
+    // "auto" and "synthetic" name built-in corpora, not files.
+    const bool data_is_file = config.data != "auto" && config.data != "synthetic";
+    check_output_files(outputs.files, {{"--data", data_is_file ? config.data : ""},
+                                       {"--config", outputs.config_file},
+                                       {"--init-weights", config.init_weights},
+                                       {"--resume", config.resume}});
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";

@@ -1,5 +1,6 @@
 #include "app/cli/run_outputs.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,15 +40,70 @@ std::string folder_problem(const std::string& folder) {
   return "";
 }
 
+// Whether the name `path` + ".partial" (what write_file_atomically writes first) can be made in
+// its folder: a name the file system refuses is found now, not after training.
+std::string temporary_name_problem(const std::string& path) {
+  const std::string tmp = path + ".partial";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd >= 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return "";
+  }
+  if (errno == EEXIST) return "";  // a leftover of an interrupted write: it will be replaced
+  if (errno == ENAMETOOLONG)
+    return "the file name " + fs::path(path).filename().string() +
+           " is too long once its temporary suffix .partial is added";
+  return "cannot write " + tmp + ": " + std::strerror(errno);
+}
+
 // Why the file `path` cannot be written, or "".
 std::string file_problem(const std::string& path) {
+  struct stat s {};
+  if (lstat(path.c_str(), &s) == 0) {
+    if (S_ISDIR(s.st_mode)) return path + " is a directory, not a file";
+    if (S_ISLNK(s.st_mode))
+      return path + " is a symlink: name the file itself (an output replaces what is at its path)";
+    if (!S_ISREG(s.st_mode))
+      return path +
+             " is not a regular file (a FIFO, a device or a socket): an output replaces "
+             "what is at its path";
+  }
   if (is_directory(path)) return path + " is a directory, not a file";
   const fs::path parent = fs::path(path).parent_path();
   if (std::string why = folder_problem(parent.empty() ? "." : parent.string()); !why.empty())
     return why;
   if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
     return "cannot write " + path + ": " + std::strerror(errno);
-  return "";
+  return temporary_name_problem(path);
+}
+
+// The same file however it is spelled (./x, a/../x, through a symlinked folder).
+std::string canonical(const std::string& path) {
+  std::error_code ec;
+  const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? path : p.string();
+}
+
+// Two outputs on one file, or an output over an input: refused before anything is written.
+void require_distinct(const OutputFiles& files, const std::vector<InputFile>& inputs) {
+  std::vector<InputFile> outputs;
+  if (!files.json.empty()) outputs.push_back({"--json", files.json});
+  if (!files.weights.empty()) outputs.push_back({"--export-weights", files.weights});
+  if (!files.trace.empty()) outputs.push_back({"--trace", files.trace});
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::string mine = canonical(outputs[i].path);
+    for (size_t j = 0; j < i; ++j) {
+      if (canonical(outputs[j].path) == mine)
+        throw ConfigError(outputs[i].flag, outputs[i].path + " is also " + outputs[j].flag +
+                                               "'s output: give each output its own file");
+    }
+    for (const InputFile& input : inputs) {
+      if (!input.path.empty() && canonical(input.path) == mine)
+        throw ConfigError(outputs[i].flag, outputs[i].path + " is the run's " + input.flag +
+                                               " input: an output would overwrite it");
+    }
+  }
 }
 
 void require_writable(const std::string& flag, const std::string& problem) {
@@ -56,7 +112,8 @@ void require_writable(const std::string& flag, const std::string& problem) {
 
 }  // namespace
 
-void check_output_files(const OutputFiles& files) {
+void check_output_files(const OutputFiles& files, const std::vector<InputFile>& inputs) {
+  require_distinct(files, inputs);
   if (!files.json.empty()) require_writable("--json", file_problem(files.json));
   if (!files.weights.empty()) require_writable("--export-weights", file_problem(files.weights));
   if (files.trace.empty()) return;

@@ -18,10 +18,19 @@ struct OutputFiles {
   std::string weights;
 };
 
-// Checked before training, so a long run does not end in a write that was bound to fail:
-// missing folders are created, and a path that is a directory, under a file, or in a folder
-// that cannot be written is refused. Throws ConfigError naming the flag.
-void check_output_files(const OutputFiles& files);
+// A file the run reads, by the flag that names it (--data, --config, --init-weights, --resume).
+struct InputFile {
+  std::string flag;
+  std::string path;
+};
+
+// Checked before training, so a long run does not end in a write that was bound to fail and never
+// writes over what it did not make: missing folders are created; a path that is a directory, under
+// a file, or in a folder that cannot be written is refused, and so is one whose name (with the
+// temporary ".partial" an output is first written under) is too long; an existing path that is
+// not a regular file (a symlink, a FIFO, a device) is refused; two outputs naming one file, or an
+// output naming an input, are refused. Throws ConfigError naming the flag.
+void check_output_files(const OutputFiles& files, const std::vector<InputFile>& inputs = {});
 
 // Writes every output, each on its own: one that fails (a full disk) does not keep the others
 // from being written. `written` receives a line per file written; the return value one line per

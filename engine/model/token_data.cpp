@@ -11,6 +11,7 @@
 
 #include "engine/state/hashing.h"
 #include "engine/train/config.h"
+#include "profiling/io/input_file.h"
 
 namespace shardscope {
 namespace {
@@ -18,6 +19,10 @@ namespace {
 constexpr const char* kLicenceDir = "/usr/share/common-licenses";
 
 std::string read_file(const std::filesystem::path& path) {
+  if (const std::string why =
+          profiling::input_file_problem(path.string(), profiling::kMaxDataBytes, "text file");
+      !why.empty())
+    throw ConfigError("data", why);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("data", "cannot read '" + path.string() + "'");
   return std::string(std::istreambuf_iterator<char>(in), {});

@@ -24,6 +24,7 @@
 
 #include "engine/model/gpt_model.h"
 #include "engine/state/atomic_file.h"
+#include "engine/state/checkpoint_retention.h"
 #include "engine/state/hashing.h"
 
 namespace shardscope {
@@ -75,10 +76,7 @@ std::vector<int> saved_steps(const std::string& root) {
   DIR* dir = opendir(root.c_str());
   if (dir == nullptr) return steps;
   while (const dirent* entry = readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name.rfind("step-", 0) != 0 || name.size() < 6 || name.size() > 14) continue;
-    if (name.find_first_not_of("0123456789", 5) != std::string::npos) continue;
-    steps.push_back(std::stoi(name.substr(5)));
+    if (const auto step = checkpoint_folder_step(entry->d_name)) steps.push_back(*step);
   }
   closedir(dir);
   std::sort(steps.rbegin(), steps.rend());
@@ -153,6 +151,7 @@ void check_checkpoint_directory(const std::string& root) {
   }
   if (access(root.c_str(), W_OK) != 0)
     throw ConfigError("checkpoint_dir", root + " is not writable: " + std::strerror(errno));
+  check_step_folders_writable(root);
 }
 
 CheckpointDirectoryLock::CheckpointDirectoryLock(const std::string& root) {
@@ -184,7 +183,8 @@ CheckpointDirectoryLock::~CheckpointDirectoryLock() {
 void write_checkpoint_shard(const std::string& root, int step, int rank,
                             const std::vector<StatePiece>& pieces) {
   const std::string folder = checkpoint_step_directory(root, step);
-  make_directories(folder);
+  make_directories(root);
+  make_checkpoint_step_folder(folder);
   json meta = json::array();
   c10::List<torch::Tensor> tensors;
   for (const StatePiece& piece : pieces) {
@@ -232,16 +232,8 @@ std::string write_checkpoint_manifest(const std::string& root, int step, const C
   write_file_atomically(folder + "/manifest.json", manifest.dump(2));
   const std::string name = folder.substr(folder.rfind('/') + 1);
   write_file_atomically(root + "/latest", name + "\n");
-  // Only now, with a newer checkpoint complete, may the oldest go: the K newest up to this step
-  // stay (folders past it, left by another run, are not this run's to remove).
-  if (config.checkpoint_keep > 0) {
-    int kept = 0;
-    for (int saved : saved_steps(root)) {
-      if (saved > step || ++kept <= config.checkpoint_keep) continue;
-      // A folder that will not go is only disk space, not an error.
-      remove_directory_of_files(checkpoint_step_directory(root, saved));
-    }
-  }
+  // Only now, with a newer checkpoint complete, may the oldest go.
+  apply_checkpoint_retention(root, step, config.checkpoint_keep);
   return folder;
 }
 

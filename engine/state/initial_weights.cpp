@@ -61,6 +61,12 @@ NamedTensors match_parameters(const NamedTensors& file, const NamedTensors& para
                              shape_text(it->second->sizes()) + ", the model's parameter is " +
                              shape_text(param.sizes()));
     }
+    // A NaN or infinity (or an F64 value beyond float32's range, read as one) would train every
+    // weight to NaN: it is bad input, named, before any rank starts.
+    if (!torch::isfinite(*it->second).all().item<bool>()) {
+      throw WeightsFileError(path + ": tensor '" + name +
+                             "' holds NaN or infinite values (as float32)");
+    }
     out.emplace_back(name, *it->second);
   }
   for (const auto& [name, tensor] : file) {

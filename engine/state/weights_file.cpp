@@ -14,6 +14,7 @@
 #include "engine/state/atomic_file.h"
 #include "engine/state/torch_zip_reader.h"
 #include "engine/state/weights.h"
+#include "profiling/io/input_file.h"
 
 // Both formats store little-endian bytes, which is what a tensor holds in memory here.
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -66,6 +67,10 @@ std::vector<char> read_whole_file(const std::string& path) {
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) throw WeightsFileError(path + ": no such file");
   if (S_ISDIR(info.st_mode)) throw WeightsFileError(path + " is a directory, not a weights file");
+  if (const std::string why =
+          profiling::input_file_problem(path, profiling::kMaxWeightsBytes, "weights file");
+      !why.empty())
+    throw WeightsFileError(why);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw WeightsFileError(path + ": cannot open for reading");
   std::vector<char> bytes(static_cast<size_t>(info.st_size));

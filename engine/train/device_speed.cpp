@@ -54,6 +54,10 @@ std::string shardscope_cache_directory() {
   return "";
 }
 
+// A cached speed above this (100 PFLOP/s, a hundred times any GPU's dense peak) is a damaged or
+// hand-edited cache: measured again rather than believed, which would price every step at 0 ms.
+constexpr double kMostPlausibleTflops = 1e5;
+
 double device_matmul_tflops(const std::string& device) {
   static std::mutex mutex;  // rank threads of one process measure once between them
   std::lock_guard<std::mutex> lock(mutex);
@@ -70,7 +74,7 @@ double device_matmul_tflops(const std::string& device) {
     if (!cache.is_object()) cache = nlohmann::json::object();
     const auto found = cache.find(kind);
     if (found != cache.end() && found->is_number() && std::isfinite(found->get<double>()) &&
-        found->get<double>() > 0) {
+        found->get<double>() > 0 && found->get<double>() < kMostPlausibleTflops) {
       return found->get<double>();
     }
   }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -98,6 +100,23 @@ void save_checkpoint(RankContext& ctx, Strategy& strategy, int steps_done, HangT
   hang.tighten();
 }
 
+// A loss that is NaN or infinite on any rank stops every rank at that step, before its record is
+// kept or its checkpoint written: training on would only carry the NaN into every weight, and a
+// run that passed its checks with "loss nan" would call a broken run a success. Every rank sees
+// the same gathered losses, so every rank throws the same message and none waits on another.
+void throw_if_any_loss_diverged(const torch::Tensor& per_rank, int step) {
+  for (int64_t r = 0; r < per_rank.size(0); ++r) {
+    const double loss = per_rank[r][0].item<double>();
+    if (per_rank[r][2].item<double>() > 0 && !std::isfinite(loss)) {
+      std::ostringstream what;
+      what << "the loss diverged: " << loss << " on rank " << r << " at step " << step
+           << " (lower --lr, or clip gradients with --clip-grad-norm); no checkpoint of this "
+              "step was written";
+      throw std::runtime_error(what.str());
+    }
+  }
+}
+
 }  // namespace
 
 RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& on_step) {
@@ -177,6 +196,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     ctx.comm->all_gather_into(all, mine);
     auto per_rank = all.view({ctx.world, 4});
     const int stop_signal = static_cast<int>(per_rank.select(1, 3).max().item<double>());
+    throw_if_any_loss_diverged(per_rank, step);
     StepRecord record;
     record.step = step;
     record.local_loss = local_loss;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "profiling/io/input_file.h"
 #include "profiling/io/trace_io.h"
 
 namespace shardscope::profiling {
@@ -251,6 +252,9 @@ Trace read_trace_file(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw TraceFormatError(path + " is a directory, not a trace file");
+  if (const std::string why = input_file_problem(path, kMaxTraceBytes, "trace file"); !why.empty())
+    throw TraceFormatError(
+        why.rfind("no such file", 0) == 0 ? "cannot open trace file '" + path + "'" : why);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceFormatError("cannot open trace file '" + path + "'");
   // Read straight into one string of the file's size (a stringstream's growing buffer and the

@@ -1,5 +1,7 @@
 #include "profiling/projection/hardware_profile.h"
 
+#include "profiling/io/input_file.h"
+
 #include <dirent.h>
 
 #include <algorithm>
@@ -114,6 +116,11 @@ HardwareProfile load_hardware_profile(const std::string& name_or_path) {
       (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
   const std::string path =
       is_path ? name_or_path : hardware_profile_directory() + "/" + name_or_path + ".json";
+  if (is_path) {
+    if (const std::string why = input_file_problem(path, kMaxTextInputBytes, "hardware profile");
+        !why.empty())
+      throw std::runtime_error(why);
+  }
   std::ifstream file(path);
   if (!file) {
     std::string known;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -265,6 +266,31 @@ TEST(InitialWeights, RefusesMissingExtraAndMisshapenTensors) {
 
   c.init_weights = (test::test_temp_dir() / "absent.pt").string();
   expect_init_error(c, {"no such file"});
+}
+
+// NaN or inf in --init-weights, or an F64 value that overflows float32, trained on to "loss nan"
+// and exit 0 (issue 33): it is bad input naming the tensor.
+TEST(InitialWeights, RefusesNaNInfinityAndValuesBeyondFloat32NamingTheTensor) {
+  Config c = tiny();
+  auto tensor = [](NamedTensors& w, const std::string& name) -> torch::Tensor& {
+    for (auto& [n, t] : w)
+      if (n == name) return t;
+    throw std::logic_error("no parameter " + name);
+  };
+  c.init_weights = tiny_weights_file("nan.safetensors", c, [&](NamedTensors& w) {
+                     tensor(w, "blocks.0.ln1.weight")[0] = std::nan("");
+                   }).string();
+  expect_init_error(c, {"'blocks.0.ln1.weight'", "NaN or infinite"});
+  c.init_weights = tiny_weights_file("inf.pt", c, [&](NamedTensors& w) {
+                     tensor(w, "blocks.0.ln1.bias")[1] = -INFINITY;
+                   }).string();
+  expect_init_error(c, {"'blocks.0.ln1.bias'", "NaN or infinite"});
+  c.init_weights = tiny_weights_file("f64.safetensors", c, [&](NamedTensors& w) {
+                     torch::Tensor& t = tensor(w, "blocks.0.attn.qkv.weight");
+                     t = t.to(torch::kDouble);
+                     t[0][0] = 1e300;
+                   }).string();
+  expect_init_error(c, {"'blocks.0.attn.qkv.weight'", "NaN or infinite"});
 }
 
 TEST(InitialWeights, TheModelStartsFromTheFileBitwiseAndKeepsItsFrozenParameters) {
