@@ -36,6 +36,10 @@ def main():
     executable, ctest_file, chunk, timeout_per_test = sys.argv[1:5]
     serial = len(sys.argv) > 5 and sys.argv[5] == "SERIAL"
     chunk, timeout_per_test = int(chunk), int(timeout_per_test)
+    # Tests that time compute (SERIAL) keep a process each: what one leaves behind in the process
+    # (intra-op threads, pinned cores, warm caches) must not change what the next one measures.
+    if serial:
+        chunk = 1
     lines = []
     count = 0
     for suite, tests in list_tests(executable):

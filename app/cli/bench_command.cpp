@@ -4,8 +4,11 @@
 #include "app/analysis/device_time_lens.h"
 #include "app/analysis/trace_projection.h"
 
+#include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -200,7 +203,23 @@ std::optional<BenchPlan> plan_bench(const RunFlags& flags, const BenchOptions& o
   if (std::find(schedules.begin(), schedules.end(), "all") != schedules.end())
     schedules = pipeline::schedule_kinds();
   plan.entries = bench_entries(strategies, schedules, base);
-  if (!options.out_dir.empty()) std::filesystem::create_directories(options.out_dir);
+  if (!options.out_dir.empty()) {
+    // Checked before any strategy trains: a folder that cannot hold the traces is bad input.
+    std::error_code ec;
+    std::filesystem::create_directories(options.out_dir, ec);
+    std::string why;
+    if (ec) {
+      why = "cannot create the folder " + options.out_dir + ": " + ec.message();
+    } else if (!std::filesystem::is_directory(options.out_dir, ec)) {
+      why = options.out_dir + " is not a folder";
+    } else if (access(options.out_dir.c_str(), W_OK) != 0) {
+      why = "cannot write in " + options.out_dir + ": " + std::strerror(errno);
+    }
+    if (!why.empty()) {
+      err << "error: --out: " << why << "\n";
+      return std::nullopt;
+    }
+  }
   plan.lens.measured = options.measured;
   plan.lens.hardware = options.hardware;
   if (!plan.lens.measured && !plan.lens.hardware.empty()) {

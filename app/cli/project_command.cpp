@@ -172,6 +172,12 @@ int project_command(const ProjectOptions& o, const Config& config, std::ostream&
       throw std::invalid_argument("--compute-scale must be a positive number, got " +
                                   fmt("%g", o.compute_scale));
     }
+    // A millionfold either way compares no two devices that exist, and past it the projected
+    // times round to 0.00 ms or overflow.
+    if (o.compute_scale != 0 && (o.compute_scale < 1e-6 || o.compute_scale > 1e6)) {
+      throw std::invalid_argument("--compute-scale must lie between 1e-06 and 1e+06, got " +
+                                  fmt("%g", o.compute_scale));
+    }
     const auto hw = profiling::load_hardware_profile(o.hardware);
     if (!o.trace.empty()) return project_trace(o, hw, out);
     if (!o.collective.empty()) return project_collective(o, hw, out);

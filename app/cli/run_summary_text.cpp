@@ -120,14 +120,23 @@ int conclude_run(const RunSummary& summary, const Conclusion& how, std::ostream&
   }
   if (summary.stopped_by_signal != 0) {
     const int done = summary.steps.empty() ? summary.resumed_step : summary.steps.back().step + 1;
-    out << "\nstopped by " << signal_name(summary.stopped_by_signal) << " after " << done << " of "
-        << how.steps << " steps (every rank finished the same step)\n";
+    if (done >= how.steps) {
+      out << "\nstopped by " << signal_name(summary.stopped_by_signal) << " after training all "
+          << how.steps << " steps, while the single-device reference was training: the weights "
+          << "were not compared with it\n";
+    } else {
+      out << "\nstopped by " << signal_name(summary.stopped_by_signal) << " after " << done
+          << " of " << how.steps << " steps (every rank finished the same step)\n";
+    }
     if (!how.resume_command.empty()) {
       if (!summary.checkpoint.empty()) {
         out << "checkpoint written to " << summary.checkpoint << "; continue with:\n  "
             << how.resume_command << "\n";
-      } else {
+      } else if (summary.config.checkpoint_dir.empty()) {
         out << "no checkpoint was written (no --checkpoint-dir): a new run starts from step 0\n";
+      } else {
+        out << "no checkpoint was written to " << summary.config.checkpoint_dir
+            << " before the stop: a new run starts from step 0\n";
       }
     }
     return kExitStoppedBySignal + summary.stopped_by_signal;

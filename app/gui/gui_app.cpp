@@ -1,7 +1,10 @@
 #include "app/gui/gui_app.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +21,7 @@
 #include "app/gui/screenshot.h"
 #include "app/gui/script_player.h"
 #include "app/gui/windows.h"
+#include "profiling/io/input_file.h"
 #include "profiling/io/trace_io.h"
 #include "profiling/projection/hardware_profile.h"
 
@@ -142,6 +146,12 @@ struct StartUp {
 };
 
 bool read_script(const std::string& path, std::vector<ScriptAction>* actions, std::ostream& err) {
+  if (const std::string why =
+          profiling::input_file_problem(path, profiling::kMaxTextInputBytes, "script");
+      !why.empty()) {
+    err << "error: --script: " << why << "\n";
+    return false;
+  }
   std::ifstream in(path);
   if (!in) {
     err << "error: --script: cannot read " << path << "\n";
@@ -159,8 +169,29 @@ bool read_script(const std::string& path, std::vector<ScriptAction>* actions, st
 }
 
 // Checks the options and loads what they name; false (said on `err`) when one is bad input.
+// Why `--state PATH` cannot be written at the end, found before the app starts: it once exited
+// 0 with no file and no word.
+std::string state_path_problem(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::symlink_status(path, ec);
+  if (fs::exists(status) && !fs::is_regular_file(status))
+    return path + " is not a regular file (an output replaces what is at its path)";
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  if (!fs::is_directory(folder, ec)) return "no folder " + folder;
+  if (access(folder.c_str(), W_OK) != 0) return "cannot write in " + folder;
+  return "";
+}
+
 bool prepare(const GuiOptions& options, StartUp* start, std::ostream& err) {
   if (!options.script.empty() && !read_script(options.script, &start->actions, err)) return false;
+  if (!options.state_out.empty()) {
+    if (const std::string why = state_path_problem(options.state_out); !why.empty()) {
+      err << "error: --state: " << why << "\n";
+      return false;
+    }
+  }
   if (options.width < 320 || options.height < 240) {
     err << "error: --size: at least 320x240\n";
     return false;
@@ -367,8 +398,14 @@ int run_session(const GuiOptions& options, StartUp& start, GLFWwindow* window, s
     err << "error: " << player.error() << "\n";
     loop.exit_code = 1;
   }
-  if (!options.state_out.empty())
-    std::ofstream(options.state_out) << session.state().dump(2) << "\n";
+  if (!options.state_out.empty()) {
+    std::ofstream state(options.state_out);
+    state << session.state().dump(2) << "\n";
+    if (!state.flush()) {
+      err << "error: --state: cannot write " << options.state_out << "\n";
+      if (loop.exit_code == 0) loop.exit_code = 1;
+    }
+  }
   if (!options.screenshot.empty() && loop.exit_code == 0)
     out << "screenshot written to " << options.screenshot << "\n";
   if (!session.launches.idle()) session.launches.stop_all();

@@ -1,5 +1,6 @@
 #include "app/gui/gui_script.h"
 
+#include <cmath>
 #include <iomanip>
 #include <map>
 #include <sstream>
@@ -7,6 +8,36 @@
 #include <utility>
 
 namespace shardscope::gui {
+
+namespace {
+
+// `range T0 T1` in milliseconds: NaN, infinity or a span of 1e300 once grew the timeline's tick
+// list until the process died. A time beyond a year (3.2e10 ms) is no time of a trace.
+void check_range(const ScriptAction& action) {
+  constexpr double kLongestMs = 3.2e10;
+  double t[2];
+  for (int i = 0; i < 2; ++i) {
+    const std::string& s = action.args[static_cast<size_t>(i)];
+    size_t used = 0;
+    try {
+      t[i] = std::stod(s, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != s.size() || !std::isfinite(t[i]) || std::fabs(t[i]) > kLongestMs) {
+      throw std::runtime_error("script line " + std::to_string(action.line) +
+                               ": 'range' takes two finite times in milliseconds within a year, "
+                               "got '" +
+                               s + "'");
+    }
+  }
+  if (!(t[0] < t[1])) {
+    throw std::runtime_error("script line " + std::to_string(action.line) +
+                             ": 'range' needs its start before its end");
+  }
+}
+
+}  // namespace
 
 std::vector<ScriptAction> parse_script(const std::string& text) {
   // verb -> (fewest, most) arguments.
@@ -43,6 +74,7 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
                                     : " to " + std::to_string(it->second.second)) +
                                " arguments");
     }
+    if (action.verb == "range") check_range(action);
     actions.push_back(std::move(action));
   }
   return actions;

@@ -11,6 +11,7 @@
 #include <torch/torch.h>
 
 #include "engine/state/weights_file.h"
+#include "engine/state/zip_checksums.h"
 
 namespace shardscope {
 namespace {
@@ -67,10 +68,22 @@ torch::ScalarType storage_dtype(const std::string& type) {
   return it->second;
 }
 
+// A record whose bytes do not match the CRC-32 the zip declares for it was changed on disk.
+void check_record_checksum(const std::map<std::string, uint32_t>& checksums,
+                           const std::string& record, const void* data, size_t size) {
+  const auto found = checksums.find(record);
+  if (found == checksums.end())
+    throw WeightsFileError("the record " + record + " is not in the zip's directory");
+  if (crc32_of(data, size) != found->second)
+    throw WeightsFileError("the record " + record +
+                           " does not match its CRC-32 (the file is corrupted)");
+}
+
 class PickleMachine {
  public:
-  PickleMachine(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip)
-      : data_(pickle), zip_(zip) {}
+  PickleMachine(const std::string& pickle, caffe2::serialize::PyTorchStreamReader& zip,
+                const std::map<std::string, uint32_t>& checksums)
+      : data_(pickle), zip_(zip), checksums_(checksums) {}
 
   // Runs the pickle to its STOP and returns the value it leaves.
   ValuePtr run() {
@@ -392,6 +405,7 @@ class PickleMachine {
            std::to_string(numel) + " elements");
     torch::Tensor flat = torch::empty({numel}, torch::TensorOptions().dtype(dtype));
     if (bytes > 0) zip_.getRecord(record, flat.data_ptr(), bytes);
+    check_record_checksum(checksums_, record, flat.data_ptr(), bytes);
     return storages_[key] = make(Storage{flat});
   }
 
@@ -428,6 +442,7 @@ class PickleMachine {
 
   const std::string& data_;
   caffe2::serialize::PyTorchStreamReader& zip_;
+  const std::map<std::string, uint32_t>& checksums_;
   size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
   std::vector<size_t> marks_;
@@ -445,9 +460,11 @@ NamedTensors read_torch_zip(const std::string& path) {
   try {
     caffe2::serialize::PyTorchStreamReader zip(path);
     if (!zip.hasRecord("data.pkl")) throw WeightsFileError("no data.pkl record");
+    const std::map<std::string, uint32_t> checksums = zip_record_checksums(path);
     auto [pickle_data, pickle_size] = zip.getRecord("data.pkl");
+    check_record_checksum(checksums, "data.pkl", pickle_data.get(), pickle_size);
     const std::string pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
-    PickleMachine machine(pickle, zip);
+    PickleMachine machine(pickle, zip, checksums);
     const ValuePtr root = machine.run();
     const auto* dict = std::get_if<Dict>(&root->v);
     if (dict == nullptr) {

@@ -169,12 +169,28 @@ const std::map<std::string, FieldBinding>& field_table() {
 }
 #undef SHARDSCOPE_FIELD
 
+// A key as a message shows it: a hostile config's key can be a megabyte long.
+std::string shown_key(const std::string& key) {
+  return key.size() <= 80
+             ? key
+             : key.substr(0, 60) + "... (" + std::to_string(key.size()) + " characters)";
+}
+
+// No key of ours is nested deeper than this (model.x, strategy_options.x); a config nested 30,000
+// deep once overflowed the stack here.
+constexpr int kMaxConfigDepth = 8;
+
 // Nested objects become dotted keys so that files and flags share one table.
-void flatten(const json& object, const std::string& prefix, std::map<std::string, json>& out) {
+void flatten(const json& object, const std::string& prefix, std::map<std::string, json>& out,
+             int depth = 1) {
+  if (depth > kMaxConfigDepth) {
+    throw ConfigError(shown_key(prefix), "nested deeper than " + std::to_string(kMaxConfigDepth) +
+                                             " levels; no key of a config is");
+  }
   for (const auto& [key, value] : object.items()) {
     std::string path = prefix.empty() ? key : prefix + "." + key;
     if (value.is_object()) {
-      flatten(value, path, out);
+      flatten(value, path, out, depth + 1);
     } else {
       out[path] = value;
     }
@@ -241,7 +257,7 @@ void apply_json(Config& config, const json& overrides) {
     const auto inside = table.lower_bound(key + ".");
     if (inside != table.end() && inside->first.rfind(key + ".", 0) == 0)
       throw ConfigError(key, std::string("expected an object, got ") + value.type_name());
-    throw ConfigError(key, "unknown key");
+    throw ConfigError(shown_key(key), "unknown key");
   }
   if (auto it = flat.find("preset"); it != flat.end()) {
     table.at("preset").set(config, it->second, "preset");

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/state/atomic_file.h"
+#include "profiling/io/input_file.h"
 
 namespace shardscope {
 namespace {
@@ -54,9 +55,11 @@ std::string shardscope_cache_directory() {
   return "";
 }
 
-// A cached speed above this (100 PFLOP/s, a hundred times any GPU's dense peak) is a damaged or
-// hand-edited cache: measured again rather than believed, which would price every step at 0 ms.
+// A cached speed outside these (100 PFLOP/s is a hundred times any GPU's dense peak) is a damaged
+// or hand-edited cache: measured again rather than believed, which would price every step at 0 ms
+// (or at years).
 constexpr double kMostPlausibleTflops = 1e5;
+constexpr double kLeastPlausibleTflops = 1e-4;  // 100 MFLOP/s: slower than any CPU of this age
 
 double device_matmul_tflops(const std::string& device) {
   static std::mutex mutex;  // rank threads of one process measure once between them
@@ -66,7 +69,9 @@ double device_matmul_tflops(const std::string& device) {
   const std::string dir = shardscope_cache_directory();
   const std::string path = dir.empty() ? "" : dir + "/device-speed.json";
   nlohmann::json cache = nlohmann::json::object();
-  if (!path.empty()) {
+  // Only a regular file of sane size is read: a FIFO there would block every run.
+  if (!path.empty() &&
+      profiling::input_file_problem(path, profiling::kMaxTextInputBytes, "cache").empty()) {
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
@@ -74,12 +79,18 @@ double device_matmul_tflops(const std::string& device) {
     if (!cache.is_object()) cache = nlohmann::json::object();
     const auto found = cache.find(kind);
     if (found != cache.end() && found->is_number() && std::isfinite(found->get<double>()) &&
-        found->get<double>() > 0 && found->get<double>() < kMostPlausibleTflops) {
+        found->get<double>() > kLeastPlausibleTflops &&
+        found->get<double>() < kMostPlausibleTflops) {
       return found->get<double>();
     }
   }
   const double tflops = measure(device);
-  if (!path.empty()) {
+  // Written only over nothing or over a regular file: whatever else someone put there stays.
+  std::error_code absent;
+  const auto status = std::filesystem::symlink_status(path, absent);
+  const bool writable =
+      !std::filesystem::exists(status) || std::filesystem::is_regular_file(status);
+  if (!path.empty() && writable) {
     try {
       std::error_code ignored;
       std::filesystem::create_directories(dir, ignored);

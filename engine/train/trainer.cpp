@@ -93,7 +93,18 @@ void save_checkpoint(RankContext& ctx, Strategy& strategy, int steps_done, HangT
   StateBinding binding;
   strategy.bind_state(binding);
   hang.relax();
-  write_checkpoint_shard(config.checkpoint_dir, steps_done, ctx.rank, binding.save());
+  const std::vector<StatePiece> pieces = binding.save();
+  // Weights that the last step made NaN or infinite would be resumed from: no checkpoint of them.
+  // (The loss of this step was finite; the next one's would not be.)
+  for (const StatePiece& piece : pieces) {
+    if (!torch::isfinite(piece.value).all().item<bool>()) {
+      throw std::runtime_error("the weights diverged: " + piece.region.name +
+                               " holds NaN or infinite values on rank " + std::to_string(ctx.rank) +
+                               " after step " + std::to_string(steps_done - 1) +
+                               "; no checkpoint of this step was written");
+    }
+  }
+  write_checkpoint_shard(config.checkpoint_dir, steps_done, ctx.rank, pieces);
   ctx.comm->barrier();
   if (ctx.rank == 0) write_checkpoint_manifest(config.checkpoint_dir, steps_done, config);
   ctx.comm->barrier();
@@ -211,7 +222,10 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     if (ctx.rank == 0 && on_step) on_step(record);
 
     const int done = step + 1;
-    const bool due = config.checkpoint_every > 0 && done % config.checkpoint_every == 0;
+    // The last step is always saved where a directory is given: a stop during the reference
+    // that follows training must leave the finished training to resume from.
+    const bool due = (config.checkpoint_every > 0 && done % config.checkpoint_every == 0) ||
+                     done == config.steps;
     if (!config.checkpoint_dir.empty() && (due || stop_signal != 0)) {
       save_checkpoint(ctx, strategy, done, hang);
       result.checkpoint_step = done;

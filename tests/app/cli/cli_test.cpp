@@ -472,6 +472,8 @@ TEST(CliProject, BadValuesAreNamed) {
             "no ranks"},
            {{"project", empty.string(), "--hardware", "8xH100", "--compute-scale", "-1"},
             "--compute-scale must be a positive number, got -1"},
+           {{"project", empty.string(), "--hardware", "8xH100", "--compute-scale", "1e12"},
+            "--compute-scale must lie between 1e-06 and 1e+06, got 1e+12"},
            {{"project", "--collective", "all_reduce", "--bytes", "99999999999999999999GiB"},
             "too large"},
            {{"project", "--collective", "all_reduce", "--ranks", "0"},

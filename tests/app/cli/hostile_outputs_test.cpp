@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -85,6 +86,24 @@ TEST(HostileOutputs, ANameTooLongWithItsTemporarySuffixIsRefusedBeforeTraining) 
   const std::string name = std::string(245, 't') + ".json";
   expect_refused(run_with({"--trace", (dir / name).string()}), "--trace", "too long");
   EXPECT_TRUE(fs::is_empty(dir));
+}
+
+// `bench --out` on a file or a read-only folder once aborted on an uncaught filesystem_error
+// (exit 134) after training the reference.
+TEST(HostileOutputs, BenchOutThatCannotHoldTracesIsBadInput) {
+  const fs::path dir = test::test_temp_dir();
+  std::ofstream(dir / "a-file") << "x";
+  fs::create_directories(dir / "read-only");
+  fs::permissions(dir / "read-only", fs::perms::owner_read | fs::perms::owner_exec);
+  for (const fs::path& out : {dir / "a-file", dir / "a-file" / "sub", dir / "read-only"}) {
+    if (out == dir / "read-only" && geteuid() == 0) continue;  // root writes anywhere
+    const test::CliResult r = test::cli({"bench", "--quick", "--world", "2", "--strategies",
+                                         "ddp_bucketed", "--out", out.string()});
+    EXPECT_EQ(r.code, 2) << out << ": " << r.err;
+    EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("training the single-device reference"), std::string::npos) << r.err;
+  }
+  fs::permissions(dir / "read-only", fs::perms::owner_all);
 }
 
 }  // namespace

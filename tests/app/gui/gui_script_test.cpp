@@ -31,5 +31,20 @@ TEST(GuiScript, NamesTheLineOfAnUnknownActionOrWrongArguments) {
   EXPECT_THROW(parse_script("fit now\n"), std::runtime_error);
 }
 
+// `range nan nan` (or inf, or +-1e300) once grew memory until the app died (issue 33).
+TEST(GuiScript, ARangeOfNoFiniteTimesIsRefusedByLine) {
+  for (const char* bad : {"range nan nan", "range 0 inf", "range -1e300 1e300", "range 5 5",
+                          "range 9 2", "range 1ms 2"}) {
+    try {
+      parse_script(std::string("fit\n") + bad + "\n");
+      FAIL() << bad;
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), testing::HasSubstr("line 2")) << bad;
+      EXPECT_THAT(e.what(), testing::HasSubstr("'range'")) << bad;
+    }
+  }
+  EXPECT_EQ(parse_script("range 97 111\n").size(), 1u);
+}
+
 }  // namespace
 }  // namespace shardscope::gui

@@ -53,6 +53,47 @@ TEST(TimelineIndex, NestedSpansGoOneRowDeeperAndRowsNeverOverlap) {
   EXPECT_EQ(index.t_max, 100);
 }
 
+// Each event lands in the shallowest row free at its start, as a walk down the rows would put it
+// (the walk was quadratic on a lane of overlapping events: issue 33); random lanes of nested,
+// overlapping and zero-length spans, against that walk.
+TEST(TimelineIndex, EachEventTakesTheShallowestRowFreeAtItsStart) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<Event> events;
+    for (int i = 0; i < 300; ++i) {
+      const int64_t t0 = static_cast<int64_t>(rng() % 1000);
+      events.push_back(span(t0, t0 + static_cast<int64_t>(rng() % (trial % 2 ? 50 : 400))));
+    }
+    const auto t = one_rank(events);
+    const auto& ev = t.ranks[0].events;
+    std::vector<uint32_t> order(ev.size());
+    for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      if (ev[a].t0_ns != ev[b].t0_ns) return ev[a].t0_ns < ev[b].t0_ns;
+      return ev[a].t1_ns > ev[b].t1_ns;
+    });
+    std::vector<int64_t> row_end;
+    std::vector<int> expected(ev.size());
+    for (uint32_t id : order) {
+      size_t depth = 0;
+      while (depth < row_end.size() && row_end[depth] > ev[id].t0_ns) ++depth;
+      if (depth == row_end.size()) row_end.push_back(0);
+      row_end[depth] = ev[id].t1_ns;
+      expected[id] = static_cast<int>(depth);
+    }
+    const TimelineIndex index = build_timeline_index(t);
+    ASSERT_EQ(index.rows.size(), row_end.size()) << "trial " << trial;
+    for (const auto& row : index.rows) {
+      for (size_t i = 0; i < row.events.size(); ++i) {
+        EXPECT_EQ(expected[row.events[i]], row.depth) << "trial " << trial;
+        if (i > 0) {
+          EXPECT_LE(ev[row.events[i - 1]].t1_ns, ev[row.events[i]].t0_ns);
+        }
+      }
+    }
+  }
+}
+
 TEST(TimelineIndex, ExposedCommunicationIsWhatComputeDoesNotCover) {
   Event comm = span(10, 70, profiling::kCommLane);
   comm.category = Category::kCollective;

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <unistd.h>
+#include <csignal>
 
 #include <algorithm>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/launch/stop_request.h"
 #include "engine/train/run.h"
 #include "tests/support/reference_check.h"
 #include "tests/support/temp_dir.h"
@@ -264,6 +266,35 @@ TEST(TrainingState, OverlapsGapsAndStrangersAreErrors) {
   EXPECT_THROW(state.add(piece("w", 0, 2, 2, 5)), std::runtime_error);   // too few values
   EXPECT_THROW(state.add(piece("x", -1, 0, 1, 1)), std::runtime_error);  // no such parameter
   EXPECT_THROW(state.check_complete(), std::runtime_error);              // rows 2..3, b missing
+}
+
+}  // namespace
+}  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// SIGTERM while the single-device reference trained once exited with "no checkpoint was written
+// (no --checkpoint-dir)" after 12 of 12 steps, --checkpoint-dir given and empty (issue 33): the
+// finished training is now checkpointed before the reference starts, whatever --checkpoint-every.
+TEST(StopDuringReference, TheFinishedTrainingIsCheckpointedFirst) {
+  const std::string dir = (test::test_temp_dir() / "ck").string();
+  Config config = test::tiny_config("ddp_bucketed", 2, 1);
+  config.steps = 3;
+  config.checkpoint_every = 2;  // step 3 is not due: it is the last
+  config.checkpoint_dir = dir;
+  RunCallbacks callbacks;
+  callbacks.on_phase = [](const std::string& phase) {
+    if (phase == "reference") request_stop(SIGTERM);
+  };
+  const RunSummary s = run_training(config, callbacks);
+  clear_stop_request();
+  ASSERT_TRUE(s.ok) << s.failure;
+  EXPECT_EQ(s.stopped_by_signal, SIGTERM);
+  EXPECT_FALSE(s.reference.has_value());
+  EXPECT_EQ(s.checkpoint, checkpoint_step_directory(dir, 3));
+  EXPECT_EQ(find_checkpoint(dir).step, 3);
+  EXPECT_TRUE(fs::exists(checkpoint_step_directory(dir, 2)));
 }
 
 }  // namespace

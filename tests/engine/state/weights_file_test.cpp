@@ -114,6 +114,26 @@ TEST(TorchZipFormat, ExportReadsBackBitwise) {
   expect_bitwise(read_weights_file(path.string()), sample());
 }
 
+// One changed byte inside a tensor (the zip's CRC-32 for it is now wrong) once loaded without a
+// word: LibTorch's zip reader skips miniz's CRC checks (issue 33).
+TEST(TorchZipFormat, AChangedByteInsideATensorIsFoundByItsCrc) {
+  const auto path = test::test_temp_dir() / "w.pt";
+  NamedTensors big = {{"big", torch::arange(1 << 16, torch::kFloat)}};
+  write_weights_file(path.string(), big);
+  expect_bitwise(read_weights_file(path.string()), big);
+  std::string bytes = read_bytes(path);
+  bytes[bytes.size() / 2] ^= 0x01;  // inside the 256 KiB storage, far from headers
+  std::ofstream(path, std::ios::binary) << bytes;
+  try {
+    read_weights_file(path.string());
+    FAIL() << "a corrupted record was read";
+  } catch (const WeightsFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match its CRC-32"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+}
+
 struct BadFile {
   std::string label;
   std::function<void(const fs::path&)> write;  // writes the bad file at the path

@@ -28,6 +28,30 @@ TEST_P(BadConfig, IsRejectedNamingItsField) {
 INSTANTIATE_TEST_SUITE_P(Table, BadConfig, testing::ValuesIn(test::bad_config_cases()),
                          [](const auto& info) { return test::bad_config_name(info.param); });
 
+// A config nested 30,000 deep once overflowed the stack (a recursive flatten), and a 1 MB key was
+// echoed whole in the error (issue 33).
+TEST(Config, DeepNestingAndHugeKeysAreRefusedInAFewWords) {
+  std::string deep;
+  for (int i = 0; i < 30000; ++i) deep += R"({"a":)";
+  deep += "1" + std::string(30000, '}');
+  try {
+    config_from_json(nlohmann::json::parse(deep));
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "a.a.a.a.a.a.a.a");
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 8 levels"), std::string::npos);
+  }
+  const std::string key(1 << 20, 'k');
+  try {
+    config_from_json(nlohmann::json{{key, 1}});
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_LT(std::string(e.what()).size(), 200u);
+    EXPECT_NE(std::string(e.what()).find("(1048576 characters)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("unknown key"), std::string::npos);
+  }
+}
+
 TEST(Config, PresetsHaveTheirShapes) {
   EXPECT_EQ(preset_model("tiny").d_model, 64);
   EXPECT_EQ(preset_model("small").d_model, 384);
