@@ -64,6 +64,37 @@ void BM_IndexOnly(benchmark::State& state) {
 }
 BENCHMARK(BM_IndexOnly)->Unit(benchmark::kMillisecond)->Iterations(3);
 
+// N spans on one lane that all overlap one another (a foreign trace that does not nest): each
+// needs a row of its own. The packing walked every row for every span, quadratic (500,000 took
+// two minutes to open: issue 33); it now keeps the free rows in a set.
+void BM_IndexOverlapping(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  profiling::Trace trace;
+  profiling::RankTrace rank;
+  rank.lanes = {"host"};
+  for (int64_t i = 0; i < n; ++i) {
+    profiling::Event e;
+    e.t0_ns = i;
+    e.t1_ns = 2 * n + i;
+    e.lane = profiling::kHostLane;
+    e.category = profiling::Category::kForward;
+    rank.events.push_back(e);
+  }
+  trace.ranks.push_back(std::move(rank));
+  trace.normalise();
+  for (auto _ : state) {
+    gui::TimelineIndex index = gui::build_timeline_index(trace);
+    benchmark::DoNotOptimize(index.rows.data());
+  }
+  state.counters["rows"] = static_cast<double>(n);
+}
+BENCHMARK(BM_IndexOverlapping)
+    ->Arg(125'000)
+    ->Arg(250'000)
+    ->Arg(500'000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
 }  // namespace
 }  // namespace shardscope::perf
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
@@ -71,6 +72,25 @@ INSTANTIATE_TEST_SUITE_P(Table, HostileInput, testing::ValuesIn(bad_inputs()),
                          [](const testing::TestParamInfo<BadInput>& info) {
                            return info.param.name;
                          });
+
+// `"world": 2, "world": 64` once ran 64 ranks: the parser kept the last silently (issue 33).
+TEST(HostileConfigFile, AKeyGivenTwiceInOneObjectIsRefused) {
+  const fs::path dir = test::test_temp_dir();
+  std::ofstream(dir / "twice.json") << R"({"world": 2, "model": {"layers": 2}, "world": 64})";
+  std::ofstream(dir / "nested.json") << R"({"model": {"layers": 2, "layers": 3}})";
+  std::ofstream(dir / "apart.json") << R"({"preset": "tiny", "model": {"layers": 2},
+                                          "optimizer": {"schedule": "constant"}, "steps": 1,
+                                          "strategy": "ddp_bucketed", "world": 2})";
+  for (const char* name : {"twice.json", "nested.json"}) {
+    const test::CliResult r = test::cli({"run", "--config", (dir / name).string()});
+    EXPECT_EQ(r.code, 2) << name << ": " << r.err;
+    EXPECT_NE(r.err.find("twice in one object"), std::string::npos) << r.err;
+  }
+  // A config that gives each key once still runs.
+  const test::CliResult fine =
+      test::cli({"run", "--config", (dir / "apart.json").string(), "--no-reference"});
+  EXPECT_EQ(fine.code, 0) << fine.err;
+}
 
 }  // namespace
 }  // namespace shardscope
