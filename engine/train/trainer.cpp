@@ -115,14 +115,14 @@ void save_checkpoint(RankContext& ctx, Strategy& strategy, int steps_done, HangT
 // kept or its checkpoint written: training on would only carry the NaN into every weight, and a
 // run that passed its checks with "loss nan" would call a broken run a success. Every rank sees
 // the same gathered losses, so every rank throws the same message and none waits on another.
-void throw_if_any_loss_diverged(const torch::Tensor& per_rank, int step) {
+void throw_if_any_loss_diverged(const torch::Tensor& per_rank, int step, bool checkpoints) {
   for (int64_t r = 0; r < per_rank.size(0); ++r) {
     const double loss = per_rank[r][0].item<double>();
     if (per_rank[r][2].item<double>() > 0 && !std::isfinite(loss)) {
       std::ostringstream what;
       what << "the loss diverged: " << loss << " on rank " << r << " at step " << step
-           << " (lower --lr, or clip gradients with --clip-grad-norm); no checkpoint of this "
-              "step was written";
+           << " (lower --lr, or clip gradients with --clip-grad-norm)"
+           << (checkpoints ? "; no checkpoint of this step was written" : "");
       throw std::runtime_error(what.str());
     }
   }
@@ -207,7 +207,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     ctx.comm->all_gather_into(all, mine);
     auto per_rank = all.view({ctx.world, 4});
     const int stop_signal = static_cast<int>(per_rank.select(1, 3).max().item<double>());
-    throw_if_any_loss_diverged(per_rank, step);
+    throw_if_any_loss_diverged(per_rank, step, !config.checkpoint_dir.empty());
     StepRecord record;
     record.step = step;
     record.local_loss = local_loss;
