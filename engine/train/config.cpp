@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -382,6 +383,12 @@ void validate_model(const Config& c) {
               "no parameter named '" + name + "' (names look like " + names.front() + ", " +
                   names[std::min<size_t>(2, names.size() - 1)] + ")");
     }
+    // Nothing left to train is bad input, said before anything starts (it once failed at run
+    // time, exit 1, in the optimizer).
+    const std::set<std::string> frozen(m.frozen.begin(), m.frozen.end());
+    require(frozen.size() < names.size(), "model.frozen",
+            "freezes every one of the model's " + std::to_string(names.size()) +
+                " parameters: nothing would train");
   }
   require(c.data == "synthetic" || m.vocab >= 256, "model.vocab",
           "byte-level text needs a vocabulary of at least 256, got " + std::to_string(m.vocab));

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model/gpt_model.h"
 #include "engine/train/config.h"
 #include "tests/support/bad_configs.h"
 
@@ -50,6 +51,25 @@ TEST(Config, DeepNestingAndHugeKeysAreRefusedInAFewWords) {
     EXPECT_NE(std::string(e.what()).find("(1048576 characters)"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("unknown key"), std::string::npos);
   }
+}
+
+// Freezing every parameter once failed at run time in the optimizer (exit 1): nothing would train,
+// which is bad input before anything starts (issue 33).
+TEST(Config, FreezingEveryParameterIsRefusedBeforeStart) {
+  const auto names = parameter_names(preset_model("tiny"));
+  try {
+    Config c = config_from_json(nlohmann::json{{"preset", "tiny"}, {"model", {{"frozen", names}}}});
+    finalize(c);
+    FAIL() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "model.frozen");
+    EXPECT_NE(std::string(e.what()).find("nothing would train"), std::string::npos) << e.what();
+  }
+  // One left to train is fine.
+  Config c = config_from_json(nlohmann::json{
+      {"preset", "tiny"},
+      {"model", {{"frozen", std::vector<std::string>(names.begin() + 1, names.end())}}}});
+  EXPECT_NO_THROW(finalize(c));
 }
 
 TEST(Config, PresetsHaveTheirShapes) {
