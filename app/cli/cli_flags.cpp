@@ -197,7 +197,7 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--no-tracing", "tracing", Kind::BoolOff,
        "record no trace (to measure what tracing costs); bytes per step are then unknown"},
       {"--inject-fault", "inject_fault", Kind::String,
-       "make a rank fail: rank=R,step=S,kind=throw|exit|hang (exit and hang: --mode processes)"},
+       "make a rank fail: rank=R,step=S,kind=throw|exit|hang|stop (not throw: --mode processes)"},
       {"--checkpoint-every", "checkpoint_every", Kind::Int,
        "write a checkpoint every K steps (0: only when Ctrl-C or SIGTERM stops the run)"},
       {"--checkpoint-keep", "checkpoint_keep", Kind::Int,

@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
@@ -13,11 +16,67 @@
 
 #include "profiling/record/host_tracing.h"
 
+// glibc before 2.37 names the thread of a SIGEV_THREAD_ID event only by its inner field.
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
 namespace shardscope {
 namespace {
 
 thread_local bool holds_turn = false;
 thread_local bool given_up = false;  // by give_up_until_taken_back()
+
+std::atomic<int64_t> wait_limit_ms{60'000};
+
+// The signal that wakes a thread blocked in flock: its handler does nothing, and without
+// SA_RESTART the flock returns EINTR, so the waiter can look at the clock.
+int wake_signal() {
+  static const int signo = [] {
+    const int s = SIGRTMIN + 3;
+    struct sigaction action {};
+    action.sa_handler = [](int) {};
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = 0;
+    ::sigaction(s, &action, nullptr);
+    return s;
+  }();
+  return signo;
+}
+
+// Wakes this thread (it alone: SIGEV_THREAD_ID) every `period` while it lives, with the wake
+// signal unblocked on it. The common case, a turn free at once, never makes one.
+class WakeTimer {
+ public:
+  explicit WakeTimer(std::chrono::milliseconds period) {
+    sigset_t wake;
+    sigemptyset(&wake);
+    sigaddset(&wake, wake_signal());
+    ::pthread_sigmask(SIG_UNBLOCK, &wake, &old_mask_);
+    sigevent event{};
+    event.sigev_notify = SIGEV_THREAD_ID;
+    event.sigev_signo = wake_signal();
+    event.sigev_notify_thread_id = static_cast<pid_t>(::gettid());
+    if (::timer_create(CLOCK_MONOTONIC, &event, &timer_) != 0) return;
+    armed_ = true;
+    itimerspec spec{};
+    spec.it_value.tv_sec = period.count() / 1000;
+    spec.it_value.tv_nsec = (period.count() % 1000) * 1'000'000;
+    spec.it_interval = spec.it_value;
+    ::timer_settime(timer_, 0, &spec, nullptr);
+  }
+  ~WakeTimer() {
+    if (armed_) ::timer_delete(timer_);
+    ::pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  WakeTimer(const WakeTimer&) = delete;
+  WakeTimer& operator=(const WakeTimer&) = delete;
+
+ private:
+  timer_t timer_{};
+  bool armed_ = false;
+  sigset_t old_mask_{};
+};
 
 }  // namespace
 
@@ -26,7 +85,11 @@ DeviceTurns& DeviceTurns::instance() {
   return turns;
 }
 
-void DeviceTurns::share_across_processes(const std::string& lock_path) {
+void DeviceTurns::set_wait_limit(std::chrono::milliseconds limit) {
+  wait_limit_ms = limit.count();
+}
+
+void DeviceTurns::share_across_processes(const std::string& lock_path, int rank) {
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
     throw std::runtime_error("cannot open the device-turn lock " + lock_path + ": " +
@@ -35,6 +98,42 @@ void DeviceTurns::share_across_processes(const std::string& lock_path) {
   std::lock_guard<std::mutex> lock(device_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
   lock_fd_ = fd;
+  rank_ = rank;
+}
+
+std::string DeviceTurns::holder() const {
+  char text[64] = {};
+  const ssize_t n = ::pread(lock_fd_, text, sizeof text - 1, 0);
+  std::string who(text, n > 0 ? static_cast<size_t>(n) : 0);
+  while (!who.empty() && (who.back() == '\n' || who.back() == '\0')) who.pop_back();
+  return who.empty() ? "another rank" : who;
+}
+
+void DeviceTurns::take_file_lock() {
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const auto limit = std::chrono::milliseconds(wait_limit_ms.load());
+    const auto start = std::chrono::steady_clock::now();
+    WakeTimer wake(std::chrono::milliseconds(200));
+    while (::flock(lock_fd_, LOCK_EX) != 0) {
+      if (errno != EINTR) {
+        throw std::runtime_error(std::string("cannot take the device-turn lock: ") +
+                                 std::strerror(errno));
+      }
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (limit.count() > 0 && waited > limit) {
+        const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(waited).count();
+        throw std::runtime_error("waited " + std::to_string(seconds) +
+                                 " s for the shared device's turn, which " + holder() +
+                                 " holds and has not given up (stopped, or hung while computing)");
+      }
+    }
+  }
+  // Who holds the turn, for a peer that waits too long for it.
+  const std::string me = (rank_ >= 0 ? "rank " + std::to_string(rank_) : std::string("a rank")) +
+                         " (pid " + std::to_string(::getpid()) + ")\n";
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, me.data(), me.size(), 0) < 0) {
+    // Only a waiter's message loses the name; the turn itself is held.
+  }
 }
 
 void DeviceTurns::pin_compute_cores(int compute_cores) {
@@ -73,7 +172,13 @@ void DeviceTurns::acquire() {
   {
     profiling::ScopedSpan waiting(profiling::Category::kWait, kWaitName);
     device_.lock();
-    while (lock_fd_ >= 0 && ::flock(lock_fd_, LOCK_EX) != 0 && errno == EINTR) {
+    if (lock_fd_ >= 0) {
+      try {
+        take_file_lock();
+      } catch (...) {
+        device_.unlock();
+        throw;
+      }
     }
   }
   holds_turn = true;
@@ -116,7 +221,7 @@ DeviceTurns::Release::Release() {
   released_ = true;
 }
 
-DeviceTurns::Release::~Release() {
+DeviceTurns::Release::~Release() noexcept(false) {
   // A wait that throws (a collective that timed out, a peer that died) ends this rank's step:
   // taking the turn back would queue it behind a peer that may hold it for ever, so it does not.
   if (released_ && std::uncaught_exceptions() == 0) instance().acquire();

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,7 +22,13 @@ class DeviceTurns {
   // Rank processes on one host share its device too: with a lock file (flock: the kernel lets go
   // of it when a process dies, so a crashed rank never leaves the device taken) turns are taken
   // across every process that opens the same path. Throws std::runtime_error naming the file.
-  void share_across_processes(const std::string& lock_path);
+  // `rank` names this process to a peer that waits too long for the turn.
+  void share_across_processes(const std::string& lock_path, int rank = -1);
+
+  // How long a rank process waits for the turn before it gives up and names the rank holding it
+  // (a stopped or hung process would otherwise hold every peer for ever): the same bound as a
+  // collective's, which the trainer sets as it tightens. Zero waits for ever.
+  static void set_wait_limit(std::chrono::milliseconds limit);
 
   // On a CPU "device", the collectives of ranks that are not computing run on the same cores
   // (Gloo's threads, the kernel's loopback TCP) and slow the one that is: on two cores that
@@ -50,9 +57,11 @@ class DeviceTurns {
   class Release {
    public:
     Release();
-    ~Release();
     Release(const Release&) = delete;
     Release& operator=(const Release&) = delete;
+    // Takes the turn back, and may throw: a turn not given back within the wait limit ends the
+    // rank (only when no exception is already in flight).
+    ~Release() noexcept(false);
 
    private:
     bool released_ = false;
@@ -72,9 +81,13 @@ class DeviceTurns {
   void release();
 
   void pin(bool computing);
+  // The turn across processes (the lock file), within the wait limit; then says who holds it.
+  void take_file_lock();
+  std::string holder() const;
 
   std::mutex device_;  // among this process's threads
   int lock_fd_ = -1;   // among processes (flock), when shared
+  int rank_ = -1;
   std::mutex pinning_;
   std::vector<int> compute_cpus_, communication_cpus_;  // empty: no pinning
 };

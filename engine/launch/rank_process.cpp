@@ -51,7 +51,7 @@ LaunchSpec rank_launch_spec(const Config& config, const RankEnvironment& env,
   // The ranks of one host share its device and its output folder: their turns on the device are
   // taken through a lock file there.
   if (spec.take_turns && config.world > 1)
-    DeviceTurns::instance().share_across_processes(out_dir + "/.device.turns");
+    DeviceTurns::instance().share_across_processes(out_dir + "/.device.turns", env.rank);
   return spec;
 }
 

@@ -338,8 +338,9 @@ FaultInjection parse_fault(const std::string& text) {
     }
   }
   require(have_rank, "inject_fault", "rank=R is required");
-  require(fault.kind == "throw" || fault.kind == "exit" || fault.kind == "hang", "inject_fault",
-          "kind must be throw, exit or hang, got '" + fault.kind + "'");
+  require(
+      fault.kind == "throw" || fault.kind == "exit" || fault.kind == "hang" || fault.kind == "stop",
+      "inject_fault", "kind must be throw, exit, hang or stop, got '" + fault.kind + "'");
   return fault;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -53,7 +54,12 @@ int resume(RankContext& ctx, Strategy& strategy) {
 class HangTimeout {
  public:
   explicit HangTimeout(RankContext& ctx)
-      : ctx_(ctx), adaptive_(ctx.config->collective_timeout_s == 0 && ctx.set_collective_timeout) {}
+      : ctx_(ctx), adaptive_(ctx.config->collective_timeout_s == 0 && ctx.set_collective_timeout) {
+    // A turn on a shared device is waited for as long as a collective is.
+    DeviceTurns::set_wait_limit(ctx.config->collective_timeout_s > 0
+                                    ? std::chrono::seconds(ctx.config->collective_timeout_s)
+                                    : std::chrono::seconds(kSetupTimeoutS));
+  }
 
   void step_timed(double slowest_rank_seconds) {
     slowest_s_ = std::max(slowest_s_, slowest_rank_seconds);
@@ -72,6 +78,7 @@ class HangTimeout {
   void apply(std::chrono::milliseconds timeout) {
     if (!adaptive_ || timeout == applied_) return;
     ctx_.set_collective_timeout(timeout);
+    DeviceTurns::set_wait_limit(timeout);
     applied_ = timeout;
   }
 
@@ -157,6 +164,8 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
       // exit and hang are for rank processes (validation keeps them out of threads mode): a
       // process that vanishes mid-run, and one that never answers again.
       if (config.fault.kind == "exit") std::_Exit(3);
+      // A process stopped (SIGSTOP, a debugger) while it holds the shared device's turn.
+      if (config.fault.kind == "stop") std::raise(SIGSTOP);
       if (config.fault.kind == "hang") {
         // A hung rank stalls its peers only through the collectives it never joins: on its own
         // device it would not hold up theirs, so it gives the shared device's turn up.

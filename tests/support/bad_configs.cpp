@@ -73,7 +73,7 @@ std::vector<BadConfigCase> bad_config_cases() {
       {R"({"inject_fault":"rank=5"})", "inject_fault", "does not exist at world"},
       {R"({"inject_fault":"rank=0,step=99"})", "inject_fault", "past the last step"},
       {R"({"inject_fault":"rank=0,kind=segv"})", "inject_fault",
-       "kind must be throw, exit or hang"},
+       "kind must be throw, exit, hang or stop"},
       {R"({"reference":"no"})", "reference", "expected true or false"},
       {R"({"strategy_options":{"precision":"fp8"}})", "strategy_options.precision",
        "unknown precision"},

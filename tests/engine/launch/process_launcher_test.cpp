@@ -286,3 +286,35 @@ TEST_F(ProcessMode, SigtermStopsEveryRankAfterOneStepWithACheckpointToResumeFrom
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// A rank stopped (SIGSTOP) while it holds the shared device's turn once froze every peer on the
+// turn's lock file for 12 minutes, the first SIGTERM ignored (issue 33). The turn is now waited
+// for as long as a collective is, and the peers name the rank that holds it.
+TEST(ProcessModeTurns, ARankStoppedHoldingTheDeviceIsNamedWithinTheTimeout) {
+  setenv("SHARDSCOPE_WORKER", SHARDSCOPE_BINARY, 1);
+  Config c = test::tiny_config("ddp_bucketed", 3, 1);
+  c.reference = false;
+  c.steps = 8;
+  c.mode = "processes";
+  ASSERT_FALSE(c.contended) << "ranks take turns by default";
+  c.fault = parse_fault("rank=1,step=5,kind=stop");
+  finalize(c);
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunSummary s = run_training(c);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(s.ok);
+  // The peers give up either on the turn (naming its holder) or, where they were already waiting
+  // for rank 1 in a collective, on that collective; either way within the bound, naming rank 1.
+  EXPECT_NE(s.failure.find("rank 1"), std::string::npos) << s.failure;
+  if (s.failure.find("shared device's turn") != std::string::npos) {
+    EXPECT_NE(s.failure.find("shared device's turn, which rank 1 (pid"), std::string::npos)
+        << s.failure;
+  }
+  EXPECT_LT(took, 60) << "the adaptive bound is max(5 s, 10 x the slowest step)";
+}
+
+}  // namespace
+}  // namespace shardscope
