@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -12,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/state/checkpoint.h"
 #include "engine/train/config.h"
 
 namespace shardscope {
@@ -19,12 +19,6 @@ namespace {
 
 // Written into a step folder by the run that created it: retention's permission to remove it.
 constexpr const char* kMarker = ".shardscope-checkpoint";
-
-std::string step_name(int step) {
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%06d", step);
-  return name;
-}
 
 // The files a checkpoint writer leaves in its folder: shards, the manifest, their temporaries
 // (write_file_atomically's ".partial") and the marker. Nothing else is ever removed.
@@ -95,7 +89,8 @@ std::optional<int> checkpoint_folder_step(const std::string& name) {
   if (name.size() < 11 || name.size() > 14 || name.rfind("step-", 0) != 0) return std::nullopt;
   if (name.find_first_not_of("0123456789", 5) != std::string::npos) return std::nullopt;
   const int step = std::stoi(name.substr(5));
-  if (step_name(step) != name) return std::nullopt;
+  // Exactly the name checkpoint_step_directory gives that step: no other spelling of it.
+  if (checkpoint_step_directory("", step).substr(1) != name) return std::nullopt;
   return step;
 }
 

@@ -123,9 +123,10 @@ void save_checkpoint(RankContext& ctx, Strategy& strategy, int steps_done, HangT
 // run that passed its checks with "loss nan" would call a broken run a success. Every rank sees
 // the same gathered losses, so every rank throws the same message and none waits on another.
 void throw_if_any_loss_diverged(const torch::Tensor& per_rank, int step, bool checkpoints) {
-  for (int64_t r = 0; r < per_rank.size(0); ++r) {
-    const double loss = per_rank[r][0].item<double>();
-    if (per_rank[r][2].item<double>() > 0 && !std::isfinite(loss)) {
+  const auto rows = per_rank.accessor<double, 2>();  // on the host: read in place, every step
+  for (int64_t r = 0; r < rows.size(0); ++r) {
+    const double loss = rows[r][0];
+    if (rows[r][2] > 0 && !std::isfinite(loss)) {
       std::ostringstream what;
       what << "the loss diverged: " << loss << " on rank " << r << " at step " << step
            << " (lower --lr, or clip gradients with --clip-grad-norm)"
