@@ -28,9 +28,10 @@ LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
     out.device_time = true;
     out.hardware = hw.name;
     out.compute_scale = t.compute_scale;
-    char title[256];
-    std::snprintf(title, sizeof(title), "device time: %zu ranks on %s, compute x%.3g (%s)",
-                  measured.ranks.size(), hw.name.c_str(), t.compute_scale, t.scale_source.c_str());
+    char title[384];
+    std::snprintf(title, sizeof(title), "device time: %zu ranks on %s, compute x%.3g (%s); %s",
+                  measured.ranks.size(), hw.name.c_str(), t.compute_scale, t.scale_source.c_str(),
+                  t.device_model.c_str());
     out.title = title;
   } catch (const std::exception& e) {
     out.trace = measured;

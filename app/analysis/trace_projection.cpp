@@ -9,7 +9,9 @@
 #include "engine/state/recorded_config.h"
 #include "engine/train/config_bounds.h"
 #include "engine/train/device_speed.h"
+#include "engine/train/strategy_registry.h"
 #include "profiling/metrics/trace_metrics.h"
+#include "profiling/projection/device_model.h"
 #include "profiling/projection/memory_projection.h"
 #include "profiling/projection/trace_replay.h"
 
@@ -18,6 +20,19 @@ namespace {
 
 // A dense transformer reaches about half of a GPU's peak in practice (MFU ~ 0.5).
 constexpr double kAchievableFraction = 0.5;
+
+// The recording with every piece of work at its median and devices ahead of their hosts
+// (device_model.h), with ranks of the same work told apart by their strategy.
+profiling::Trace same_work(const profiling::Trace& measured, const std::optional<Config>& config) {
+  std::vector<int> model;
+  const std::vector<int> classes = config ? work_classes(*config) : std::vector<int>{};
+  for (size_t i = 0; i < measured.ranks.size(); ++i) {
+    const int rank = measured.ranks[i].rank;
+    const bool known = rank >= 0 && static_cast<size_t>(rank) < classes.size();
+    model.push_back(known ? classes[rank] : -1 - static_cast<int>(i));
+  }
+  return profiling::same_work_same_time(measured, model);
+}
 
 }  // namespace
 
@@ -78,7 +93,17 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   }
   profiling::ReplayOptions options;
   options.compute_scale = t.compute_scale;
-  t.projected = profiling::replay_trace(measured, hw, options);
+  if (profiling::device_work_on_host_lanes(measured)) {
+    options.device_ahead_of_host = true;
+    t.projected =
+        profiling::replay_trace(same_work(measured, recorded_config(measured.run)), hw, options);
+    t.device_model =
+        "one device per rank: the same work takes its median time, and each device runs ahead "
+        "of its host";
+  } else {
+    t.projected = profiling::replay_trace(measured, hw, options);
+    t.device_model = "the recorded device kernels";
+  }
   t.measured_summary = summarise(measured);
   t.projected_summary = summarise(t.projected);
   const size_t n = measured.ranks.size();

@@ -20,6 +20,8 @@ StepSummary summarise(const profiling::Trace& trace);
 struct TraceProjection {
   double compute_scale = 1;
   std::string scale_source;
+  // How the devices are modelled, for titles (profiling/projection/steady_device.h).
+  std::string device_model;
   profiling::Trace projected;
   StepSummary measured_summary, projected_summary;
   double measured_efficiency = 0, projected_efficiency = 0;  // scaling efficiency vs one GPU

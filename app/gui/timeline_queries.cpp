@@ -26,15 +26,45 @@ EventRef TimelineView::find_event(const Trace& trace, int rank, const std::strin
   return EventRef{rank, hits[k], 1};
 }
 
+namespace {
+
+// A send's receive, or a receive's send: the other end's op on its peer, same group, with the
+// same per-direction sequence number.
+std::vector<EventRef> point_to_point_pair(const Trace& trace, EventRef ref) {
+  const Event& e = trace.ranks[ref.rank].events[ref.event];
+  const bool send = trace.str(e.name) == "send";
+  const int me = trace.ranks[ref.rank].rank;
+  for (size_t r = 0; r < trace.ranks.size(); ++r) {
+    if (trace.ranks[r].rank != e.peer) continue;
+    const auto& ev = trace.ranks[r].events;
+    for (uint32_t i = 0; i < ev.size(); ++i) {
+      if (ev[i].category == Category::kCollective && ev[i].seq == e.seq && ev[i].peer == me &&
+          ev[i].group == e.group && trace.str(ev[i].name) == (send ? "recv" : "send")) {
+        const EventRef other{static_cast<int>(r), i, 1};
+        return send ? std::vector<EventRef>{ref, other} : std::vector<EventRef>{other, ref};
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
 void TimelineView::select(const Trace& trace, EventRef ref) {
   selected_ = ref;
   linked_.clear();
+  linked_point_to_point_ = false;
   if (!ref.valid()) return;
   const Event& e = trace.ranks[ref.rank].events[ref.event];
   if (e.seq < 0 || e.category != Category::kCollective) return;
-  // The same collective on every rank: same group, sequence number and op.
   const std::string& group = trace.str(e.group);
   const std::string& op = trace.str(e.name);
+  if (op == "send" || op == "recv") {
+    linked_ = point_to_point_pair(trace, ref);
+    linked_point_to_point_ = true;
+    return;
+  }
+  // The same collective on every rank: same group, sequence number and op.
   for (size_t r = 0; r < trace.ranks.size(); ++r) {
     const auto& ev = trace.ranks[r].events;
     for (uint32_t i = 0; i < ev.size(); ++i) {
@@ -111,6 +141,8 @@ nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& inde
       {"hovered", describe(trace, index, hovered_)},
       {"selected", describe(trace, index, selected_)},
       {"linked_ranks", links},
+      {"linked", linked_point_to_point_ ? "point-to-point" : "collective"},
+      {"selection_text", selection_text(trace, index)},
       {"drawn_marks", drawn_marks_},
       {"drawn_step_marks", drawn_step_marks_},
       {"fit_step", fit_step_},

@@ -20,6 +20,17 @@ using profiling::Trace;
 
 namespace {
 
+// The head of an arrow from `from` to `to`, at `to`: a send's data arriving at its receive.
+void draw_arrow_head(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 colour) {
+  const float dx = to.x - from.x, dy = to.y - from.y;
+  const float length = std::sqrt(dx * dx + dy * dy);
+  if (length < 1) return;
+  const float ux = dx / length, uy = dy / length, size = 8;
+  dl->AddTriangleFilled(
+      to, ImVec2(to.x - ux * size - uy * size / 2, to.y - uy * size + ux * size / 2),
+      ImVec2(to.x - ux * size + uy * size / 2, to.y - uy * size - ux * size / 2), colour);
+}
+
 constexpr float kGutter = 150;        // rank and lane labels
 constexpr float kAxisHeight = 22;     // time axis
 constexpr float kMemoryStrip = 1.5f;  // memory strip height, in rows
@@ -148,13 +159,33 @@ void TimelineView::draw_legend(const TimelineIndex& index) const {
 // Selection details, above the canvas so the canvas does not move when it appears.
 void TimelineView::draw_selection_line(const Trace& trace, const TimelineIndex& index) const {
   if (!selected_.valid()) {
-    ImGui::TextDisabled("click an event to select it; a collective links to its peers");
+    ImGui::TextDisabled(
+        "click an event to select it; a collective links to its peers, a send "
+        "to its receive");
     return;
   }
+  ImGui::TextUnformatted(selection_text(trace, index).c_str());
+}
+
+std::string TimelineView::selection_text(const Trace& trace, const TimelineIndex& index) const {
+  if (!selected_.valid()) return "";
   const auto d = describe(trace, index, selected_);
   std::string line = "selected: " + d["name"].get<std::string>() + " on rank " +
                      std::to_string(d["rank"].get<int>()) + " (" + d["lane"].get<std::string>() +
                      "), at " + format_ms(d["start_ms"]) + ", " + format_ms(d["duration_ms"]);
+  if (linked_point_to_point_ && linked_.size() == 2) {
+    // One transfer between two ranks: no one "arrives last", it is in flight from when both
+    // ends are posted until the receive completes.
+    const Event& send = trace.ranks[linked_[0].rank].events[linked_[0].event];
+    const Event& recv = trace.ranks[linked_[1].rank].events[linked_[1].event];
+    const int64_t in_flight = recv.t1_ns - std::max(send.t0_ns, recv.t0_ns);
+    line += "; point-to-point, rank " + std::to_string(trace.ranks[linked_[0].rank].rank) +
+            " -> rank " + std::to_string(trace.ranks[linked_[1].rank].rank) + ", " +
+            format_bytes(double(send.bytes)) + ", in flight " +
+            format_ms(std::max<int64_t>(0, in_flight) * 1e-6) +
+            " (both ends posted to the receive's completion)";
+    return line;
+  }
   if (d.contains("bytes")) line += ", " + format_bytes(d["bytes"].get<double>());
   if (d.contains("busbw_gbps")) {
     line += ", busbw " + profiling::format_gbps(d["busbw_gbps"].get<double>());
@@ -174,7 +205,7 @@ void TimelineView::draw_selection_line(const Trace& trace, const TimelineIndex& 
             " arrived last, " + format_ms((last - first) * 1e-6) +
             " after the first (the others waited)";
   }
-  ImGui::TextUnformatted(line.c_str());
+  return line;
 }
 
 // Lays the canvas out in what is left of the window and claims it as one widget, so the mouse
@@ -489,7 +520,10 @@ void TimelineView::draw_selection_and_links(const Frame& f, const Trace& trace,
   ImVec2 previous(-1, -1);
   for (const auto& l : linked_) {
     const ImVec2 at = outline(l, 0xFF00FFFF);
-    if (previous.x >= 0 && at.x >= 0) dl->AddLine(previous, at, 0xFF00FFFF, 2.0f);
+    if (previous.x >= 0 && at.x >= 0) {
+      dl->AddLine(previous, at, 0xFF00FFFF, 2.0f);
+      if (linked_point_to_point_) draw_arrow_head(dl, previous, at, 0xFF00FFFF);
+    }
     previous = at;
   }
   if (measure_[0] != measure_[1]) {

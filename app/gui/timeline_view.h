@@ -70,6 +70,8 @@ class TimelineView {
   void draw_toolbar(const TimelineIndex& index);
   void draw_legend(const TimelineIndex& index) const;
   void draw_selection_line(const profiling::Trace& trace, const TimelineIndex& index) const;
+  // What the selection line says of the selected event and its peers.
+  std::string selection_text(const profiling::Trace& trace, const TimelineIndex& index) const;
   Frame begin_canvas(const profiling::Trace& trace, const TimelineIndex& index);
   void handle_canvas_input(const Frame& f);
   void draw_time_axis(const Frame& f, const TimelineIndex& index);
@@ -96,7 +98,10 @@ class TimelineView {
   int fit_step_ = 0;
   double range_ms_[2] = {0, 0};
   EventRef hovered_, selected_;
+  // The selection's peers: a collective on every rank of its group, or a send and its receive
+  // (point-to-point, drawn as an arrow from the send to the receive).
   std::vector<EventRef> linked_;
+  bool linked_point_to_point_ = false;
   bool measuring_ = false;
   int64_t measure_[2] = {0, 0};
   // Geometry of the last frame, for script targets and the state.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "engine/train/config.h"
+
 namespace shardscope {
 
 const char* family_name(StrategyFamily family) {
@@ -42,6 +44,23 @@ const StrategyInfo* StrategyRegistry::find(const std::string& name) const {
 StrategyTraits strategy_traits(const std::string& name) {
   const StrategyInfo* info = StrategyRegistry::instance().find(name);
   return info != nullptr ? info->traits : StrategyTraits{};
+}
+
+std::vector<int> work_classes(const Config& config) {
+  const StrategyTraits traits = strategy_traits(config.strategy);
+  std::vector<int> classes(std::max(0, config.world));
+  for (int r = 0; r < config.world; ++r) {
+    if (traits.work_class) {
+      classes[r] = traits.work_class(config, r);
+    } else {
+      // A mixture's routers send each rank's tokens to its experts unevenly: real differences.
+      const bool alike = (traits.family == StrategyFamily::kDataParallel ||
+                          traits.family == StrategyFamily::kReference) &&
+                         config.model.experts == 0;
+      classes[r] = alike ? 0 : r;
+    }
+  }
+  return classes;
 }
 
 std::vector<std::string> StrategyRegistry::names() const {

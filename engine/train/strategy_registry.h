@@ -41,6 +41,10 @@ struct StrategyTraits {
   bool data_parallel_sync = false;
   // What the strategy shows a student, in a sentence or three (the Launch and Timeline tabs).
   std::string teaching;
+  // Which ranks of a run do identical work under spans of one name (equal values), so that
+  // device time gives the same work the same time (profiling/projection/steady_device.h).
+  // Unset: by family (work_classes).
+  std::function<int(const Config& config, int rank)> work_class;
 };
 
 // What the engine knows of a strategy without building one: kept free of LibTorch so that
@@ -57,6 +61,12 @@ struct StrategyInfo {
 // The traits of the strategy a run or trace names; defaults for a name no registration knows
 // (a trace of another tool, or of a strategy since renamed).
 StrategyTraits strategy_traits(const std::string& name);
+
+// Per rank of `config`'s run, its work class (StrategyTraits::work_class): the strategy's own
+// rule, else one class for every rank of a data-parallel run (each its own micro-batches of the
+// same model) and a class of its own for every rank of any other (an expert rank's tokens, a
+// context rank's chunks of a causal sequence).
+std::vector<int> work_classes(const Config& config);
 
 class StrategyRegistry {
  public:

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "profiling/projection/collective_model.h"
+#include "profiling/projection/device_model.h"
 
 namespace shardscope::profiling {
 namespace {
@@ -138,10 +139,12 @@ RankOps read_rank_ops(const Trace& measured, const RankTrace& rank,
 
 // The schedule being projected: every rank's ops, the streams they run on, and its host clock.
 struct Replay {
-  Replay(const HardwareProfile& hw, double scale) : hw(hw), scale(scale) {}
+  Replay(const HardwareProfile& hw, const ReplayOptions& options)
+      : hw(hw), scale(options.compute_scale), ahead(options.device_ahead_of_host) {}
 
   const HardwareProfile& hw;
   double scale;
+  bool ahead;
   std::vector<std::vector<Op>> ops;
   std::vector<std::vector<Point>> points;
   // Every op with the same key, on every rank.
@@ -155,6 +158,11 @@ struct Replay {
   std::vector<size_t> next_point;
   std::vector<int64_t> cursor;
   std::vector<double> host;
+  // With the device ahead of its host: where each rank's device work lies (measured), the next
+  // of it, and when the device is free (projected).
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> device_work;
+  std::vector<size_t> next_work;
+  std::vector<double> device;
   std::vector<std::vector<std::pair<int64_t, double>>> anchors;
 
   // Indexes the ops (read into `ops` and `points`) and starts every host clock at `t0`.
@@ -172,15 +180,39 @@ struct Replay {
     next_point.assign(n_ranks, 0);
     cursor.assign(n_ranks, t0);
     host.assign(n_ranks, 0.0);
+    device.assign(n_ranks, 0.0);
+    next_work.assign(n_ranks, 0);
+    device_work.resize(n_ranks);
     anchors.assign(n_ranks, {});
     for (size_t r = 0; r < n_ranks; ++r) anchors[r].push_back({t0, 0.0});
   }
 
+  // Where rank `r` is: its host, or its device when that is behind with work the host issued.
+  double now(size_t r) const { return std::max(host[r], device[r]); }
+
   void advance_to(size_t r, int64_t t_m) {
-    if (t_m > cursor[r]) {
+    if (t_m <= cursor[r]) return;
+    if (!ahead) {
       host[r] += (t_m - cursor[r]) * 1e-9 * scale;
       cursor[r] = t_m;
       anchors[r].push_back({t_m, host[r]});
+      return;
+    }
+    const auto& work = device_work[r];
+    size_t& k = next_work[r];
+    while (cursor[r] < t_m) {
+      while (k < work.size() && work[k].second <= cursor[r]) ++k;
+      const bool on_device = k < work.size() && work[k].first <= cursor[r];
+      const int64_t end = on_device ? std::min(t_m, work[k].second)
+                                    : (k < work.size() ? std::min(t_m, work[k].first) : t_m);
+      const double length = (end - cursor[r]) * 1e-9 * scale;
+      if (on_device) {
+        device[r] = now(r) + length;  // issued now, queued behind the device's earlier work
+      } else {
+        host[r] += length;
+      }
+      cursor[r] = end;
+      anchors[r].push_back({end, now(r)});
     }
   }
 
@@ -219,17 +251,18 @@ struct Replay {
       if (p.kind == Point::kSkip) {
         advance_to(r, p.t_m);
         cursor[r] = std::max(cursor[r], p.end_m);
-        anchors[r].push_back({cursor[r], host[r]});
+        anchors[r].push_back({cursor[r], now(r)});
       } else if (p.kind == Point::kIssue) {
         advance_to(r, p.t_m);
-        ops[r][p.op].issue = host[r];
+        ops[r][p.op].issue = now(r);  // after the device work it follows
       } else {
         Op& op = ops[r][p.op];
         advance_to(r, p.t_m);
         if (op.complete == kUnknown && !try_complete(r, p.op)) break;  // stalled on others
-        host[r] = std::max(host[r], op.complete);
+        double& waiting = ahead ? device[r] : host[r];
+        waiting = std::max(waiting, op.complete);
         cursor[r] = std::max(cursor[r], op.wait_end_m);
-        anchors[r].push_back({cursor[r], host[r]});
+        anchors[r].push_back({cursor[r], now(r)});
       }
       ++next_point[r];
       progress = true;
@@ -332,7 +365,7 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
   if (!(scale > 0)) throw std::runtime_error("compute scale must be positive");
 
   const std::map<uint32_t, uint32_t> wait_to_op = wait_names_to_ops(measured);
-  Replay replay(hw, scale);
+  Replay replay(hw, options);
   std::vector<int64_t> origin(n_ranks);
   for (size_t r = 0; r < n_ranks; ++r) {
     RankOps rank = read_rank_ops(measured, measured.ranks[r], wait_to_op);
@@ -343,8 +376,18 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
   // All ranks start together: the earliest measured event of any rank is projected time 0.
   const int64_t t0 = *std::min_element(origin.begin(), origin.end());
   replay.start(t0);
+  if (options.device_ahead_of_host) {
+    for (size_t r = 0; r < n_ranks; ++r)
+      replay.device_work[r] = device_work_intervals(measured, measured.ranks[r]);
+  }
   replay.run();
   replay.throw_if_stalled(measured);
+  // The rest of each rank, after its last communication: its device work still queues.
+  for (size_t r = 0; r < n_ranks; ++r) {
+    int64_t last = replay.cursor[r];
+    for (const Event& e : measured.ranks[r].events) last = std::max(last, e.t1_ns);
+    replay.advance_to(r, last);
+  }
 
   // The projected trace: host-side times through each rank's anchors, communication at its
   // projected issue and completion.

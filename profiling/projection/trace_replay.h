@@ -11,6 +11,11 @@ struct ReplayOptions {
   // Projected compute time = measured time x this (the target device's speed relative to the
   // device the trace was measured on).
   double compute_scale = 1.0;
+  // The device runs ahead of its host (device_model.h): spans of device work queue on it, the
+  // host's own work between them is hidden unless the host falls behind, and a wait on a
+  // communication call holds the device, not the host (a GPU stream's wait). Off: the host
+  // does all of it in turn (a recording whose device work is on device lanes).
+  bool device_ahead_of_host = false;
 };
 
 // Re-schedules every rank's recorded chain onto its own device of `hw`. What a rank's host did

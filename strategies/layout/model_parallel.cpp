@@ -378,6 +378,13 @@ StrategyInfo model_parallel(const char* name, const char* description, const cha
   traits.family = StrategyFamily::kModelParallel;
   traits.world_dimension = world_dimension;
   traits.teaching = teaching;
+  // The ranks of one pipeline stage (and context rank) compute the same shapes: tensor shards
+  // split every matrix evenly, data replicas repeat them on other sequences.
+  traits.work_class = [](const Config& config, int rank) {
+    const ParallelLayout layout = layout_of(config);
+    const ParallelLayout::Coordinates at = layout.coordinates(rank);
+    return config.model.experts > 0 ? rank : at.pipeline * layout.context + at.context;
+  };
   return {name, description,
           [] { return std::unique_ptr<Strategy>(std::make_unique<ModelParallelStrategy>()); },
           validate_model_parallel, traits};

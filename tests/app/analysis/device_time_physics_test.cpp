@@ -46,6 +46,7 @@ Config data_parallel(const std::string& strategy, bool overlap) {
 
 struct Timing {
   double step_s = 0, exposed_s = 0;
+  double compute_s = 0;  // of the busiest rank in the fastest step
 };
 
 // A step's time is its slowest rank's; exposed communication the mean over ranks. Of the steps
@@ -64,10 +65,12 @@ Timing on(const profiling::Trace& measured, const std::string& hardware, double 
     Timing& t = steps[m.step];
     t.step_s = std::max(t.step_s, m.span_ns * 1e-9);
     t.exposed_s += m.exposed_comm_ns * 1e-9;
+    t.compute_s = std::max(t.compute_s, m.compute_ns * 1e-9);
     ++ranks[m.step];
   }
   Timing best{1e30, 1e30};
   for (auto& [step, t] : steps) {
+    if (t.step_s < best.step_s) best.compute_s = t.compute_s;
     best.step_s = std::min(best.step_s, t.step_s);
     best.exposed_s = std::min(best.exposed_s, t.exposed_s / ranks[step]);
   }
@@ -99,34 +102,84 @@ std::pair<std::vector<profiling::Trace>, std::vector<profiling::Trace>> interlea
   return out;
 }
 
+// The exposed communication of each rank: its median over the steps after the first.
+std::map<int, double> exposed_by_rank(const profiling::Trace& measured, const std::string& hw) {
+  analysis::Lens lens;
+  lens.hardware = hw;
+  const analysis::LensedTrace lensed = analysis::apply_lens(measured, lens);
+  EXPECT_TRUE(lensed.device_time) << lensed.note;
+  std::map<int, std::vector<double>> by_rank;
+  for (const auto& m : profiling::step_metrics(lensed.trace)) {
+    if (m.step > 0) by_rank[m.rank].push_back(m.exposed_comm_ns * 1e-9);
+  }
+  std::map<int, double> out;
+  for (auto& [rank, values] : by_rank) {
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    out[rank] = values[values.size() / 2];
+  }
+  return out;
+}
+
+// Identical work takes identical time: data-parallel ranks run the same model on sequences of
+// the same shape, so in device time their compute in one step agrees, however busy the machine
+// that recorded them was.
+TEST(DeviceTimePhysics, DataParallelRanksOfOneStepComputeAlike) {
+  for (const char* strategy : {"ddp_bucketed", "torch_ddp", "zero2", "fsdp"}) {
+    const profiling::Trace measured = record(data_parallel(strategy, true));
+    const analysis::LensedTrace lensed = analysis::apply_lens(measured, analysis::Lens{});
+    ASSERT_TRUE(lensed.device_time) << lensed.note;
+    std::map<int, std::pair<double, double>> range;  // step -> least, most compute
+    for (const auto& m : profiling::step_metrics(lensed.trace)) {
+      auto [at, fresh] = range.try_emplace(m.step, 1e30, 0.0);
+      at->second.first = std::min(at->second.first, double(m.compute_ns));
+      at->second.second = std::max(at->second.second, double(m.compute_ns));
+    }
+    ASSERT_GE(range.size(), 2u) << strategy;
+    for (const auto& [step, r] : range) {
+      std::printf("%s step %d: compute %.3f .. %.3f ms over the ranks\n", strategy, step,
+                  r.first * 1e-6, r.second * 1e-6);
+      EXPECT_LE(r.second, r.first * 1.02) << strategy << ", step " << step << ": ranks compute "
+                                          << r.first * 1e-6 << " to " << r.second * 1e-6 << " ms";
+    }
+  }
+}
+
 TEST(DeviceTimePhysics, OverlapIsNeverSlowerAndHidesCommunicationOnEveryProfile) {
   const auto profiles = profiling::hardware_profile_names();
   ASSERT_FALSE(profiles.empty());
   for (const char* strategy : {"ddp_bucketed", "zero2", "fsdp"}) {
-    const auto [with, without] =
-        interleaved(data_parallel(strategy, true), data_parallel(strategy, false), 5);
+    const profiling::Trace with = record(data_parallel(strategy, true));
+    const profiling::Trace without = record(data_parallel(strategy, false));
     for (const auto& hw : profiles) {
       // The profile's own compute speed: on a GPU profile tiny's step computes in about a
       // microsecond, so there is nothing to hide communication behind and both are equal; on
-      // cpu-10GbE compute and communication are of one order and overlap must show. (Replaying
-      // onto the GPU links with this CPU's compute is no test: what is exposed there is mostly
-      // the ranks' arrival skew, which differs by more than what overlap hides.)
-      const Timing a = best_of(with, hw), b = best_of(without, hw);
+      // cpu-10GbE compute and communication are of one order and overlap must show.
+      const Timing a = on(with, hw, 0), b = on(without, hw, 0);
       std::printf("%s on %s: step %.4f ms with overlap, %.4f without; exposed %.4f / %.4f ms\n",
                   strategy, hw.c_str(), a.step_s * 1e3, b.step_s * 1e3, a.exposed_s * 1e3,
                   b.exposed_s * 1e3);
-      // Two recordings of the same compute still differ by noise, the least of five steps of
-      // five recordings included: up to 5 % on this shared machine, more than zero2's gain on
-      // tiny (2-8 %), so a step is asked only not to be slower beyond that.
+      // What overlap changes is the step's time beside its compute: never more with it on. The
+      // compute of two recordings differs by what their medians give, up to 3 % on a machine
+      // doing other work (zero2's gain on tiny is about that), so the whole step is held to
+      // being no slower beyond that.
+      EXPECT_LE(a.step_s - a.compute_s, (b.step_s - b.compute_s) * 1.01 + 1e-9)
+          << strategy << " on " << hw << ": beside compute, overlap on "
+          << (a.step_s - a.compute_s) * 1e3 << " ms, off " << (b.step_s - b.compute_s) * 1e3
+          << " ms";
       EXPECT_LE(a.step_s, b.step_s * 1.05)
           << strategy << " on " << hw << ": overlap on " << a.step_s * 1e3 << " ms, off "
           << b.step_s * 1e3 << " ms";
-      EXPECT_LE(a.exposed_s, b.exposed_s * 1.02)
-          << strategy << " on " << hw << ": exposed communication with overlap "
-          << a.exposed_s * 1e3 << " ms, without " << b.exposed_s * 1e3 << " ms";
+      const auto exposed_with = exposed_by_rank(with, hw),
+                 exposed_without = exposed_by_rank(without, hw);
+      for (const auto& [rank, e] : exposed_with) {
+        EXPECT_LE(e, exposed_without.at(rank) * 1.01 + 1e-6)
+            << strategy << " on " << hw << ", rank " << rank
+            << ": exposed communication with overlap " << e * 1e3 << " ms, without "
+            << exposed_without.at(rank) * 1e3 << " ms";
+      }
       // The default lens of a CPU recording (cpu-10GbE: compute and communication of one order):
       // overlap must hide some of the communication.
-      if (hw == analysis::default_lens_hardware(with.front())) {
+      if (hw == analysis::default_lens_hardware(with)) {
         EXPECT_LT(a.exposed_s, b.exposed_s)
             << strategy << " on " << hw << ": exposed communication with overlap "
             << a.exposed_s * 1e3 << " ms, without " << b.exposed_s * 1e3 << " ms";
@@ -147,7 +200,7 @@ TEST(DeviceTimePhysics, PyTorchDdpAndOursWithTheSameBucketsTakeTheSameTime) {
     c.micro_batch = 32;
     return c;
   };
-  const auto [torch_ddp, ours] = interleaved(config("torch_ddp"), config("ddp_bucketed"), 5);
+  const auto [torch_ddp, ours] = interleaved(config("torch_ddp"), config("ddp_bucketed"), 3);
   for (const auto& hw : profiling::hardware_profile_names()) {
     const double a = best_of(torch_ddp, hw).step_s, b = best_of(ours, hw).step_s;
     EXPECT_NEAR(a / b, 1.0, 0.10) << hw << ": torch_ddp " << a * 1e3 << " ms, ddp_bucketed "
@@ -178,37 +231,58 @@ Config equal_stages(const std::string& schedule, int p, int v, int m, int layers
   return c;
 }
 
-// Each rank's bubble in device time: the least over the steps after the first of two
-// recordings, pooled (a slow micro-batch anywhere on the critical path, this shared machine's
-// noise, lengthens every stage's window, never shortens it).
-std::map<int, double> least_bubble_by_rank(const Config& c) {
+// Each rank's bubble in device time, its median over the steps after the first. The links are
+// NVLink's (8xH100) and compute as measured, so that a send costs microseconds: the formula
+// counts no transfer time, which on cpu-10GbE adds 1-2 points (6 hops of 0.27 ms a step).
+std::map<int, double> bubble_by_rank(const Config& c) {
+  analysis::Lens lens;
+  lens.hardware = "8xH100";
+  lens.compute_scale = 1;
+  const analysis::LensedTrace lensed = analysis::apply_lens(record(c), lens);
+  EXPECT_TRUE(lensed.device_time) << lensed.note;
   std::map<int, std::vector<double>> by_rank;
-  for (int recording = 0; recording < 2; ++recording) {
-    const analysis::LensedTrace lensed = analysis::apply_lens(record(c), analysis::Lens{});
-    EXPECT_TRUE(lensed.device_time) << lensed.note;
-    for (const auto& s : profiling::step_metrics(lensed.trace)) {
-      if (s.step > 0) by_rank[s.rank].push_back(s.bubble_fraction());
-    }
+  for (const auto& s : profiling::step_metrics(lensed.trace)) {
+    if (s.step > 0) by_rank[s.rank].push_back(s.bubble_fraction());
   }
-  std::map<int, double> least;
-  for (auto& [rank, fractions] : by_rank)
-    least[rank] = *std::min_element(fractions.begin(), fractions.end());
-  return least;
+  std::map<int, double> out;
+  for (auto& [rank, fractions] : by_rank) {
+    std::nth_element(fractions.begin(), fractions.begin() + fractions.size() / 2, fractions.end());
+    out[rank] = fractions[fractions.size() / 2];
+  }
+  return out;
+}
+
+double mean_of(const std::map<int, double>& by_rank) {
+  double sum = 0;
+  for (const auto& [rank, b] : by_rank) sum += b;
+  return by_rank.empty() ? 1.0 : sum / double(by_rank.size());
 }
 
 TEST(DeviceTimePhysics, EqualPipelineStagesIdleTheTextbookBubble) {
   const int p = 4, m = 8;
   const double formula = double(p - 1) / (m + p - 1);
+  std::map<std::string, double> mean;
   for (const char* schedule : {"gpipe", "1f1b"}) {
-    const auto bubbles = least_bubble_by_rank(equal_stages(schedule, p, 1, m));
+    const auto bubbles = bubble_by_rank(equal_stages(schedule, p, 1, m));
     ASSERT_EQ(bubbles.size(), static_cast<size_t>(p)) << schedule;
     for (const auto& [rank, bubble] : bubbles) {
       std::printf("%s stage %d: bubble %.1f %% (formula %.1f %%)\n", schedule, rank, bubble * 100,
                   formula * 100);
+      // "Equal" stages are equal in blocks, not quite in work: the first embeds, the last
+      // computes the loss and sends nothing, and a stage that computes 3 % less idles about 2
+      // points more (1F1B's last stage measures 28-31 %). That is the stage's own, and stays.
       EXPECT_NEAR(bubble, formula, 0.05) << schedule << ", stage " << rank << ": bubble "
                                          << bubble * 100 << " %, formula " << formula * 100 << " %";
     }
+    mean[schedule] = mean_of(bubbles);
+    EXPECT_NEAR(mean[schedule], formula, 0.03)
+        << schedule << ": the stages idle " << mean[schedule] * 100 << " % on average, formula "
+        << formula * 100 << " %";
   }
+  // The same stages and micro-batches in another order: 1F1B frees activations sooner, and idles
+  // no more (two recordings, so within what their medians differ by).
+  EXPECT_LE(mean["1f1b"], mean["gpipe"] + 0.01)
+      << "1f1b idles " << mean["1f1b"] * 100 << " %, gpipe " << mean["gpipe"] * 100 << " %";
 }
 
 // Two stages per rank: interleaving idles less than 1F1B on the same ranks and micro-batches, near
@@ -219,18 +293,13 @@ TEST(DeviceTimePhysics, EqualPipelineStagesIdleTheTextbookBubble) {
 // interleaving's formula plus the noise, and less than 1F1B.
 TEST(DeviceTimePhysics, MultiStageSchedulesIdleLessThanOneFOneB) {
   const int p = 2, v = 2, m = 8;
-  auto mean = [](const std::map<int, double>& by_rank) {
-    double sum = 0;
-    for (const auto& [rank, b] : by_rank) sum += b;
-    return by_rank.empty() ? 1.0 : sum / double(by_rank.size());
-  };
   // 1F1B over the same layers (four blocks a rank) and micro-batches.
-  const double one_f_one_b = mean(least_bubble_by_rank(equal_stages("1f1b", p, 1, m, 2 * p * v)));
+  const double one_f_one_b = mean_of(bubble_by_rank(equal_stages("1f1b", p, 1, m, 2 * p * v)));
   const double interleaved_formula = double(p - 1) / (v * m + p - 1);
   std::printf("1f1b: bubble %.1f %% (formula %.1f %%)\n", one_f_one_b * 100,
               100.0 * (p - 1) / (m + p - 1));
   for (const char* schedule : {"interleaved-1f1b", "zero-bubble", "zbv", "dualpipev"}) {
-    const auto bubbles = least_bubble_by_rank(equal_stages(schedule, p, v, m));
+    const auto bubbles = bubble_by_rank(equal_stages(schedule, p, v, m));
     ASSERT_EQ(bubbles.size(), static_cast<size_t>(p)) << schedule;
     const double formula = pipeline::bubble_formula(schedule, p, m, v);
     for (const auto& [rank, bubble] : bubbles) {
@@ -239,7 +308,7 @@ TEST(DeviceTimePhysics, MultiStageSchedulesIdleLessThanOneFOneB) {
       EXPECT_LT(bubble, interleaved_formula + 0.05)
           << schedule << ", rank " << rank << ": bubble " << bubble * 100 << " %";
     }
-    EXPECT_LT(mean(bubbles), one_f_one_b) << schedule;
+    EXPECT_LT(mean_of(bubbles), one_f_one_b) << schedule;
   }
 }
 

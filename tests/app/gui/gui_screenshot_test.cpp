@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "app/analysis/device_time_lens.h"
 #include "app/cli/cli_main.h"
 #include "app/gui/gui_app.h"
 #include "app/gui/gui_style.h"
@@ -92,6 +93,31 @@ TEST_F(GuiScreenshot, TimelineShowsEveryRankAndLinksASelectedCollective) {
   }
   EXPECT_GT(s.image.count(kExposedCommColour), 20u);  // the red exposed-communication line
   EXPECT_GT(s.image.distinct_colours(), 30u);
+}
+
+// A pipeline's send is one transfer between two ranks, not a collective: selecting it links it
+// to its receive with an arrow, and the line gives its bytes and time in flight, never which
+// rank "arrived last".
+TEST_F(GuiScreenshot, ASendLinksToItsReceiveNotToEveryRank) {
+  const Session s =
+      play("open " + asset("pp-gpipe-w2.sst") + "\ntab timeline\nselect 0 send 0\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto& t = s.state["timeline"];
+  EXPECT_EQ(t["selected"]["name"], "send");
+  EXPECT_EQ(t["linked"], "point-to-point");
+  EXPECT_EQ(t["linked_ranks"], nlohmann::json::array({0, 1}));
+  const std::string text = t["selection_text"];
+  EXPECT_THAT(text, testing::HasSubstr("rank 0 -> rank 1"));
+  EXPECT_THAT(text, testing::HasSubstr("in flight"));
+  EXPECT_THAT(text, testing::Not(testing::HasSubstr("arrived last")));
+  EXPECT_THAT(text, testing::HasSubstr(" kB"));
+  // A collective still names who arrived last.
+  const Session c = play("open " + asset("ddp_bucketed-w2.sst") +
+                         "\ntab timeline\nfit-step 1\nselect 1 all_reduce 4\n");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(c.state["timeline"]["linked"], "collective");
+  EXPECT_THAT(c.state["timeline"]["selection_text"].get<std::string>(),
+              testing::HasSubstr("arrived last"));
 }
 
 // A split backward's two passes are told apart: the weight pass in its own colour (and in the
@@ -332,9 +358,11 @@ TEST_F(GuiScreenshot, StepsKeepTheirNumbersFitStepFramesEveryRankAndZoomStops) {
   std::ifstream in(dir_ + "/fit.json");
   const auto fit = nlohmann::json::parse(in)["timeline"];
   EXPECT_EQ(fit["fit_step"], 4);
-  // Every rank's part of step 4, in ms from the trace's start, is inside the view.
+  // Every rank's part of step 4, in ms from the trace's start, is inside the view (of device
+  // time, the lens it opens in).
+  const profiling::Trace shown = analysis::apply_lens(trace, analysis::Lens{}).trace;
   int64_t t_min = INT64_MAX, a = INT64_MAX, b = INT64_MIN;
-  for (const auto& rank : trace.ranks) {
+  for (const auto& rank : shown.ranks) {
     for (const auto& e : rank.events) {
       t_min = std::min(t_min, e.t0_ns);
       if (e.step != 4) continue;

@@ -6,66 +6,12 @@
 
 #include "profiling/metrics/trace_metrics.h"
 #include "profiling/projection/collective_model.h"
+#include "tests/support/hand_trace.h"
 
 namespace shardscope::profiling {
 namespace {
 
 constexpr int64_t kMs = 1000000;
-
-// A trace built by hand: per rank, host spans and communication calls with their waits.
-class TraceBuilder {
- public:
-  explicit TraceBuilder(int ranks) {
-    for (int r = 0; r < ranks; ++r) {
-      RankTrace rank;
-      rank.rank = r;
-      rank.lanes = {"host", "comm"};
-      trace_.ranks.push_back(rank);
-    }
-  }
-  void span(int rank, const char* name, Category category, int64_t t0, int64_t t1, int step = 0) {
-    Event e;
-    e.t0_ns = t0;
-    e.t1_ns = t1;
-    e.name = trace_.intern(name);
-    e.category = category;
-    e.step = step;
-    trace_.ranks[rank].events.push_back(e);
-  }
-  // A call issued at `issue`, completed at `complete`, waited for from `wait0` to `wait1`.
-  void call(int rank, const char* op, const char* group, int64_t seq, int group_size, int peer,
-            int64_t bytes, int64_t issue, int64_t complete, int64_t wait0, int64_t wait1) {
-    Event e;
-    e.t0_ns = issue;
-    e.t1_ns = complete;
-    e.name = trace_.intern(op);
-    e.group = trace_.intern(group);
-    e.seq = seq;
-    e.group_size = static_cast<int16_t>(group_size);
-    e.peer = static_cast<int16_t>(peer);
-    e.bytes = bytes;
-    e.category = Category::kCollective;
-    e.lane = kCommLane;
-    e.step = 0;
-    trace_.ranks[rank].events.push_back(e);
-    if (wait0 >= 0) {
-      Event w = e;
-      w.name = trace_.intern(std::string("wait ") + op);
-      w.category = Category::kWait;
-      w.lane = kHostLane;
-      w.t0_ns = wait0;
-      w.t1_ns = wait1;
-      trace_.ranks[rank].events.push_back(w);
-    }
-  }
-  Trace build() {
-    trace_.normalise();
-    return trace_;
-  }
-
- private:
-  Trace trace_;
-};
 
 const Event& find(const Trace& t, int rank, const char* name) {
   for (const auto& e : t.ranks[rank].events) {
@@ -77,7 +23,7 @@ const Event& find(const Trace& t, int rank, const char* name) {
 TEST(TraceReplay, ScalesComputeAndTimesCollectivesByTheModel) {
   // Two ranks: 10 ms of backward, then a 64 MiB all_reduce that took 50 ms here, then 2 ms of
   // optimizer step.
-  TraceBuilder b(2);
+  HandTrace b(2);
   for (int r = 0; r < 2; ++r) {
     b.span(r, "step 0", Category::kStep, 0, 62 * kMs);
     b.span(r, "backward", Category::kBackward, 0, 10 * kMs);
@@ -102,7 +48,7 @@ TEST(TraceReplay, ScalesComputeAndTimesCollectivesByTheModel) {
 
 TEST(TraceReplay, AStragglerMakesTheOthersWait) {
   // Rank 1 computes twice as long; rank 0's wait grows by the difference.
-  TraceBuilder b(2);
+  HandTrace b(2);
   b.span(0, "forward", Category::kForward, 0, 10 * kMs);
   b.span(1, "forward", Category::kForward, 0, 20 * kMs);
   b.call(0, "all_reduce", "world", 0, 2, -1, 1024, 10 * kMs, 21 * kMs, 10 * kMs, 21 * kMs);
@@ -120,7 +66,7 @@ TEST(TraceReplay, AStragglerMakesTheOthersWait) {
 
 TEST(TraceReplay, OverlappedCommunicationStaysHidden) {
   // A bucket's all_reduce issued at 4 ms runs under 6 more ms of backward, waited for at 10 ms.
-  TraceBuilder b(2);
+  HandTrace b(2);
   for (int r = 0; r < 2; ++r) {
     b.span(r, "backward", Category::kBackward, 0, 10 * kMs);
     b.call(r, "all_reduce", "world", 0, 2, -1, 1 << 20, 4 * kMs, 30 * kMs, 10 * kMs, 30 * kMs);
@@ -134,7 +80,7 @@ TEST(TraceReplay, OverlappedCommunicationStaysHidden) {
 
 TEST(TraceReplay, SendsPairWithReceivesDownAPipeline) {
   // Stage 0 computes 5 ms and sends; stage 1 waits in its receive, then computes 5 ms.
-  TraceBuilder b(2);
+  HandTrace b(2);
   b.span(0, "forward 0", Category::kForward, 0, 5 * kMs);
   b.call(0, "send", "pp", 0, 2, 1, 4 << 20, 5 * kMs, 6 * kMs, 6 * kMs, 6 * kMs);
   b.call(1, "recv", "pp", 0, 2, 0, 4 << 20, 0, 6 * kMs, 0, 6 * kMs);
@@ -152,7 +98,7 @@ TEST(TraceReplay, APipelineShowsTheTextbookBubble) {
   // GPipe, 2 stages, 4 micro-batches; forward 1 ms and backward 2 ms on both stages. As
   // recorded, the stages never waited (as if each had run alone); the replay must find the
   // pipeline's dependencies: (p-1)/(m+p-1) = 1/5 of the pipeline idle on each stage.
-  TraceBuilder b(2);
+  HandTrace b(2);
   const int m = 4;
   int64_t t = 0;  // stage 0's measured clock
   for (int i = 0; i < m; ++i) {
@@ -187,7 +133,7 @@ TEST(TraceReplay, APipelineShowsTheTextbookBubble) {
 
 TEST(TraceReplay, WaitingForATurnOnASharedDeviceTakesNoTime) {
   // Recorded with --serialize-compute: rank 0 waited 8 ms for the device before computing.
-  TraceBuilder b(1);
+  HandTrace b(1);
   b.span(0, kDeviceTurnWaitName, Category::kWait, 0, 8 * kMs);
   b.span(0, "forward", Category::kForward, 8 * kMs, 10 * kMs);
   const Trace p = replay_trace(b.build(), load_hardware_profile("8xH100"), {});
@@ -197,14 +143,14 @@ TEST(TraceReplay, WaitingForATurnOnASharedDeviceTakesNoTime) {
 }
 
 TEST(TraceReplay, InconsistentTracesAndTooFewGpusAreErrors) {
-  TraceBuilder b(2);
+  HandTrace b(2);
   b.call(0, "all_reduce", "world", 0, 2, -1, 8, 0, 1 * kMs, 0, 1 * kMs);  // rank 1 never joins
   EXPECT_THROW(replay_trace(b.build(), load_hardware_profile("8xH100"), {}), std::runtime_error);
-  TraceBuilder many(9);
+  HandTrace many(9);
   EXPECT_THROW(replay_trace(many.build(), load_hardware_profile("8xH100"), {}), std::runtime_error);
   ReplayOptions zero;
   zero.compute_scale = 0;
-  EXPECT_THROW(replay_trace(TraceBuilder(2).build(), load_hardware_profile("8xH100"), zero),
+  EXPECT_THROW(replay_trace(HandTrace(2).build(), load_hardware_profile("8xH100"), zero),
                std::runtime_error);
 }
 
