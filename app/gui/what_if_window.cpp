@@ -33,6 +33,16 @@ void project(GuiSession& session, LoadedRun& run) {
                  {"measured_efficiency", t.measured_efficiency},
                  {"projected_efficiency", t.projected_efficiency}};
     if (t.mfu) w.figures["mfu"] = *t.mfu;
+    // Every column names its lens: the recording's wall clock beside device time on the target.
+    w.figures["measured_lens"] = "measured wall clock";
+    w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
+    if (t.compute_scale != 1) {
+      w.figures["not_modelled"] =
+          "Not modelled: what a GPU pays per kernel (launch and host dispatch) and how its "
+          "efficiency depends on a matrix's shape. Compute is the recorded "
+          "time x one scale, the ratio of matmul rates, so a small model, which a GPU runs "
+          "bound by launches, projects far too fast and all communication.";
+    }
     const analysis::NodePlacement placement =
         analysis::node_placement(static_cast<int>(run.trace.ranks.size()), hw);
     w.figures["nodes"] = placement.nodes;
@@ -93,10 +103,11 @@ void draw_what_if_window(GuiSession& session) {
   ImGui::Text("compute scale %.4g (%s)", f["compute_scale"].get<double>(),
               f["scale_source"].get<std::string>().c_str());
   ImGui::TextWrapped("%s", f["placement"].get<std::string>().c_str());
+  if (f.contains("not_modelled")) error_text(f["not_modelled"].get<std::string>());
   if (ImGui::BeginTable("figures", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableSetupColumn("");
-    ImGui::TableSetupColumn("measured");
-    ImGui::TableSetupColumn(("projected on " + f["hardware"].get<std::string>()).c_str());
+    ImGui::TableSetupColumn(f["measured_lens"].get<std::string>().c_str());
+    ImGui::TableSetupColumn(("projected: " + f["projected_lens"].get<std::string>()).c_str());
     ImGui::TableHeadersRow();
     auto line = [&](const char* what, double measured, double projected, const char* format) {
       char a[48], b[48];

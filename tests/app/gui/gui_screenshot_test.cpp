@@ -99,8 +99,7 @@ TEST_F(GuiScreenshot, TimelineShowsEveryRankAndLinksASelectedCollective) {
 // to its receive with an arrow, and the line gives its bytes and time in flight, never which
 // rank "arrived last".
 TEST_F(GuiScreenshot, ASendLinksToItsReceiveNotToEveryRank) {
-  const Session s =
-      play("open " + asset("pp-gpipe-w2.sst") + "\ntab timeline\nselect 0 send 0\n");
+  const Session s = play("open " + asset("pp-gpipe-w2.sst") + "\ntab timeline\nselect 0 send 0\n");
   ASSERT_EQ(s.code, 0) << s.err;
   const auto& t = s.state["timeline"];
   EXPECT_EQ(t["selected"]["name"], "send");
@@ -325,6 +324,11 @@ TEST_F(GuiScreenshot, WhatIfProjectsTheRunOntoHardware) {
   EXPECT_GT(w["projected_step_ms"].get<double>(), 0);
   EXPECT_LT(w["projected_step_ms"].get<double>(), w["measured_step_ms"].get<double>());
   EXPECT_GT(s.image.count(category_colour(Category::kForward)), 20u);  // the projected timeline
+  // Each column names its lens, and the tab says what the projection leaves out.
+  EXPECT_EQ(w["measured_lens"], "measured wall clock");
+  EXPECT_THAT(w["projected_lens"].get<std::string>(),
+              testing::HasSubstr("device time on 8xH100: one device per rank"));
+  EXPECT_THAT(w["not_modelled"].get<std::string>(), testing::HasSubstr("launch"));
 }
 
 TEST_F(GuiScreenshot, AScriptErrorNamesItsLineAndFails) {
