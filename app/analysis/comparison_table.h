@@ -28,14 +28,25 @@ struct ComparisonRow {
   bool has_reference = false;
   double deviation = 0, max_abs = 0;  // from the single-device reference
   double final_loss = 0, step_s = 0;
-  int64_t bytes_per_step = 0;
+  double step_min_s = 0, step_max_s = 0;  // the spread over the steps after the first
+  int64_t bytes_per_step = 0;             // handed to collectives, per rank (the run's count)
+  // What crosses the wire per rank per step, by each collective's algorithm as nccl-tests'
+  // busbw counts it (an all_reduce of S moves 2(n-1)/n S; an all_gather or reduce_scatter of
+  // S, (n-1)/n S; a send its bytes): ZeRO-1 and -2 move what DDP moves.
+  int64_t wire_bytes_per_step = 0;
   double overlap = 0, exposed_ms = 0;
+  double overlap_worst = 0;       // the rank that overlaps least (its median over steps)
   std::string lens = "measured";  // how step_s, overlap and exposed were timed
 };
 
 // Everything from the trace: its run description (config and the result a run attaches) and
 // the step metrics of its events. `lens` names how its times were taken (run_attributes.h).
 ComparisonRow comparison_row(const profiling::Trace& trace, const std::string& lens = "measured");
+// Takes step time and its spread, overlap and exposed communication from `timed` (the run in
+// another lens, such as device time): per step, the slowest rank. The spread keeps at least the
+// step-to-step variation `row` measured (relative to its median): device time gives each piece
+// of work its median, which leaves steps alike, and that variation is the run's noise.
+void time_row(const profiling::Trace& timed, ComparisonRow& row);
 
 // The columns: strategy and world, then the attributes `shown` (distinguishing_attributes of
 // the rows), then the figures.

@@ -45,10 +45,7 @@ analysis::ComparisonRow measure(const std::string& strategy, RunSummary& s,
     // The times as N devices would take them; everything else is the run's own.
     const analysis::LensedTrace lensed = analysis::apply_lens(s.trace, lens);
     if (lensed.device_time) {
-      const analysis::ComparisonRow timed = analysis::comparison_row(lensed.trace);
-      row.step_s = analysis::summarise(lensed.trace).step_s;
-      row.overlap = timed.overlap;
-      row.exposed_ms = timed.exposed_ms;
+      analysis::time_row(lensed.trace, row);
       row.lens = "device time on " + lensed.hardware;
       row.attributes.lens = row.lens;  // what names the row, beside the measured ones
     }

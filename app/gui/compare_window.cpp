@@ -22,10 +22,10 @@ bool numeric(const std::string& header, const analysis::ComparisonRow& r, double
     *value = r.final_loss;
   else if (header == "step ms")
     *value = r.step_s;
-  else if (header == "MB/step")
-    *value = double(r.bytes_per_step);
-  else if (header == "overlap")
-    *value = r.overlap;
+  else if (header == "wire MB/rank/step")
+    *value = double(r.wire_bytes_per_step);
+  else if (header == "overlap worst rank / median")
+    *value = r.overlap_worst;
   else if (header == "exposed ms")
     *value = r.exposed_ms;
   else

@@ -67,7 +67,7 @@ ShownRun GuiSession::shown(LoadedRun& run) {
     lensed->index = build_timeline_index(lensed->view.trace);
     lensed->row = analysis::comparison_row(lensed->view.trace);
     if (lensed->view.device_time) {
-      lensed->row.step_s = analysis::summarise(lensed->view.trace).step_s;
+      analysis::time_row(lensed->view.trace, lensed->row);
       lensed->row.lens = "device time on " + lensed->view.hardware;
       lensed->row.attributes.lens = lensed->row.lens;
     }

@@ -22,7 +22,9 @@ GradientBuckets::GradientBuckets(std::vector<torch::Tensor> params, Comm& comm, 
       elements += params_[i].numel();
     }
     bucket.params = std::move(members);
-    profiling::MemoryTag tag(profiling::MemoryKind::kCommBuffers);
+    // Gradient storage that outlives each step's .grad: gradients, for the lesson (see
+    // ReducerSync).
+    profiling::MemoryTag tag(profiling::MemoryKind::kGradients);
     bucket.buffer = torch::zeros({elements}, params_[bucket.params.front()].options().dtype(dtype));
     bucket.pending = bucket.params.size();
     buckets_.push_back(std::move(bucket));

@@ -58,8 +58,11 @@ ReducerSync::ReducerSync(const std::vector<torch::Tensor>& params,
   std::vector<bool> sparse(params.size(), false);
   auto [buckets, per_bucket_limits] =
       c10d::compute_bucket_assignment_by_size(params, limits, sparse);
-  // The Reducer's buckets hold a copy of every gradient while it is reduced.
-  profiling::MemoryTag bucket_buffers(profiling::MemoryKind::kCommBuffers);
+  // The Reducer's buckets hold a copy of every gradient while it is reduced, and keep it between
+  // steps, when .grad is freed: they are where this rank keeps its gradients, and the Memory
+  // tab counts them as gradients, as the ZeRO paper's formula does (its text: DDP replicates
+  // gradients, ZeRO-2 divides them).
+  profiling::MemoryTag bucket_buffers(profiling::MemoryKind::kGradients);
   (void)per_bucket_limits;
   std::reverse(buckets.begin(), buckets.end());
 
@@ -83,7 +86,7 @@ void ReducerSync::before_forward() {
   // would queue behind its peers' compute, and time lost to the host's scheduler shows as work.
   if (!reducer_->should_rebuild_buckets()) return;
   DeviceTurns::Release give_up_the_device;
-  profiling::MemoryTag buckets(profiling::MemoryKind::kCommBuffers);  // rebuilt buckets
+  profiling::MemoryTag buckets(profiling::MemoryKind::kGradients);  // rebuilt buckets
   reducer_->rebuild_buckets();
 }
 

@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "engine/train/config.h"
+#include "engine/train/run.h"
+#include "tests/support/reference_check.h"
+
 namespace shardscope::gui {
 namespace {
 
@@ -46,6 +52,30 @@ TEST(MemoryBreakdown, WithoutAllocationSamplesThePeakIsTheLargestSum) {
   const MemoryBreakdown peak = peak_breakdown(r);
   EXPECT_EQ(peak.t_ns, 5);
   EXPECT_EQ(peak.total(), 400);
+}
+
+// What the Memory tab's bar shows for a run: rank 0 at its peak, and the model's fp32 bytes.
+std::pair<MemoryBreakdown, double> peak_of(const std::string& strategy) {
+  Config c = test::tiny_config(strategy, 4, 1);
+  c.steps = 2;
+  c.reference = false;
+  const RunSummary s = run_training(c);
+  EXPECT_TRUE(s.ok) << strategy << ": " << s.failure;
+  return {peak_breakdown(s.trace.ranks.at(0)), 4.0 * double(s.trace.run.result->parameters)};
+}
+
+// Gradients that live in buckets are gradients: between steps .grad is freed, and DDP's buckets
+// are where a rank keeps its gradients, all of them (the formula's green band). ZeRO-2 keeps a
+// shard of them, so its green is smaller, as the ZeRO paper's text says.
+TEST(MemoryBreakdown, GradientsInBucketsAreGradientsAndZeroTwoDividesThem) {
+  for (const char* strategy : {"torch_ddp", "ddp_bucketed", "zero1"}) {
+    const auto [peak, gradients] = peak_of(strategy);
+    EXPECT_GE(peak.of(MemoryKind::kGradients), 0.99 * gradients) << strategy;
+    EXPECT_LT(peak.of(MemoryKind::kCommBuffers), 0.01 * gradients) << strategy;
+  }
+  const auto [ddp, gradients] = peak_of("torch_ddp");
+  const auto [zero2, unused] = peak_of("zero2");
+  EXPECT_LT(zero2.of(MemoryKind::kGradients), 0.5 * ddp.of(MemoryKind::kGradients));
 }
 
 }  // namespace
