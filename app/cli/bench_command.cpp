@@ -313,7 +313,8 @@ BenchResults run_entries(const BenchPlan& plan, const NamedTensors& reference,
     RunSummary s = run_entry(config, entry, k, entries.size(), options.live_progress, err);
     if (!s.ok) ++results.failed;
     results.rows.push_back(measure(entry.strategy, s, reference, plan.lens));
-    results.rows.back().layout = layout;
+    // The layout the row ran as: bench's own where it had to choose one, else the recorded one.
+    if (!layout.empty()) results.rows.back().layout = layout;
     if (!options.out_dir.empty()) write_entry_trace(options.out_dir, entry, s.trace);
   }
   return results;
