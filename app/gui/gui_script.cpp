@@ -48,7 +48,7 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
       {"wheel", {3, 3}},   {"hover", {2, 3}},     {"select", {2, 3}},     {"set", {2, 2}},
       {"run", {0, 0}},     {"wait-runs", {0, 0}}, {"wait-live", {0, 0}},  {"stop", {0, 0}},
       {"project", {0, 2}}, {"frames", {1, 1}},    {"screenshot", {1, 1}}, {"state", {1, 1}},
-      {"resume", {1, 1}}};
+      {"resume", {1, 1}},  {"key", {1, 1}}};
   std::vector<ScriptAction> actions;
   std::istringstream lines(text);
   std::string line;

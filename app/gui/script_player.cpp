@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
 #include <stdexcept>
 
 #include <imgui.h>
@@ -48,6 +49,17 @@ void ScriptPlayer::before_frame(GuiSession& session) {
   if (wheel_ != 0) {
     io.MouseWheel += wheel_;
     wheel_ = 0;
+    return;
+  }
+  if (held_key_ != 0) {
+    io.KeysDown[held_key_] = false;
+    held_key_ = 0;
+    return;
+  }
+  if (!pending_keys_.empty()) {
+    held_key_ = pending_keys_.front();
+    pending_keys_.erase(pending_keys_.begin());
+    io.KeysDown[held_key_] = true;
     return;
   }
   if (wait_frames_ > 0) {
@@ -157,6 +169,17 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
   } else if (v == "wheel") {
     pending_moves_.push_back({float(number(args[0])), float(number(args[1])), -1, false});
     wheel_ = float(number(args[2]));
+  } else if (v == "key") {
+    // key W | S | A | D | F | Escape: what a person presses over the timeline.
+    // The platform's key codes, as Dear ImGui 1.86 reads them (GLFW's letters are ASCII).
+    const std::map<std::string, int> keys = {
+        {"W", 'W'}, {"S", 'S'}, {"A", 'A'},
+        {"D", 'D'}, {"F", 'F'}, {"Escape", ImGui::GetKeyIndex(ImGuiKey_Escape)}};
+    auto key = keys.find(args[0]);
+    if (key == keys.end() || key->second <= 0)
+      throw std::runtime_error("key: W, S, A, D, F or Escape");
+    pending_keys_.push_back(key->second);
+    wait_frames_ = 2;
   } else if (v == "hover" || v == "select") {
     move_onto_event(session, a, v == "select");
   } else if (v == "set") {

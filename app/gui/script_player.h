@@ -51,6 +51,9 @@ class ScriptPlayer {
   bool waiting_live_ = false;
   bool retried_ = false;
   std::vector<Move> pending_moves_;
+  // Keys to press, one a frame, each released the frame after (the platform's key codes).
+  std::vector<int> pending_keys_;
+  int held_key_ = 0;
   float mouse_x_ = -1, mouse_y_ = -1, wheel_ = 0;
   bool down_[2] = {false, false};
   std::string error_;

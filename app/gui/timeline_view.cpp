@@ -96,6 +96,8 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   draw_selection_line(trace, index);
   const Frame frame = begin_canvas(trace, index);
   handle_canvas_input(frame);
+  handle_keys(trace, frame);
+  keep_trace_in_view(index, frame.canvas_w);
   draw_time_axis(frame, index);
   const float bottom = draw_ranks(frame, trace, index, root_failure);
   draw_selection_and_links(frame, trace, index, bottom);
@@ -120,7 +122,9 @@ void TimelineView::draw_toolbar(const TimelineIndex& index) {
   std::snprintf(buf, sizeof(buf), "%s", search.c_str());
   if (ImGui::InputTextWithHint("##search", "search / filter", buf, sizeof(buf))) search = buf;
   ImGui::SameLine();
-  ImGui::TextDisabled("wheel: zoom  drag: pan  right-drag: measure  click: select");
+  ImGui::TextDisabled(
+      "wheel or W/S: zoom  drag or A/D: pan  F: fit  right-drag: measure  click: select  Esc: "
+      "clear");
   ImGui::SameLine();
   draw_legend(index);
 }
@@ -262,6 +266,43 @@ void TimelineView::handle_canvas_input(const Frame& f) {
     measure_[1] = window_.t_of(f.mouse_x);
     if (!ImGui::IsMouseDown(ImGuiMouseButton_Right)) measuring_ = false;
   }
+}
+
+void TimelineView::handle_keys(const Trace& trace, const Frame& f) {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (io.WantTextInput || !ImGui::IsWindowFocused(ImGuiFocusedFlags_RootAndChildWindows)) return;
+  const double middle = f.canvas_w / 2;
+  auto zoom = [&](double factor) {
+    const int64_t t_mid = window_.t_of(middle);
+    window_.ns_per_px = std::clamp(window_.ns_per_px * factor, kMinNsPerPx, kMaxNsPerPx);
+    window_.t0_ns = t_mid - static_cast<int64_t>(middle * window_.ns_per_px);
+  };
+  // Dear ImGui 1.86 indexes keys by the platform's codes: GLFW's for letters are their ASCII
+  // capitals.
+  if (ImGui::IsKeyPressed('W')) zoom(0.8);
+  if (ImGui::IsKeyPressed('S')) zoom(1.25);
+  const int64_t tenth = static_cast<int64_t>(f.canvas_w * window_.ns_per_px / 10);
+  if (ImGui::IsKeyPressed('A')) window_.t0_ns -= tenth;
+  if (ImGui::IsKeyPressed('D')) window_.t0_ns += tenth;
+  if (ImGui::IsKeyPressed('F', false)) request_fit_all();
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) select(trace, EventRef{});
+}
+
+void TimelineView::keep_trace_in_view(const TimelineIndex& index, double width_px) {
+  if (index.t_max <= index.t_min || width_px <= 0) return;
+  const double span = double(index.t_max - index.t_min);
+  const double margin = span * 0.05;
+  const double widest = std::max(kMinNsPerPx, (span + 2 * margin) / width_px);
+  if (window_.ns_per_px >= widest) {  // all of it: the whole trace and its margins
+    window_.ns_per_px = widest;
+    window_.t0_ns = static_cast<int64_t>(index.t_min - margin);
+    return;
+  }
+  // At least a tenth of the view, or the whole trace when it is smaller, shows the trace.
+  const double view = width_px * window_.ns_per_px;
+  const double keep = std::min(view, span) / 10;
+  const double lowest = index.t_min - view + keep - margin, highest = index.t_max - keep + margin;
+  window_.t0_ns = static_cast<int64_t>(std::clamp(double(window_.t0_ns), lowest, highest));
 }
 
 // The background, then the time axis's ticks and the step markers over the whole height.

@@ -74,6 +74,11 @@ class TimelineView {
   std::string selection_text(const profiling::Trace& trace, const TimelineIndex& index) const;
   Frame begin_canvas(const profiling::Trace& trace, const TimelineIndex& index);
   void handle_canvas_input(const Frame& f);
+  // W/S zoom around the middle, A/D pan, F fits all, Escape clears the selection: keys work
+  // while the timeline's window has focus and no text field takes them.
+  void handle_keys(const profiling::Trace& trace, const Frame& f);
+  // Zooming out stops at the whole trace and a margin, and panning keeps some of it in view.
+  void keep_trace_in_view(const TimelineIndex& index, double width_px);
   void draw_time_axis(const Frame& f, const TimelineIndex& index);
   float draw_ranks(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
                    int root_failure);

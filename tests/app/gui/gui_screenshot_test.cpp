@@ -119,6 +119,43 @@ TEST_F(GuiScreenshot, ASendLinksToItsReceiveNotToEveryRank) {
               testing::HasSubstr("arrived last"));
 }
 
+// The keys a person expects: W/S zoom, A/D pan, F fits, Escape clears the selection; and zooming
+// out stops at the whole trace with a margin (it once reached -842,000 s of a 94 ms trace).
+TEST_F(GuiScreenshot, KeysZoomPanFitAndClearAndZoomOutStopsAtTheTrace) {
+  auto at = [&](const std::string& name) {
+    std::ifstream in(dir_ + "/" + name);
+    return nlohmann::json::parse(in)["timeline"];
+  };
+  const std::string d = dir_ + "/";
+  const Session s =
+      play("open " + asset("ddp_bucketed-w2.sst") + "\ntab timeline\nfit-step 1\nstate " + d +
+           "k0.json\nkey W\nstate " + d + "k1.json\nkey D\nstate " + d +
+           "k2.json\nselect 1 all_reduce 4\nstate " + d + "k3.json\nkey Escape\nstate " + d +
+           "k4.json\nwheel 800 400 -200\n" + "frames 2\nstate " + d + "k5.json\nkey S\nkey F\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto k0 = at("k0.json"), k1 = at("k1.json"), k2 = at("k2.json");
+  EXPECT_NEAR(k1["ns_per_px"].get<double>(), 0.8 * k0["ns_per_px"].get<double>(), 1e-6);
+  const double width = k1["visible_ms"][1].get<double>() - k1["visible_ms"][0].get<double>();
+  EXPECT_NEAR(k2["visible_ms"][0].get<double>() - k1["visible_ms"][0].get<double>(), width / 10,
+              width / 100);
+  EXPECT_FALSE(at("k3.json")["selected"].is_null());
+  EXPECT_TRUE(at("k4.json")["selected"].is_null());
+  // Zoomed out as far as it goes: the whole trace (as shown, in device time) and 5 % either side.
+  const profiling::Trace shown =
+      analysis::apply_lens(profiling::read_trace_file(asset("ddp_bucketed-w2.sst")), {}).trace;
+  int64_t t_min = INT64_MAX, t_max = INT64_MIN;
+  for (const auto& rank : shown.ranks) {
+    for (const auto& e : rank.events)
+      t_min = std::min(t_min, e.t0_ns), t_max = std::max(t_max, e.t1_ns);
+    for (const auto& c : rank.counters)
+      t_min = std::min(t_min, c.t_ns), t_max = std::max(t_max, c.t_ns);
+  }
+  const double span = (t_max - t_min) * 1e-6;
+  const auto all = at("k5.json")["visible_ms"];
+  EXPECT_NEAR(all[0].get<double>(), -0.05 * span, span * 0.01);
+  EXPECT_NEAR(all[1].get<double>(), 1.05 * span, span * 0.01);
+}
+
 // A split backward's two passes are told apart: the weight pass in its own colour (and in the
 // legend), the input pass in backward's, on both ranks of a ZBV pipeline; a schedule that does
 // not split backward shows no weight pass.
