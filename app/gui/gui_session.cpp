@@ -159,6 +159,15 @@ nlohmann::json GuiSession::state() const {
     ShownRun view = const_cast<GuiSession*>(this)->shown(*runs[current]);
     s["timeline"] = timeline.state(*view.trace, *view.index);
     s["lens"] = {{"title", view.title}, {"device_time", view.device_time}, {"note", view.note}};
+    // The Memory tab's bars: each rank at its peak, by category, in bytes.
+    nlohmann::json peaks = nlohmann::json::array();
+    for (const MemoryBreakdown& peak : runs[current]->memory_peaks) {
+      nlohmann::json bytes = nlohmann::json::object();
+      for (int k = 0; k < profiling::kMemoryKindCount; ++k)
+        bytes[profiling::memory_kind_name(static_cast<profiling::MemoryKind>(k))] = peak.bytes[k];
+      peaks.push_back(bytes);
+    }
+    s["memory_peaks"] = peaks;
   }
   nlohmann::json launches = nlohmann::json::array();
   for (const auto& p : launches_progress_snapshot) launches.push_back(p);

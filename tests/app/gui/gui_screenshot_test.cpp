@@ -225,6 +225,13 @@ TEST_F(GuiScreenshot, MemoryBarsShowEachCategoryAndStrategiesSideBySide) {
                        MemoryKind::kActivations}) {
     EXPECT_GT(s.image.count(memory_kind_colour(k)), 200u) << profiling::memory_kind_name(k);
   }
+  // The bars' figures, per rank of the current run (fsdp): each block by what it is.
+  ASSERT_EQ(s.state["memory_peaks"].size(), 4u);
+  for (const auto& peak : s.state["memory_peaks"]) {
+    EXPECT_GT(peak["activations"].get<int64_t>(), 0);
+    EXPECT_GT(peak["comm_buffers"].get<int64_t>(), 0);  // a gathered unit
+    EXPECT_LE(peak["parameters"].get<int64_t>(), peak["allocated"].get<int64_t>());
+  }
 }
 
 TEST_F(GuiScreenshot, WeightSyncGridIsGreenWhenTheRunMatchesTheReference) {
