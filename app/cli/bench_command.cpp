@@ -30,16 +30,12 @@
 namespace shardscope::cli {
 namespace {
 
-// The run's row, from its trace; the deviation is measured against the one reference all runs
-// share, and kept in the trace too so that a viewer shows it.
+// The run's row, from its trace. The run compared itself with the one reference all runs share
+// (run_training's TrainedReference), and its trace keeps that as a run's does: the deviation,
+// the reference's losses and each rank's weights against it, for a viewer's Weight-sync tab and
+// loss chart.
 analysis::ComparisonRow measure(const std::string& strategy, RunSummary& s,
-                                const NamedTensors& reference, const analysis::Lens& lens) {
-  if (s.ok) {
-    const WeightDeviation d = compare_weights(s.weights, reference);
-    if (s.trace.run.result)
-      s.trace.run.result->reference =
-          profiling::RecordedReference{d.max_abs, d.rel, d.worst, d.worst_rel, {}};
-  }
+                                const analysis::Lens& lens) {
   analysis::ComparisonRow row = analysis::comparison_row(s.trace);
   if (s.ok && !lens.measured) {
     // The times as N devices would take them; everything else is the run's own.
@@ -248,7 +244,7 @@ analysis::ComparisonRow skipped_row(const BenchEntry& entry, const Config& confi
 // Trains `config` as the k-th of n entries, its progress on `err`; a run that throws is a
 // failed run, not the bench's end.
 RunSummary run_entry(const Config& config, const BenchEntry& entry, size_t k, size_t n,
-                     bool live_progress, std::ostream& err) {
+                     bool live_progress, const TrainedReference& reference, std::ostream& err) {
   RunCallbacks progress;
   if (live_progress) {
     progress.on_step = [&](const StepRecord& r) {
@@ -258,7 +254,7 @@ RunSummary run_entry(const Config& config, const BenchEntry& entry, size_t k, si
   }
   RunSummary s;
   try {
-    s = run_training(config, progress);
+    s = run_training(config, progress, &reference);
   } catch (const std::exception& e) {
     s.config = config;
     s.ok = false;
@@ -284,7 +280,7 @@ struct BenchResults {
   int failed = 0;
 };
 
-BenchResults run_entries(const BenchPlan& plan, const NamedTensors& reference,
+BenchResults run_entries(const BenchPlan& plan, const TrainedReference& reference,
                          const BenchOptions& options, std::ostream& err) {
   BenchResults results;
   const std::vector<BenchEntry>& entries = plan.entries;
@@ -310,9 +306,10 @@ BenchResults run_entries(const BenchPlan& plan, const NamedTensors& reference,
         continue;
       }
     }
-    RunSummary s = run_entry(config, entry, k, entries.size(), options.live_progress, err);
+    RunSummary s =
+        run_entry(config, entry, k, entries.size(), options.live_progress, reference, err);
     if (!s.ok) ++results.failed;
-    results.rows.push_back(measure(entry.strategy, s, reference, plan.lens));
+    results.rows.push_back(measure(entry.strategy, s, plan.lens));
     // The layout the row ran as: bench's own where it had to choose one, else the recorded one.
     if (!layout.empty()) results.rows.back().layout = layout;
     if (!options.out_dir.empty()) write_entry_trace(options.out_dir, entry, s.trace);
@@ -370,7 +367,9 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
     return 1;
   }
 
-  const BenchResults results = run_entries(*plan, reference.weights, options, err);
+  TrainedReference trained{reference.weights, {}};
+  for (const auto& step : reference.steps) trained.losses.push_back(step.loss);
+  const BenchResults results = run_entries(*plan, trained, options, err);
   print_results(results, plan->base, options, out, err);
   return results.failed > 0 ? 1 : 0;
 }

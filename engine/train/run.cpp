@@ -168,11 +168,13 @@ void attach_result(RunSummary& summary, const std::vector<RankResult>& results,
 // What the ranks' outcome says, compared across ranks and, when config.reference is set, with
 // the single-device reference trained here: everything of the summary but how it was started.
 void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcome,
-               const std::shared_ptr<const TokenCorpus>& corpus, const RunCallbacks& callbacks);
+               const std::shared_ptr<const TokenCorpus>& corpus, const RunCallbacks& callbacks,
+               const TrainedReference* given = nullptr);
 
 }  // namespace
 
-RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) {
+RunSummary run_training(const Config& requested, const RunCallbacks& callbacks,
+                        const TrainedReference* reference) {
   Config config = requested;
   check_environment(config);
   const int64_t t0 = profiling::now_ns();
@@ -210,7 +212,7 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks) 
   }
   phase("training");
   TrainingOutcome outcome = train(config, corpus, callbacks.on_step, &callbacks);
-  summarise(summary, config, std::move(outcome), corpus, callbacks);
+  summarise(summary, config, std::move(outcome), corpus, callbacks, reference);
   summary.wall_s = (profiling::now_ns() - t0) * 1e-9;
   return summary;
 }
@@ -240,7 +242,8 @@ RunSummary summarise_rank_folder(const Config& config, const std::string& dir,
 namespace {
 
 void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcome,
-               const std::shared_ptr<const TokenCorpus>& corpus, const RunCallbacks& callbacks) {
+               const std::shared_ptr<const TokenCorpus>& corpus, const RunCallbacks& callbacks,
+               const TrainedReference* given) {
   auto phase = [&](const std::string& what) {
     if (callbacks.on_phase) callbacks.on_phase(what);
   };
@@ -324,6 +327,17 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
     }
     summary.reference = comparison;
     attach_result(summary, outcome.results, &ref->results[0].weights);
+    return;
+  }
+  if (given != nullptr && !config.reference && summary.stopped_by_signal == 0 && summary.ok &&
+      !summary.weights.empty()) {
+    ReferenceComparison comparison;
+    comparison.deviation = compare_weights(summary.weights, given->weights);
+    for (size_t step = static_cast<size_t>(std::max(0, summary.resumed_step));
+         step < given->losses.size(); ++step)
+      comparison.losses.push_back(given->losses[step]);
+    summary.reference = comparison;
+    attach_result(summary, outcome.results, &given->weights);
     return;
   }
   attach_result(summary, outcome.results, nullptr);

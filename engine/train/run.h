@@ -78,10 +78,19 @@ struct RunCallbacks {
   std::function<void(const std::vector<const profiling::RankEventLog*>*)> watch_logs;
 };
 
+// A single-device reference already trained on the same global batches: `bench` trains one for
+// all its runs, and each run compares with it as with its own.
+struct TrainedReference {
+  NamedTensors weights;
+  std::vector<double> losses;  // per step, from step 0
+};
+
 // Trains `config` (already finalized) on rank threads, then the single-device reference on the
-// same global batches when config.reference is set, and compares full weights.
-// ConfigError escapes before any rank starts; a rank failure is reported in the summary.
-RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {});
+// same global batches when config.reference is set (or takes `reference`, trained already), and
+// compares full weights. ConfigError escapes before any rank starts; a rank failure is reported
+// in the summary.
+RunSummary run_training(const Config& config, const RunCallbacks& callbacks = {},
+                        const TrainedReference* reference = nullptr);
 
 // A run whose rank processes were started by someone else (torchrun, a scheduler: `shardscope
 // worker --out DIR`) and left their outcomes in `dir`, summarised as run_training summarises its

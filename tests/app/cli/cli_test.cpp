@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/exit_code.h"
+#include "profiling/io/trace_io.h"
 #include "tests/support/bad_configs.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
@@ -348,6 +349,16 @@ TEST(CliBench, ComparesStrategiesInOneTableAgainstOneReference) {
   }
   EXPECT_TRUE(std::filesystem::exists(dir / "fsdp.sst"));
   EXPECT_TRUE(std::filesystem::exists(dir / "ddp_flat_zero1.sst"));
+  // A bench trace fills what a run's does: the Weight-sync table against the shared reference,
+  // and the reference's loss line.
+  const profiling::Trace zero2 = profiling::read_trace_file((dir / "zero2.sst").string());
+  ASSERT_TRUE(zero2.run.result && zero2.run.result->reference);
+  EXPECT_EQ(zero2.run.result->reference->losses.size(), zero2.run.result->steps.size());
+  ASSERT_EQ(zero2.run.result->sync_ranks.size(), 2u);
+  for (const auto& rank : zero2.run.result->sync_ranks) {
+    EXPECT_EQ(rank.vs_reference.size(), zero2.run.result->sync_groups.size());
+    for (double d : rank.vs_reference) EXPECT_LE(d, 1e-4);
+  }
   // Not a terminal: a line per run, no carriage returns.
   EXPECT_NE(r.err.find("[4/4] ddp_flat+zero1: done\n"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos) << r.err;
