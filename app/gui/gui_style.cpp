@@ -35,6 +35,30 @@ uint32_t category_colour(Category category) {
   return 0xFF808080;
 }
 
+const char* category_label(Category category) {
+  switch (category) {
+    case Category::kMicroBatch:
+      return "micro-batch";
+    case Category::kGradSync:
+      return "gradient sync";
+    case Category::kMemcpy:
+      return "copy";
+    default:
+      return profiling::category_name(category);
+  }
+}
+
+const char* memory_kind_label(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::kOptimizerState:
+      return "optimizer state";
+    case MemoryKind::kCommBuffers:
+      return "communication buffers";
+    default:
+      return profiling::memory_kind_name(kind);
+  }
+}
+
 uint32_t memory_kind_colour(MemoryKind kind) {
   switch (kind) {
     case MemoryKind::kParameters:

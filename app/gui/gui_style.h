@@ -10,6 +10,10 @@ namespace shardscope::gui {
 // and so screenshot tests can look for exact values.
 uint32_t category_colour(profiling::Category category);
 uint32_t memory_kind_colour(profiling::MemoryKind kind);
+// What legends and labels call them, in words ("optimizer state", "gradient sync"); files and
+// JSON keep the snake_case names (category_name, memory_kind_name).
+const char* category_label(profiling::Category category);
+const char* memory_kind_label(profiling::MemoryKind kind);
 constexpr uint32_t kExposedCommColour = 0xFF2020E0;  // red: communication not hidden by compute
 constexpr uint32_t kFailedColour = 0xFF3030FF;       // the rank whose failure stopped the run
 constexpr uint32_t kStoppedColour = 0xFF30A0F0;      // ranks stopped because of it

@@ -107,8 +107,7 @@ void draw_bars(const char* id, const std::vector<Bar>& bars, float height, float
       ImGui::Text("%s%s", bars[i].label.c_str(),
                   bars[i].prediction ? " (formula)" : " (measured at peak)");
       for (int k = 0; k < 6; ++k) {
-        ImGui::Text("%-16s %8.3f MB", profiling::memory_kind_name(kStacked[k]),
-                    bars[i].bytes[k] / 1e6);
+        ImGui::Text("%-21s %8.3f MB", memory_kind_label(kStacked[k]), bars[i].bytes[k] / 1e6);
       }
       if (bars[i].exact_peak > 0)
         ImGui::Text("%-16s %8.3f MB", "exact peak", bars[i].exact_peak / 1e6);
@@ -120,11 +119,10 @@ void draw_bars(const char* id, const std::vector<Bar>& bars, float height, float
 
 void legend() {
   for (MemoryKind k : kStacked) {
-    ImGui::ColorButton(profiling::memory_kind_name(k),
-                       ImGui::ColorConvertU32ToFloat4(memory_kind_colour(k)),
+    ImGui::ColorButton(memory_kind_label(k), ImGui::ColorConvertU32ToFloat4(memory_kind_colour(k)),
                        ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
     ImGui::SameLine(0, 3);
-    ImGui::TextUnformatted(profiling::memory_kind_name(k));
+    ImGui::TextUnformatted(memory_kind_label(k));
     ImGui::SameLine();
   }
   ImGui::TextDisabled("| outlined: the formula's prediction; white tick: the exact peak");
@@ -176,7 +174,7 @@ void category_lines(const LoadedRun& run) {
   std::vector<ChartSeries> series;
   for (MemoryKind k : kStacked) {
     ChartSeries s;
-    s.label = profiling::memory_kind_name(k);
+    s.label = memory_kind_label(k);
     s.colour = memory_kind_colour(k);
     for (const auto& c : run.trace.ranks[chosen].counters) {
       if (c.kind != k) continue;

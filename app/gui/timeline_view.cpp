@@ -133,11 +133,10 @@ void TimelineView::draw_legend(const TimelineIndex& index) const {
   for (Category c : {Category::kForward, Category::kBackward, Category::kCollective,
                      Category::kOptimizer, Category::kGradSync, Category::kWait}) {
     ImGui::SameLine();
-    ImGui::ColorButton(profiling::category_name(c),
-                       ImGui::ColorConvertU32ToFloat4(category_colour(c)),
+    ImGui::ColorButton(category_label(c), ImGui::ColorConvertU32ToFloat4(category_colour(c)),
                        ImGuiColorEditFlags_NoTooltip, ImVec2(10, 10));
     ImGui::SameLine(0, 3);
-    ImGui::TextUnformatted(profiling::category_name(c));
+    ImGui::TextUnformatted(category_label(c));
   }
   if (index.has_weight_passes) {
     ImGui::SameLine();
