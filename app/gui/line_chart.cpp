@@ -9,7 +9,7 @@
 namespace shardscope::gui {
 
 void line_chart(const char* id, const std::vector<ChartSeries>& series, float width, float height,
-                const char* y_unit) {
+                const char* y_unit, const char* x_unit) {
   ImGui::PushID(id);
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::Dummy(ImVec2(width, height));
@@ -46,11 +46,26 @@ void line_chart(const char* id, const std::vector<ChartSeries>& series, float wi
     return ImVec2(a.x + (x - x_lo) / (x_hi - x_lo) * (b.x - a.x),
                   b.y - (y - y_lo) / (y_hi - y_lo) * (b.y - a.y));
   };
+  if (x_unit != nullptr) {
+    // Five ticks along the bottom, inside the plot (the legend is below it).
+    for (int i = 0; i <= 4; ++i) {
+      const float x = x_lo + (x_hi - x_lo) * i / 4;
+      const ImVec2 at = to_screen(x, y_lo);
+      dl->AddLine(ImVec2(at.x, b.y), ImVec2(at.x, b.y - 4), 0x80FFFFFF);
+      std::snprintf(buf, sizeof(buf), i == 4 ? "%.4g %s" : "%.4g", x, x_unit);
+      const float w = ImGui::CalcTextSize(buf).x;
+      const float tx = std::clamp(at.x - w / 2, a.x + 2, b.x - w - 2);
+      dl->AddText(ImVec2(tx, b.y - 4 - ImGui::GetFontSize()), 0xFF909090, buf);
+    }
+  }
   float legend_x = a.x + 6;
   for (const auto& s : series) {
     std::vector<ImVec2> points;
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
-      points.push_back(to_screen(s.x[i], s.y[i]));
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+      const ImVec2 at = to_screen(s.x[i], s.y[i]);
+      if (s.held && !points.empty()) points.push_back(ImVec2(at.x, points.back().y));
+      points.push_back(at);
+    }
     if (points.size() == 1) dl->AddCircleFilled(points[0], 3, s.colour);
     if (points.size() > 1)
       dl->AddPolyline(points.data(), static_cast<int>(points.size()), s.colour, 0, 1.5f);

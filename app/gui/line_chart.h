@@ -10,11 +10,15 @@ struct ChartSeries {
   std::string label;
   uint32_t colour = 0xFFFFFFFF;
   std::vector<float> x, y;
+  // A quantity that holds its value until the next sample (memory held): drawn as steps, never
+  // as ramps that would show memory no block ever held.
+  bool held = false;
 };
 
 // A small line chart drawn with ImDrawList: shared axes over every series, a legend, the y range
-// printed at the left. Used for memory over time and loss curves.
+// printed at the left and, with `x_unit`, ticks along the x axis. Used for memory over time and
+// loss curves.
 void line_chart(const char* id, const std::vector<ChartSeries>& series, float width, float height,
-                const char* y_unit);
+                const char* y_unit, const char* x_unit = nullptr);
 
 }  // namespace shardscope::gui

@@ -176,6 +176,7 @@ void category_lines(const LoadedRun& run) {
     ChartSeries s;
     s.label = memory_kind_label(k);
     s.colour = memory_kind_colour(k);
+    s.held = true;
     for (const auto& c : run.trace.ranks[chosen].counters) {
       if (c.kind != k) continue;
       s.x.push_back(static_cast<float>((c.t_ns - run.index.t_min) * 1e-6));
@@ -187,7 +188,7 @@ void category_lines(const LoadedRun& run) {
     ImGui::TextDisabled("(this trace recorded no categories over time)");
     return;
   }
-  line_chart("memory_categories", series, ImGui::GetContentRegionAvail().x, 150, "MB");
+  line_chart("memory_categories", series, ImGui::GetContentRegionAvail().x, 150, "MB", "ms");
 }
 
 }  // namespace
@@ -213,6 +214,7 @@ void draw_memory_window(GuiSession& session) {
     ChartSeries s;
     s.label = "rank " + std::to_string(run->trace.ranks[r].rank);
     s.colour = rank_colour(static_cast<int>(r));
+    s.held = true;
     const auto& samples = run->index.memory[r];
     // At most ~600 points per rank: the most held within each slice of time.
     const size_t stride = std::max<size_t>(1, samples.size() / 600);
@@ -226,7 +228,7 @@ void draw_memory_window(GuiSession& session) {
     series.push_back(std::move(s));
   }
   ImGui::Text("memory over time (ms)");
-  line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB");
+  line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB", "ms");
   category_lines(*run);
 
   if (session.runs.size() > 1) {
