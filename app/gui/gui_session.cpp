@@ -161,10 +161,14 @@ nlohmann::json GuiSession::state() const {
     s["lens"] = {{"title", view.title}, {"device_time", view.device_time}, {"note", view.note}};
     // The Memory tab's bars: each rank at its peak, by category, in bytes.
     nlohmann::json peaks = nlohmann::json::array();
-    for (const MemoryBreakdown& peak : runs[current]->memory_peaks) {
+    const LoadedRun& run = *runs[current];
+    for (size_t r = 0; r < run.memory_peaks.size(); ++r) {
+      const MemoryBreakdown& peak = run.memory_peaks[r];
       nlohmann::json bytes = nlohmann::json::object();
       for (int k = 0; k < profiling::kMemoryKindCount; ++k)
         bytes[profiling::memory_kind_name(static_cast<profiling::MemoryKind>(k))] = peak.bytes[k];
+      if (r < run.trace.ranks.size())
+        bytes["moment"] = peak_moment(run.trace, run.trace.ranks[r], peak.t_ns);
       peaks.push_back(bytes);
     }
     s["memory_peaks"] = peaks;

@@ -44,4 +44,18 @@ MemoryBreakdown peak_breakdown(const profiling::RankTrace& rank) {
   return peak;
 }
 
+std::string peak_moment(const profiling::Trace& trace, const profiling::RankTrace& rank,
+                        int64_t t_ns) {
+  const profiling::Event* inner = nullptr;
+  int step = -1;
+  for (const auto& e : rank.events) {
+    if (e.lane != profiling::kHostLane || e.t0_ns > t_ns || e.t1_ns <= t_ns) continue;
+    if (e.step >= 0) step = e.step;
+    if (inner == nullptr || e.t0_ns >= inner->t0_ns) inner = &e;
+  }
+  if (inner == nullptr) return "between steps";
+  const std::string where = trace.str(inner->name);
+  return step >= 0 ? "step " + std::to_string(step) + ", " + where : where;
+}
+
 }  // namespace shardscope::gui

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "profiling/trace/trace.h"
 
@@ -18,5 +19,12 @@ struct MemoryBreakdown {
   int64_t total() const;
 };
 MemoryBreakdown peak_breakdown(const profiling::RankTrace& rank);
+
+// When a rank's peak happened, in words: "step 1, backward blocks.0" (the innermost span of its
+// host lane at that moment). Two runs' bars differ in what was alive at their peaks, which may be
+// different moments: FSDP with prefetch peaks in backward, holding a prefetched unit while some
+// activations are already freed.
+std::string peak_moment(const profiling::Trace& trace, const profiling::RankTrace& rank,
+                        int64_t t_ns);
 
 }  // namespace shardscope::gui

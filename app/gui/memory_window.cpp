@@ -207,6 +207,12 @@ void draw_memory_window(GuiSession& session) {
       "parameters as well.");
   legend();
   ImGui::Text("%s: per rank at its peak", run->label.c_str());
+  if (!run->memory_peaks.empty() && !run->trace.ranks.empty()) {
+    ImGui::SameLine();
+    ImGui::TextDisabled(
+        "(rank %d's peak: %s)", run->trace.ranks[0].rank,
+        peak_moment(run->trace, run->trace.ranks[0], run->memory_peaks[0].t_ns).c_str());
+  }
   draw_bars("peak", measured_bars(*run, true), 260);
 
   std::vector<ChartSeries> series;

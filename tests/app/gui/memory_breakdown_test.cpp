@@ -78,5 +78,25 @@ TEST(MemoryBreakdown, GradientsInBucketsAreGradientsAndZeroTwoDividesThem) {
   EXPECT_LT(zero2.of(MemoryKind::kGradients), 0.5 * ddp.of(MemoryKind::kGradients));
 }
 
+// The moment of a peak, named by the innermost span then running: two runs' bars can differ in
+// what was alive at their peaks because their peaks are different moments.
+TEST(MemoryBreakdown, APeaksMomentIsTheInnermostSpanAtIt) {
+  profiling::Trace trace;
+  profiling::RankTrace rank;
+  auto span = [&](const char* name, int64_t t0, int64_t t1, int step) {
+    profiling::Event e;
+    e.name = trace.intern(name);
+    e.t0_ns = t0;
+    e.t1_ns = t1;
+    e.step = step;
+    rank.events.push_back(e);
+  };
+  span("step 1", 100, 200, 1);
+  span("backward blocks.0", 150, 180, 1);
+  EXPECT_EQ(peak_moment(trace, rank, 160), "step 1, backward blocks.0");
+  EXPECT_EQ(peak_moment(trace, rank, 120), "step 1, step 1");
+  EXPECT_EQ(peak_moment(trace, rank, 50), "between steps");
+}
+
 }  // namespace
 }  // namespace shardscope::gui
