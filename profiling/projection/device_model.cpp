@@ -56,7 +56,10 @@ struct Segment {
 
 // The pieces of one rank's host lane, in time order: between every two instants where a span
 // starts or ends, the innermost span that covers it says what it is.
-std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int work_class) {
+// `keyed`: whether to say what work each piece is (for the medians); where pieces are only
+// told apart as device or host work, the keys are not built.
+std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int work_class,
+                                 bool keyed = true) {
   std::vector<const Event*> spans;
   for (const Event& e : rank.events) {
     if (e.lane == kHostLane && e.t1_ns >= e.t0_ns) spans.push_back(&e);
@@ -114,6 +117,10 @@ std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int 
         inner = i;
     }
     Segment s{a, b, piece_of(trace, inner == none ? nullptr : spans[inner]), ""};
+    if (!keyed) {
+      out.push_back(std::move(s));
+      continue;
+    }
     s.key = cls + (inner == none ? std::string("between") : names[inner]) + "|" +
             bound(inner, a, it->second) + "|" + bound(inner, b, std::next(it)->second);
     if (inner != none) s.key += "|" + std::to_string(seen[{inner, s.key}]++);
@@ -198,7 +205,7 @@ Trace same_work_same_time(const Trace& measured, const std::vector<int>& work_cl
 std::vector<std::pair<int64_t, int64_t>> device_work_intervals(const Trace& trace,
                                                                const RankTrace& rank) {
   std::vector<std::pair<int64_t, int64_t>> out;
-  for (const Segment& s : segments_of(trace, rank, 0)) {
+  for (const Segment& s : segments_of(trace, rank, 0, /*keyed=*/false)) {
     if (s.kind != Piece::kDevice) continue;
     if (!out.empty() && out.back().second == s.a) {
       out.back().second = s.b;
