@@ -11,6 +11,7 @@
 #include "app/cli/exit_code.h"
 #include "app/cli/run_summary_text.h"
 #include "engine/state/atomic_file.h"
+#include "engine/state/weights.h"
 #include "engine/train/config.h"
 #include "engine/train/run.h"
 #include "profiling/io/trace_io.h"
@@ -64,6 +65,13 @@ void check_rank_files(const std::string& dir, int world) {
     }
     if (json.contains("result") && !std::filesystem::exists(base + ".weights"))
       throw BadFolder(base + ".weights: missing (rank " + std::to_string(r) + "'s weights)");
+    if (json.contains("result")) {
+      try {
+        read_exported_weights(base + ".weights");
+      } catch (const std::exception& e) {
+        throw BadFolder(std::string(e.what()) + " (rank " + std::to_string(r) + "'s weights)");
+      }
+    }
   }
 }
 

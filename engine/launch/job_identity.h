@@ -22,12 +22,14 @@ struct JobIdentity {
 JobIdentity job_identity(const Config& config);
 
 // Admits rank `rank` into the job on `store`: rank 0 announces the config hash, every other rank
-// must present the same one, and each rank joins once. Returns the store under which the job's
+// must present the same one, and each rank joins once. Rank 0 returns once all `world` ranks have
+// joined, and names a rank that came with another config. Returns the store under which the job's
 // own keys live, apart from any other job's. Throws ConfigError ("config" for a different config,
 // "RANK" for a rank that already joined) or std::runtime_error when rank 0 never announces the
 // job within `timeout`; `where` (MASTER_ADDR:PORT) goes into the messages.
 c10::intrusive_ptr<c10d::Store> join_job(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                         const JobIdentity& job, std::chrono::milliseconds timeout,
+                                         int world, const JobIdentity& job,
+                                         std::chrono::milliseconds timeout,
                                          const std::string& where);
 
 }  // namespace shardscope

@@ -1,4 +1,5 @@
 #include "engine/launch/rank_process.h"
+#include "engine/launch/peer_liveness.h"
 
 #include <algorithm>
 #include <atomic>
@@ -196,7 +197,7 @@ c10::intrusive_ptr<c10d::Store> join_job_store(const Config& config, const RankE
   c10::intrusive_ptr<c10d::Store> job_store;
   if (store) {
     try {
-      job_store = join_job(store, env.rank, job_identity(config), timeout, master);
+      job_store = join_job(store, env.rank, env.world, job_identity(config), timeout, master);
     } catch (const ConfigError&) {
       throw;  // another job's rank, or a second of ours: bad input, not a failure of this job
     } catch (const std::exception& e) {
@@ -274,6 +275,7 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       connect_to_store(config, env, timeout, master, outcome);
   const c10::intrusive_ptr<c10d::Store> job_store =
       join_job_store(config, env, store, timeout, master, outcome);
+  if (job_store) publish_rank_process(*job_store, env.rank);
   if (job_store)
     outcome.failure = run_rank(
         spec, env.rank, job_store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
@@ -289,6 +291,11 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
           });
         });
   if (outcome.failure) outcome.result.reset();
+  if (outcome.failure && job_store) {
+    const std::string gone =
+        gone_peers_note(*job_store, env.world, env.rank, outcome.failure->message);
+    if (!gone.empty()) outcome.failure->message = gone.substr(2) + ": " + outcome.failure->message;
+  }
   if (outcome.failure && reports.failed) reports.failed(*outcome.failure);
   keeping.finished = true;
   keeper.join();  // before the final write, which shares its temporary file name

@@ -2,7 +2,6 @@
 
 #include <fstream>
 
-#include <torch/serialize.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/state/atomic_file.h"
@@ -98,15 +97,7 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     for (const auto& s : r.at("steps")) result.steps.push_back(step_record_of(s));
     const std::string weights_file = path_of(dir, rank, ".weights");
     const auto& names = r.at("weight_names");
-    try {
-      result.weights = read_exported_weights(weights_file);
-    } catch (const std::exception&) {
-      // Written before the weights were a dict (a TorchScript list of tensors, in name order).
-      std::vector<torch::Tensor> tensors;
-      torch::load(tensors, weights_file);
-      if (names.size() != tensors.size()) return false;
-      for (size_t i = 0; i < tensors.size(); ++i) result.weights.emplace_back(names[i], tensors[i]);
-    }
+    result.weights = read_exported_weights(weights_file);
     if (result.weights.size() != names.size()) return false;
     for (size_t i = 0; i < names.size(); ++i) {
       if (result.weights[i].first != names[i].get<std::string>()) return false;

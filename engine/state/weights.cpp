@@ -153,9 +153,23 @@ NamedTensors read_exported_weights(const std::string& path) {
   if (!file) throw std::runtime_error("cannot read " + path);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
                                 std::istreambuf_iterator<char>());
+  // A zip ends with its directory; without one, PyTorch's reader answers in miniz's words and a
+  // stack dump. A file cut short (a rank that died writing it, a copy that stopped) says so.
+  const std::string end_of_directory = "PK\x05\x06";
+  const size_t tail = std::min<size_t>(bytes.size(), 65536 + 22);
+  if (std::search(bytes.end() - static_cast<std::ptrdiff_t>(tail), bytes.end(),
+                  end_of_directory.begin(), end_of_directory.end()) == bytes.end()) {
+    throw std::runtime_error(path + ": truncated, or not a PyTorch archive (" +
+                             std::to_string(bytes.size()) +
+                             " bytes with no zip directory at the end)");
+  }
   c10::IValue value;
   try {
     value = torch::jit::pickle_load(bytes);
+  } catch (const c10::Error& e) {
+    const std::string what = e.msg();
+    throw std::runtime_error(path + " is not a PyTorch archive of weights: " +
+                             what.substr(0, what.find_first_of(".\n")));
   } catch (const std::exception& e) {
     throw std::runtime_error(path + " is not a PyTorch archive of weights: " + e.what());
   }

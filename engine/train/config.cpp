@@ -170,6 +170,27 @@ const std::map<std::string, FieldBinding>& field_table() {
 }
 #undef SHARDSCOPE_FIELD
 
+}  // namespace
+
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
+      static const char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[byte >> 4];
+      out += kHex[byte & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
 // A key as a message shows it: a hostile config's key can be a megabyte long.
 std::string shown_key(const std::string& key) {
   return key.size() <= 80

@@ -9,12 +9,16 @@
 
 namespace shardscope {
 
+// `text` as a terminal line can show it: control characters (a NUL in a config's value once cut
+// the message there, since what() is a C string) become \xNN; line breaks stay.
+std::string printable(const std::string& text);
+
 // A configuration that cannot run. `field` names the offending key the way a user spells it in a
 // config file (dotted, e.g. "model.heads"); the CLI maps it back to the flag.
 class ConfigError : public std::runtime_error {
  public:
   ConfigError(std::string field, const std::string& message)
-      : std::runtime_error(field + ": " + message), field_(std::move(field)) {}
+      : std::runtime_error(printable(field + ": " + message)), field_(std::move(field)) {}
   const std::string& field() const { return field_; }
 
  private:

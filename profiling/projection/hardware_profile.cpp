@@ -5,6 +5,7 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -17,24 +18,54 @@ namespace {
 
 using nlohmann::json;
 
+// Each field is read by its type: a profile written by hand (`"intra": 5`, `"name": 5`) is told
+// which key is wrong and what it should be, never a JSON library's own words.
 double positive(const json& object, const char* key, const std::string& where) {
   if (!object.contains(key) || !object[key].is_number())
     throw std::runtime_error(where + ": '" + key + "' must be a number");
   const double value = object[key].get<double>();
-  if (!(value > 0)) throw std::runtime_error(where + ": '" + key + "' must be positive");
+  if (!(value > 0) || !std::isfinite(value))
+    throw std::runtime_error(where + ": '" + key + "' must be positive and finite");
   return value;
 }
 
+int positive_whole(const json& object, const char* key, const std::string& where) {
+  const double value = positive(object, key, where);
+  if (value != std::floor(value) || value > 1e6)
+    throw std::runtime_error(where + ": '" + key + "' must be a whole number (at most 1e6)");
+  return static_cast<int>(value);
+}
+
+double optional_non_negative(const json& object, const char* key, const std::string& where) {
+  if (!object.contains(key)) return 0.0;
+  const json& value = object[key];
+  if (!value.is_number() || !(value.get<double>() >= 0) || !std::isfinite(value.get<double>()))
+    throw std::runtime_error(where + ": '" + key + "' must be a number, zero or more");
+  return value.get<double>();
+}
+
+std::string optional_text(const json& object, const char* key, const std::string& where,
+                          const std::string& fallback = "") {
+  if (!object.contains(key)) return fallback;
+  if (!object[key].is_string()) throw std::runtime_error(where + ": '" + key + "' must be text");
+  return object[key].get<std::string>();
+}
+
+const json& object_field(const json& object, const char* key, const std::string& where,
+                         const std::string& holds) {
+  if (!object.contains(key)) throw std::runtime_error(where + ": '" + key + "' is missing");
+  if (!object[key].is_object())
+    throw std::runtime_error(where + ": '" + key + "' must be an object (" + holds + ")");
+  return object[key];
+}
+
 Link parse_link(const json& j, const std::string& where) {
-  if (!j.is_object()) throw std::runtime_error(where + ": expected an object");
   Link link;
-  link.kind = j.value("kind", "");
+  link.kind = optional_text(j, "kind", where);
   link.bandwidth_gbps = positive(j, "bandwidth_gbps", where);
   link.efficiency = positive(j, "efficiency", where);
   if (link.efficiency > 1) throw std::runtime_error(where + ": 'efficiency' is at most 1");
-  if (!j.contains("hw_latency_us") || !j["hw_latency_us"].is_object())
-    throw std::runtime_error(where + ": 'hw_latency_us' must be an object (ll, ll128, simple)");
-  const json& lat = j["hw_latency_us"];
+  const json& lat = object_field(j, "hw_latency_us", where, "ll, ll128, simple");
   link.hw_latency_us[0] = positive(lat, "ll", where + ".hw_latency_us");
   link.hw_latency_us[1] = positive(lat, "ll128", where + ".hw_latency_us");
   link.hw_latency_us[2] = positive(lat, "simple", where + ".hw_latency_us");
@@ -79,13 +110,13 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw std::runtime_error(origin + ": not a JSON object");
   HardwareProfile hw;
-  hw.name = j.value("name", "");
+  hw.name = optional_text(j, "name", origin);
   if (hw.name.empty()) throw std::runtime_error(origin + ": 'name' is missing");
-  hw.description = j.value("description", "");
-  hw.gpus_per_node = static_cast<int>(positive(j, "gpus_per_node", origin));
-  hw.nodes = static_cast<int>(positive(j, "nodes", origin));
+  hw.description = optional_text(j, "description", origin);
+  hw.gpus_per_node = positive_whole(j, "gpus_per_node", origin);
+  hw.nodes = positive_whole(j, "nodes", origin);
   hw.gpu_memory_gib = positive(j, "gpu_memory_gib", origin);
-  const std::string compute = j.value("compute", "");
+  const std::string compute = optional_text(j, "compute", origin);
   if (!compute.empty() && compute != "as measured")
     throw std::runtime_error(origin + ": 'compute' is \"as measured\" or left out, got '" +
                              compute + "'");
@@ -93,19 +124,19 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   if (!hw.compute_as_measured || j.contains("peak_bf16_tflops"))
     hw.peak_bf16_tflops = positive(j, "peak_bf16_tflops", origin);
   if (j.contains("matmul_tflops")) hw.matmul_tflops = positive(j, "matmul_tflops", origin);
-  hw.launch_us = j.value("launch_us", 0.0);
-  const std::string protocols = j.value("protocols", "nccl");
+  hw.launch_us = optional_non_negative(j, "launch_us", origin);
+  const std::string protocols = optional_text(j, "protocols", origin, "nccl");
   if (protocols != "nccl" && protocols != "simple")
     throw std::runtime_error(origin + ": 'protocols' is nccl or simple, got '" + protocols + "'");
   hw.nccl_protocols = protocols == "nccl";
-  hw.base_latency_us = j.value("base_latency_us", 0.0);
-  if (!j.contains("intra")) throw std::runtime_error(origin + ": 'intra' is missing");
-  hw.intra = parse_link(j["intra"], origin + ": intra");
+  hw.base_latency_us = optional_non_negative(j, "base_latency_us", origin);
+  const std::string link_fields = "kind, bandwidth_gbps, efficiency, hw_latency_us";
+  hw.intra = parse_link(object_field(j, "intra", origin, link_fields), origin + ": intra");
   if (hw.nodes > 1) {
     if (!j.contains("inter"))
       throw std::runtime_error(origin + ": 'inter' is missing for " + std::to_string(hw.nodes) +
                                " nodes");
-    hw.inter = parse_link(j["inter"], origin + ": inter");
+    hw.inter = parse_link(object_field(j, "inter", origin, link_fields), origin + ": inter");
   }
   return hw;
 }

@@ -167,6 +167,18 @@ TEST(SchedulerWorkers, TakeTheWorldFromWorldSizeWhenTheConfigHasNone) {
   EXPECT_EQ(read_json(out / "config.json")["world"], 2);
   expect_same_as_threads(config, read_json(summary));
 
+  // A rank's weights cut short (a copy that stopped, a rank that died writing them) are refused
+  // in our words, exit 2, where miniz's text and a stack dump once came out with exit 1.
+  const auto cut = dir / "cut";
+  std::filesystem::copy(out, cut);
+  std::filesystem::resize_file(cut / "rank-0.weights", 3000);
+  const CliResult truncated = cli({"collect", cut.string()});
+  EXPECT_EQ(truncated.code, cli::kExitBadInput) << truncated.err;
+  EXPECT_NE(truncated.err.find((cut / "rank-0.weights").string() + ": truncated"),
+            std::string::npos)
+      << truncated.err;
+  EXPECT_EQ(truncated.err.find("miniz"), std::string::npos) << truncated.err;
+
   // Quiet when our own launcher shows the progress.
   const auto quiet_log = dir / "quiet.log";
   ASSERT_EQ(start_workers_like_a_scheduler(2, config_file, dir / "quiet", quiet_log,
@@ -379,6 +391,48 @@ TEST(SchedulerWorkers, APortHeldByASilentListenerEndsWithinTheTimeout) {
   EXPECT_EQ(code_of(dir, "rank0"), 1) << rank0;
   EXPECT_NE(rank0.find("Address already in use"), std::string::npos) << rank0;
   EXPECT_EQ(rank0.find("frame #"), std::string::npos) << "a stack dump: " << rank0;
+}
+
+// Workers given different configs (rank 1 seed 2): rank 1 is refused at once, and rank 0, which
+// once waited out its 60 s on the store's keys, stops too, naming rank 1 and the config.
+TEST(SchedulerWorkers, RanksGivenDifferentConfigsStopNamingTheRank) {
+  const auto dir = test::test_temp_dir();
+  const Config mine = tiny_run();
+  nlohmann::json other = to_json(mine);
+  other["seed"] = 2;
+  const auto config = write_config(dir, to_json(mine)), theirs = write_config(dir, other, "b.json");
+  const int port = free_port();
+  shell(worker_in_background("rank0", 0, port, config, dir) +
+            worker_in_background("rank1", 1, port, theirs, dir) + "wait",
+        dir / "shell.log");
+  EXPECT_EQ(code_of(dir, "rank1"), 2) << slurp(dir / "rank1.log");
+  EXPECT_EQ(code_of(dir, "rank0"), 2) << slurp(dir / "rank0.log");
+  EXPECT_NE(slurp(dir / "rank0.log")
+                .find("rank 1 came to 127.0.0.1:" + std::to_string(port) + " with another config"),
+            std::string::npos)
+      << slurp(dir / "rank0.log");
+}
+
+// A rank killed mid-run: Gloo tells its peers "Connection reset by peer [127.0.0.1]:30087", a
+// port nobody can map to a rank. They now name the rank whose process is gone.
+TEST(SchedulerWorkers, APeerKilledMidRunIsNamedByRank) {
+  const auto dir = test::test_temp_dir();
+  Config run = tiny_run();
+  run.steps = 100000;
+  run.collective_timeout_s = 30;
+  const auto config = write_config(dir, to_json(run));
+  const int port = free_port();
+  // Rank 1 is killed once rank 0 has reported a step (its log shows step 5).
+  shell(worker_in_background("rank0", 0, port, config, dir) +
+            "(RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+            " exec " SHARDSCOPE_BINARY " worker --config " + config.string() + " --out " +
+            (dir / "out-rank1").string() + " > " + (dir / "rank1.log").string() +
+            " 2>&1) & victim=$!; for i in $(seq 600); do grep -q '^   5 ' " +
+            (dir / "rank0.log").string() + " && break; sleep 0.1; done; kill -9 $victim; wait",
+        dir / "shell.log");
+  EXPECT_EQ(code_of(dir, "rank0"), 1) << slurp(dir / "rank0.log");
+  EXPECT_NE(slurp(dir / "rank0.log").find("rank 0 failed: rank 1 (pid "), std::string::npos)
+      << slurp(dir / "rank0.log");
 }
 
 TEST(Collect, HelpDocumentsIt) {

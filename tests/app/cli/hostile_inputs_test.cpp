@@ -92,5 +92,16 @@ TEST(HostileConfigFile, AKeyGivenTwiceInOneObjectIsRefused) {
   EXPECT_EQ(fine.code, 0) << fine.err;
 }
 
+// A NUL inside a value once cut the message there ("unknown strategy 'dd"), since what() is a C
+// string: the whole message comes out, the NUL shown as \x00.
+TEST(HostileConfigFile, ANulInAValueIsShownAndTheMessageGoesOn) {
+  const fs::path dir = test::test_temp_dir();
+  std::ofstream(dir / "nul.json") << R"({"strategy": "dd\u0000p", "world": 2})";
+  const test::CliResult r = test::cli({"run", "--config", (dir / "nul.json").string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("unknown strategy 'dd\\x00p' (known:"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\0'), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace shardscope

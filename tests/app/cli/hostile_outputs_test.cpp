@@ -77,6 +77,9 @@ TEST(HostileOutputs, AFifoOrASymlinkAtAnOutputPathIsRefusedAndStays) {
   EXPECT_TRUE(fs::is_fifo(fifo));
   EXPECT_TRUE(fs::is_symlink(link));
   EXPECT_EQ(read(target), "keep");
+  // As root, `--trace /dev/null` once replaced /dev/null with a regular file.
+  expect_refused(run_with({"--trace", "/dev/null"}), "--trace", "not a regular file");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
 }
 
 // A 250-character name fits the file system, but not with ".partial" after it: once found only

@@ -153,5 +153,49 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
   EXPECT_THROW(load_hardware_profile("no-such-machine"), std::runtime_error);
 }
 
+// Issue 33: a hand-written profile with a field of the wrong type is told which field, in our
+// words; nlohmann's "[json.exception.type_error.302] type must be string" once came through.
+TEST(HardwareProfiles, AFieldOfTheWrongTypeIsNamedInOurWords) {
+  const std::string base =
+      R"("gpus_per_node":8,"nodes":1,"gpu_memory_gib":80,"peak_bf16_tflops":1,)";
+  const std::string link = R"({"kind":"nvswitch","bandwidth_gbps":3,"efficiency":1,
+      "hw_latency_us":{"ll":1,"ll128":1,"simple":1}})";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"name":5,)" + base + R"("intra":)" + link + "}", "'name' must be text"},
+      {R"({"name":"x","description":5,)" + base + R"("intra":)" + link + "}",
+       "'description' must be text"},
+      {R"({"name":"x",)" + base + R"("intra":5})", "'intra' must be an object"},
+      {R"({"name":"x",)" + base + R"("intra":{"kind":3,"bandwidth_gbps":3,"efficiency":1,
+        "hw_latency_us":{"ll":1,"ll128":1,"simple":1}}})",
+       "'kind' must be text"},
+      {R"({"name":"x",)" + base + R"("intra":{"bandwidth_gbps":3,"efficiency":1,
+        "hw_latency_us":5}})",
+       "'hw_latency_us' must be an object"},
+      {R"({"name":"x",)" + base + R"("intra":{"bandwidth_gbps":"x","efficiency":1,
+        "hw_latency_us":{"ll":1,"ll128":1,"simple":1}}})",
+       "'bandwidth_gbps' must be a number"},
+      {R"({"name":"x","gpus_per_node":1.5,"nodes":1,"gpu_memory_gib":80,"peak_bf16_tflops":1,
+        "intra":)" +
+           link + "}",
+       "'gpus_per_node' must be a whole number"},
+      {R"({"name":"x",)" + base + R"("launch_us":null,"intra":)" + link + "}",
+       "'launch_us' must be a number"},
+      {R"({"name":"x",)" + base + R"("protocols":[],"intra":)" + link + "}",
+       "'protocols' must be text"},
+      {R"({"name":"x",)" + base + R"("compute":1,"intra":)" + link + "}", "'compute' must be text"},
+  };
+  for (const auto& [text, expected] : cases) {
+    try {
+      parse_hardware_profile(text, "hw.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const std::runtime_error& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find(expected), std::string::npos) << message;
+      EXPECT_EQ(message.find("hw.json"), 0u) << message;
+      EXPECT_EQ(message.find("json.exception"), std::string::npos) << message;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace shardscope::profiling
