@@ -20,6 +20,12 @@ LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
     out.title = "measured wall clock";
     return out;
   }
+  if (measured.run.projected) {
+    // Already a projection (project --out): its times are the target's, not a recording's.
+    out.trace = measured;
+    out.title = "projected onto " + measured.run.projected->hardware;
+    return out;
+  }
   const std::string name = lens.hardware.empty() ? default_lens_hardware(measured) : lens.hardware;
   const profiling::HardwareProfile hw = profiling::load_hardware_profile(name);
   try {

@@ -177,8 +177,10 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
   project->app = app.add_subcommand(
       "project",
       "predict on a hardware profile: a recorded run replayed there (TRACE), one collective's "
-      "time and bandwidth (--collective), or a model's memory per GPU under every data / tensor "
-      "/ pipeline layout and ZeRO stage (--memory)");
+      "time and bandwidth (--collective), a model's memory per GPU under every data / tensor "
+      "/ pipeline layout and ZeRO stage (--memory), or, with none of these, one step of the "
+      "configuration the run flags describe (--strategy, --world, --tp, --pp, model flags, "
+      "--global-batch, --precision bf16), however big, priced kernel by kernel");
   CLI::App& sub = *project->app;
   ProjectOptions& options = project->options;
   sub.add_option("--hardware", options.hardware,
@@ -205,6 +207,10 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
   sub.add_flag("--json", options.json,
                "trace replay: print the measured and projected per-rank figures (step_s, "
                "exposed_comm_s, overlap, bubble_fraction) as JSON")
+      ->group("Projection");
+  sub.add_option("--nodes", options.nodes,
+                 "nodes of the hardware profile (default: the profile's; more need its 'inter' "
+                 "link)")
       ->group("Projection");
   sub.add_flag("--memory", options.memory,
                "per-GPU memory of the model (--preset and model flags) under each layout")

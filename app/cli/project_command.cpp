@@ -1,5 +1,8 @@
 #include "app/cli/project_command.h"
+#include "app/cli/cli_flags.h"
+#include "app/cli/run_outputs.h"
 
+#include "app/analysis/configuration_projection.h"
 #include "app/analysis/trace_figures.h"
 #include "app/analysis/trace_projection.h"
 
@@ -162,6 +165,24 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
   return 0;
 }
 
+// A configuration that is never run, projected from what each of its kernels costs.
+int project_configured(const ProjectOptions& o, const Config& config,
+                       const profiling::HardwareProfile& hw, std::ostream& out) {
+  if (o.nodes < 0) throw ConfigError("nodes", "must be at least 1");
+  if (!o.out.empty()) check_output_file("--out", o.out);
+  const analysis::ConfigurationProjection p = analysis::project_configuration(config, hw, o.nodes);
+  if (o.json) {
+    out << analysis::projection_json(p).dump(2) << "\n";
+  } else {
+    out << analysis::projection_text(p);
+  }
+  if (!o.out.empty()) {
+    write_file_atomically(o.out, profiling::serialise_trace(p.trace, o.out));
+    if (!o.json) out << "projected trace written to " << o.out << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int project_command(const ProjectOptions& o, const Config& config, std::ostream& out,
@@ -182,7 +203,11 @@ int project_command(const ProjectOptions& o, const Config& config, std::ostream&
     if (!o.trace.empty()) return project_trace(o, hw, out);
     if (!o.collective.empty()) return project_collective(o, hw, out);
     if (o.memory) return project_memory(o, config, hw, out);
-    err << "error: project: give a TRACE, --collective OP or --memory\n";
+    return project_configured(o, config, hw, out);
+  } catch (const ConfigError& e) {
+    // Named as the user gave it: the flag (--global-batch), not the config key.
+    err << "error: project: " << RunFlags::describe_key(e.field()) << ": "
+        << std::string(e.what()).substr(e.field().size() + 2) << "\n";
     return 2;
   } catch (const std::exception& e) {
     err << "error: project: " << e.what() << "\n";

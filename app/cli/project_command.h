@@ -21,7 +21,8 @@ struct ProjectOptions {
   std::string trace;         // a recorded trace to replay onto the hardware
   double compute_scale = 0;  // projected / measured compute time (0: from the profiles)
   std::string out;           // where to write the projected trace
-  bool json = false;         // trace replay: the per-rank figures as JSON instead of the table
+  bool json = false;         // the figures as JSON instead of the table
+  int nodes = 0;             // nodes of the profile (0: the profile's own)
 };
 
 // `shardscope project`: what a collective, or a model's memory under each layout, costs on a

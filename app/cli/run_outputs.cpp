@@ -123,6 +123,11 @@ void check_output_files(const OutputFiles& files, const std::vector<InputFile>& 
                                   : file_problem(files.trace));
 }
 
+void check_output_file(const std::string& flag, const std::string& path) {
+  require_writable(flag, analysis::trace_target_problem(path));
+  require_writable(flag, file_problem(path));
+}
+
 std::vector<std::string> write_output_files(const OutputFiles& files, const RunSummary& summary,
                                             std::vector<std::string>& written) {
   std::vector<std::string> failures;

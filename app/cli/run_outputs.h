@@ -31,6 +31,8 @@ struct InputFile {
 // not a regular file (a symlink, a FIFO, a device) is refused; two outputs naming one file, or an
 // output naming an input, are refused. Throws ConfigError naming the flag.
 void check_output_files(const OutputFiles& files, const std::vector<InputFile>& inputs = {});
+// The same checks for one other output file, named by its flag (project --out).
+void check_output_file(const std::string& flag, const std::string& path);
 
 // Writes every output, each on its own: one that fails (a full disk) does not keep the others
 // from being written. `written` receives a line per file written; the return value one line per

@@ -72,6 +72,34 @@ Link parse_link(const json& j, const std::string& where) {
   return link;
 }
 
+// The "gpu" object: each kernel's rates, every figure with its source.
+GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::string& origin) {
+  const std::string where = origin + ": gpu";
+  const json& j = object_field(profile, "gpu", origin,
+                               "sms, matmul_tflops, memory_gbps, memory_efficiency, ...");
+  GpuCompute gpu;
+  gpu.sms = positive_whole(j, "sms", where);
+  gpu.peak_tflops = hw.peak_bf16_tflops;
+  gpu.matmul_tflops = positive(j, "matmul_tflops", where);
+  gpu.memory_gbps = positive(j, "memory_gbps", where);
+  gpu.memory_efficiency = positive(j, "memory_efficiency", where);
+  gpu.attention_forward_fraction = positive(j, "attention_forward_fraction", where);
+  gpu.attention_backward_fraction = positive(j, "attention_backward_fraction", where);
+  for (const double fraction :
+       {gpu.memory_efficiency, gpu.attention_forward_fraction, gpu.attention_backward_fraction}) {
+    if (fraction > 1)
+      throw std::runtime_error(where + ": efficiencies and fractions are at most 1");
+  }
+  if (!(hw.peak_bf16_tflops > 0) || gpu.matmul_tflops > hw.peak_bf16_tflops)
+    throw std::runtime_error(where + ": 'matmul_tflops' needs a peak_bf16_tflops at least as high");
+  gpu.kernel_us = optional_non_negative(j, "kernel_us", where);
+  gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
+  gpu.sources = optional_text(j, "sources", where);
+  if (gpu.sources.empty())
+    throw std::runtime_error(where + ": 'sources' is missing (where each figure was measured)");
+  return gpu;
+}
+
 }  // namespace
 
 const char* protocol_name(Protocol protocol) {
@@ -132,12 +160,14 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   hw.base_latency_us = optional_non_negative(j, "base_latency_us", origin);
   const std::string link_fields = "kind, bandwidth_gbps, efficiency, hw_latency_us";
   hw.intra = parse_link(object_field(j, "intra", origin, link_fields), origin + ": intra");
-  if (hw.nodes > 1) {
-    if (!j.contains("inter"))
-      throw std::runtime_error(origin + ": 'inter' is missing for " + std::to_string(hw.nodes) +
-                               " nodes");
+  if (hw.nodes > 1 && !j.contains("inter"))
+    throw std::runtime_error(origin + ": 'inter' is missing for " + std::to_string(hw.nodes) +
+                             " nodes");
+  if (j.contains("inter")) {
     hw.inter = parse_link(object_field(j, "inter", origin, link_fields), origin + ": inter");
+    hw.has_inter = true;
   }
+  if (j.contains("gpu")) hw.gpu = parse_gpu(j, hw, origin);
   return hw;
 }
 

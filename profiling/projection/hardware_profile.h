@@ -3,6 +3,8 @@
 #include <string>
 #include <vector>
 
+#include "profiling/projection/gpu_compute_model.h"
+
 namespace shardscope::profiling {
 
 // NCCL's three protocols: low latency (8-byte flag per 8 bytes, half the bandwidth), LL128 (a
@@ -42,6 +44,8 @@ struct HardwareProfile {
   double base_latency_us = 0;  // with nccl_protocols false
   Link intra;                  // inside a node
   Link inter;                  // between nodes (unused with one node)
+  bool has_inter = false;      // an "inter" link is given: `--nodes N` may add nodes
+  GpuCompute gpu;              // per-kernel rates ("gpu"); unknown in profiles without one
 
   int gpus() const { return gpus_per_node * nodes; }
 };

@@ -115,7 +115,9 @@ int peak_in_flight(const std::vector<Action>& actions) {
   return peak;
 }
 
-double simulated_bubble(const std::string& kind, int ranks, int m, int v, PassCosts costs) {
+std::vector<std::vector<TimedAction>> simulate_schedule(
+    const std::string& kind, int ranks, int m, int v,
+    const std::function<double(Pass, int)>& seconds, double transfer_s) {
   std::vector<std::vector<Action>> plans;
   for (int r = 0; r < ranks; ++r) plans.push_back(schedule(kind, r, ranks, m, v));
   const int stages = ranks * v;
@@ -125,7 +127,54 @@ double simulated_bubble(const std::string& kind, int ranks, int m, int v, PassCo
     const auto it = done.find({pass, stage, micro});
     return it == done.end() ? -1.0 : it->second;
   };
-  auto cost = [&](Pass pass) {
+  // A pass waiting for a stage on another rank also waits for the transfer.
+  auto arrives = [&](double at, int stage, int from_stage) {
+    if (at < 0) return at;
+    const bool same_rank =
+        stage_rank(kind, stage, ranks, v) == stage_rank(kind, from_stage, ranks, v);
+    return same_rank ? at : at + transfer_s;
+  };
+  std::vector<std::vector<TimedAction>> timed(ranks);
+  std::vector<size_t> next(ranks, 0);
+  std::vector<double> clock(ranks, 0);
+  // Repeatedly run any rank whose next action has its input; a valid schedule always has one.
+  for (bool progressed = true; progressed;) {
+    progressed = false;
+    for (int r = 0; r < ranks; ++r) {
+      while (next[r] < plans[r].size()) {
+        const Action& a = plans[r][next[r]];
+        double ready = 0;
+        if (a.pass == Pass::kForward) {
+          if (a.stage > 0 && (ready = arrives(finished(Pass::kForward, a.stage - 1, a.micro),
+                                              a.stage, a.stage - 1)) < 0)
+            break;
+        } else if (a.pass == Pass::kWeight) {
+          if ((ready = finished(Pass::kInput, a.stage, a.micro)) < 0) break;
+        } else if (a.stage < stages - 1 &&
+                   (ready = arrives(finished(Pass::kInput, a.stage + 1, a.micro), a.stage,
+                                    a.stage + 1)) < 0) {
+          break;
+        } else if (a.stage == stages - 1 &&
+                   (ready = finished(Pass::kForward, a.stage, a.micro)) < 0) {
+          break;
+        }
+        const double start = std::max(clock[r], ready);
+        clock[r] = start + seconds(a.pass, a.stage);
+        done[{a.pass == Pass::kBackward ? Pass::kInput : a.pass, a.stage, a.micro}] = clock[r];
+        timed[r].push_back({a, start, clock[r]});
+        ++next[r];
+        progressed = true;
+      }
+    }
+  }
+  for (int r = 0; r < ranks; ++r) {
+    if (next[r] != plans[r].size()) throw std::logic_error(kind + " pipeline schedule deadlocks");
+  }
+  return timed;
+}
+
+double simulated_bubble(const std::string& kind, int ranks, int m, int v, PassCosts costs) {
+  auto cost = [&](Pass pass, int) {
     switch (pass) {
       case Pass::kForward:
         return costs.forward;
@@ -138,39 +187,10 @@ double simulated_bubble(const std::string& kind, int ranks, int m, int v, PassCo
     }
     return costs.input + costs.weight;
   };
-  std::vector<size_t> next(ranks, 0);
-  std::vector<double> clock(ranks, 0);
-  // Repeatedly run any rank whose next action has its input; a valid schedule always has one.
-  for (bool progressed = true; progressed;) {
-    progressed = false;
-    for (int r = 0; r < ranks; ++r) {
-      while (next[r] < plans[r].size()) {
-        const Action& a = plans[r][next[r]];
-        double ready = 0;
-        if (a.pass == Pass::kForward) {
-          if (a.stage > 0 && (ready = finished(Pass::kForward, a.stage - 1, a.micro)) < 0) break;
-        } else if (a.pass == Pass::kWeight) {
-          if ((ready = finished(Pass::kInput, a.stage, a.micro)) < 0) break;
-        } else if (a.stage < stages - 1 &&
-                   (ready = finished(Pass::kInput, a.stage + 1, a.micro)) < 0) {
-          break;
-        } else if (a.stage == stages - 1 &&
-                   (ready = finished(Pass::kForward, a.stage, a.micro)) < 0) {
-          break;
-        }
-        const double start = std::max(clock[r], ready);
-        clock[r] = start + cost(a.pass);
-        done[{a.pass == Pass::kBackward ? Pass::kInput : a.pass, a.stage, a.micro}] = clock[r];
-        ++next[r];
-        progressed = true;
-      }
-    }
-  }
-  for (int r = 0; r < ranks; ++r) {
-    if (next[r] != plans[r].size()) throw std::logic_error(kind + " pipeline schedule deadlocks");
-  }
+  double span = 0;
+  for (const auto& rank : simulate_schedule(kind, ranks, m, v, cost))
+    span = std::max(span, rank.empty() ? 0.0 : rank.back().end);
   // Every rank is busy m v (f + i + w); the pipeline lasts until the last rank finishes.
-  const double span = *std::max_element(clock.begin(), clock.end());
   return 1.0 - m * v * (costs.forward + costs.input + costs.weight) / span;
 }
 

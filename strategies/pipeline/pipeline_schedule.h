@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,17 @@ struct PassCosts {
 // after its own stage's input pass).
 double simulated_bubble(const std::string& kind, int ranks, int micro_batches,
                         int stages_per_rank = 1, PassCosts costs = {});
+
+// Every rank's order executed with each pass's own cost (`seconds(pass, stage)`, where a whole
+// backward is kBackward) and `transfer_s` added where a pass waits for another rank's: when each
+// action of each rank starts and ends, from 0.
+struct TimedAction {
+  Action action;
+  double start = 0, end = 0;
+};
+std::vector<std::vector<TimedAction>> simulate_schedule(
+    const std::string& kind, int ranks, int micro_batches, int stages_per_rank,
+    const std::function<double(Pass, int)>& seconds, double transfer_s = 0);
 
 // The bubble each schedule's paper gives, as a fraction of the step (equal forward, input and
 // weight passes where backward is split), and that formula as text.

@@ -359,3 +359,28 @@ TEST(PipelineSchedule, RegistryRefusesInconsistentSchedules) {
 
 }  // namespace
 }  // namespace shardscope::pipeline
+
+namespace shardscope::pipeline {
+namespace {
+
+// The projection executes each schedule with each pass's own cost and a transfer between ranks
+// (issue 34). GPipe with forward F, backward B and transfer d: the first micro-batch reaches the
+// last stage after (p-1)(F+d), every stage then runs m forwards in a row, and backward mirrors
+// it, so the step is 2 (p-1) d + (m+p-1)(F+B) in closed form; with d = 0, 1F1B idles
+// (p-1)/(m+p-1) of it, as its formula says.
+TEST(SimulateSchedule, GpipeTakesTheClosedFormAndTransfersAddOnTheFillAndDrain) {
+  const int p = 4, m = 8;
+  const double F = 1.0, B = 2.0, d = 0.25;
+  auto cost = [&](Pass pass, int) { return pass == Pass::kForward ? F : B; };
+  double span = 0;
+  for (const auto& rank : simulate_schedule("gpipe", p, m, 1, cost, d))
+    span = std::max(span, rank.back().end);
+  EXPECT_DOUBLE_EQ(span, 2 * (p - 1) * d + (m + p - 1) * (F + B));
+  double one_f_one_b = 0;
+  for (const auto& rank : simulate_schedule("1f1b", p, m, 1, cost, 0))
+    one_f_one_b = std::max(one_f_one_b, rank.back().end);
+  EXPECT_NEAR(1 - m * (F + B) / one_f_one_b, double(p - 1) / (m + p - 1), 1e-12);
+}
+
+}  // namespace
+}  // namespace shardscope::pipeline

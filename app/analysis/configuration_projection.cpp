@@ -1,0 +1,354 @@
+#include "app/analysis/configuration_projection.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/train/config_bounds.h"
+#include "engine/train/strategy_registry.h"
+#include "profiling/projection/collective_model.h"
+#include "profiling/projection/transformer_costs.h"
+#include "profiling/trace/pipeline_pass_names.h"
+#include "strategies/common/memory_formula.h"
+#include "strategies/layout/parallel_layout.h"
+#include "strategies/pipeline/pipeline_schedule.h"
+
+namespace shardscope::analysis {
+namespace {
+
+using profiling::PassOps;
+using profiling::PricedOp;
+using Kind = PricedOp::Kind;
+
+void require(bool ok, const char* field, const std::string& message) {
+  if (!ok) throw ConfigError(field, message);
+}
+
+// A pass of one pipeline stage: its time, and the part of it spent in the tensor group's
+// collectives.
+struct PassCost {
+  double seconds = 0, tensor_comm = 0;
+  void add(const std::vector<PricedOp>& ops, double times) {
+    seconds += times * profiling::total_seconds(ops);
+    tensor_comm += times * profiling::total_seconds(ops, Kind::kTensorComm);
+  }
+};
+struct StageCost {
+  PassCost forward, input, weight;
+};
+
+// What the configuration lays out, checked against the hardware.
+struct Layout {
+  profiling::TrainingLayout memory;
+  int tp = 1, pp = 1, dp = 1, cp = 1, v = 1, m = 1;
+  int64_t global_batch = 0, sequences = 1;
+  std::string schedule = "1f1b";
+  bool pipelined = false;
+};
+
+Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
+  const StrategyTraits traits = strategy_traits(config.strategy);
+  require(traits.family == StrategyFamily::kModelParallel ||
+              traits.family == StrategyFamily::kDataParallel ||
+              traits.family == StrategyFamily::kReference,
+          "strategy",
+          "projects data-parallel strategies and the tp / pp / hybrid layouts; " + config.strategy +
+              " is " + family_name(traits.family));
+  require(config.strategy_options.precision == "bf16", "strategy_options.precision",
+          "a GPU projection prices bf16 kernels: give --precision bf16");
+  require(config.world <= hw.gpus(), "world",
+          std::to_string(config.world) + " GPUs, but " + hw.name + " has " +
+              std::to_string(hw.gpus()) + " (give --nodes N for more nodes)");
+  Config one = config;
+  one.micro_batch = 1;  // the batch is the projection's, below
+  Layout l;
+  l.memory = memory_layout(one);
+  l.tp = l.memory.tp;
+  l.pp = l.memory.pp;
+  l.cp = l.memory.cp;
+  l.dp = std::max(1, l.memory.dp / l.cp);
+  require(l.cp == 1, "strategy_options.context_parallel",
+          "context parallelism is not projected yet");
+  if (traits.family == StrategyFamily::kModelParallel) {
+    l.pipelined = true;
+    l.v = pipeline_stages_per_rank(config);
+    l.m = l.memory.micro_batches;
+    l.schedule = config.strategy_options.schedule;
+  } else {
+    l.m = std::max(1, config.grad_accum);
+  }
+  l.global_batch = config.global_batch > 0 ? config.global_batch
+                                           : int64_t(config.micro_batch) * config.world *
+                                                 std::max(1, config.grad_accum);
+  require(l.global_batch % (int64_t(l.dp) * l.m) == 0, "global_batch",
+          std::to_string(l.global_batch) + " sequences do not divide over " + std::to_string(l.dp) +
+              " replicas x " + std::to_string(l.m) + " micro-batches");
+  l.sequences = l.global_batch / (int64_t(l.dp) * l.m);
+  l.memory.micro_batch = int(l.sequences);
+  l.memory.micro_batches = l.m;
+  const ModelConfig& model = config.model;
+  require(l.tp <= hw.gpus_per_node, "strategy_options.tensor_parallel",
+          "a tensor group of " + std::to_string(l.tp) + " spans nodes of " +
+              std::to_string(hw.gpus_per_node) + " GPUs");
+  require(model.heads % l.tp == 0, "model.heads",
+          std::to_string(model.heads) + " heads do not divide over tp " + std::to_string(l.tp));
+  require(model.vocab % l.tp == 0, "model.vocab",
+          std::to_string(model.vocab) + " does not divide over tp " + std::to_string(l.tp));
+  require(model.layers >= l.pp * l.v, "model.layers",
+          std::to_string(model.layers) + " blocks for " + std::to_string(l.pp * l.v) + " stages");
+  return l;
+}
+
+// Each (virtual) stage's passes for one micro-batch.
+std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
+                                   const profiling::HardwareProfile& hw, double* layer_forward,
+                                   double* layer_backward) {
+  profiling::PassShape shape;
+  shape.model = model_shape(config.model);
+  shape.sequences = l.sequences;
+  shape.tp = l.tp;
+  shape.sequence_parallel = l.memory.sequence_parallel && l.tp > 1;
+  shape.activation_checkpointing = l.memory.activation_checkpointing;
+  const auto tensor_group = profiling::group_profile(hw, l.tp, 1);
+  const PassOps block = profiling::block_ops(shape, hw, tensor_group);
+  const PassOps embedding = profiling::embedding_ops(shape, hw, tensor_group);
+  const PassOps head = profiling::head_ops(shape, hw, tensor_group);
+  *layer_forward = profiling::total_seconds(block.forward);
+  *layer_backward = profiling::total_seconds(block.backward_input) +
+                    profiling::total_seconds(block.backward_weight);
+  const int stages = l.pp * l.v;
+  const auto blocks = stage_blocks(config.model, stages);
+  std::vector<StageCost> costs(stages);
+  for (int s = 0; s < stages; ++s) {
+    const double n = blocks[s].second - blocks[s].first;
+    for (const auto& [ops, times] : {std::pair<const PassOps*, double>{&block, n},
+                                     {&embedding, s == 0 ? 1.0 : 0.0},
+                                     {&head, s == stages - 1 ? 1.0 : 0.0}}) {
+      costs[s].forward.add(ops->forward, times);
+      costs[s].input.add(ops->backward_input, times);
+      costs[s].weight.add(ops->backward_weight, times);
+    }
+  }
+  return costs;
+}
+
+std::string pass_span(pipeline::Pass pass, bool split) {
+  switch (pass) {
+    case pipeline::Pass::kForward:
+      return std::string(profiling::kForwardPassSpan);
+    case pipeline::Pass::kInput:
+      return std::string(split ? profiling::kInputPassSpan : profiling::kBackwardPassSpan);
+    case pipeline::Pass::kWeight:
+      return std::string(profiling::kWeightPassSpan);
+    case pipeline::Pass::kBackward:
+      break;
+  }
+  return std::string(profiling::kBackwardPassSpan);
+}
+
+int64_t ns(double seconds) {
+  return int64_t(std::llround(seconds * 1e9));
+}
+
+}  // namespace
+
+ConfigurationProjection project_configuration(const Config& config, profiling::HardwareProfile hw,
+                                              int nodes) {
+  if (nodes > 0) {
+    require(nodes == 1 || hw.has_inter, "nodes", hw.name + " has no link between nodes ('inter')");
+    require(nodes <= 100000, "nodes", "at most 100000");
+    hw.nodes = nodes;
+  }
+  require(hw.gpu.known(), "hardware",
+          hw.name + " has no per-kernel rates (its 'gpu' object): it cannot price a kernel");
+  const Layout l = layout_for(config, hw);
+  ConfigurationProjection p;
+  p.hardware = hw.name;
+  p.gpus = config.world;
+  p.nodes = hw.nodes;
+  p.tp = l.tp, p.pp = l.pp, p.dp = l.dp, p.stages_per_rank = l.v, p.micro_batches = l.m;
+  p.micro_batch_sequences = l.sequences;
+  p.schedule = l.pipelined ? l.schedule : "";
+  const std::vector<StageCost> costs =
+      stage_costs(config, l, hw, &p.layer_forward_s, &p.layer_backward_s);
+
+  // Activations (fp32, the residual stream) between stages: each tensor rank sends its copy,
+  // or with sequence parallelism its 1/tp of the sequence.
+  const auto hop = profiling::group_profile(hw, 2, l.tp * l.cp * l.dp);
+  const bool sp = l.memory.sequence_parallel && l.tp > 1;
+  const double activation =
+      double(l.sequences) * config.model.seq * config.model.d_model * 4 / (sp ? l.tp : 1);
+  p.pipeline_transfer_s =
+      l.pp > 1 ? profiling::estimate_collective("send", int64_t(activation), 2, hop).time_s : 0;
+  const bool split = pipeline::splits_backward(l.schedule);
+  auto seconds = [&](pipeline::Pass pass, int stage) {
+    const StageCost& c = costs[stage];
+    switch (pass) {
+      case pipeline::Pass::kForward:
+        return c.forward.seconds;
+      case pipeline::Pass::kInput:
+        return c.input.seconds;
+      case pipeline::Pass::kWeight:
+        return c.weight.seconds;
+      case pipeline::Pass::kBackward:
+        break;
+    }
+    return c.input.seconds + c.weight.seconds;
+  };
+  const auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
+                                                 seconds, p.pipeline_transfer_s);
+  double span = 0;
+  for (const auto& rank : timed) span = std::max(span, rank.back().end);
+
+  // The busiest rank's compute and tensor communication; the rest of the span it waits.
+  double busiest = -1;
+  for (const auto& rank : timed) {
+    double busy = 0, comm = 0;
+    for (const auto& a : rank) {
+      busy += a.end - a.start;
+      const StageCost& c = costs[a.action.stage];
+      comm += a.action.pass == pipeline::Pass::kForward ? c.forward.tensor_comm
+              : a.action.pass == pipeline::Pass::kInput ? c.input.tensor_comm
+              : a.action.pass == pipeline::Pass::kWeight
+                  ? c.weight.tensor_comm
+                  : c.input.tensor_comm + c.weight.tensor_comm;
+    }
+    if (busy > busiest) {
+      busiest = busy;
+      p.compute_s = busy - comm;
+      p.tensor_comm_s = comm;
+      p.pipeline_wait_s = span - busy;
+    }
+  }
+  p.memory = profiling::project_memory(model_shape(config.model), l.memory);
+  p.optimizer_s = profiling::optimizer_seconds(hw, double(p.memory.parameters_per_gpu));
+  if (l.dp > 1) {
+    // Gradients in fp32 (or the reduce dtype) over the data-parallel group after backward, not
+    // overlapped: the ZeRO stages move the same bytes (reduce-scatter then all-gather), and
+    // ZeRO-3 gathers its parameters once more in backward.
+    const double bytes_per = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
+    const auto group = profiling::group_profile(hw, l.dp, l.tp * l.cp);
+    const double grads = double(p.memory.parameters_per_gpu) * bytes_per *
+                         (l.memory.zero == profiling::kZeroStages[3] ? l.dp : 1);
+    p.data_comm_s =
+        profiling::estimate_collective("all_reduce", int64_t(grads), l.dp, group).time_s *
+        (l.memory.zero == profiling::kZeroStages[3] ? 1.5 : 1.0);
+  }
+  p.step_s = span + p.data_comm_s + p.optimizer_s;
+  const double B = double(l.global_batch), s = config.model.seq, L = config.model.layers,
+               h = config.model.d_model, V = config.model.vocab;
+  p.model_flops = 72.0 * B * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h));
+  p.mfu = p.model_flops / (p.step_s * config.world * hw.peak_bf16_tflops * 1e12);
+  p.memory_capacity_bytes = hw.gpu_memory_gib * 1024.0 * 1024 * 1024;
+  p.fits = p.memory.total() <= p.memory_capacity_bytes;
+
+  // The step as a trace: each pipeline rank's passes, then its gradient sync and optimizer.
+  profiling::Trace& t = p.trace;
+  t.run.strategy = config.strategy;
+  t.run.world = l.pp;
+  t.run.device = hw.name;
+  t.run.projected = profiling::RecordedProjection{hw.name, 0};
+  for (int r = 0; r < l.pp; ++r) {
+    profiling::RankTrace rank;
+    rank.rank = r;
+    rank.lanes = {"host", "comm"};
+    auto span_event = [&](const std::string& name, profiling::Category category, double t0,
+                          double t1, int micro) {
+      profiling::Event e;
+      e.t0_ns = ns(t0);
+      e.t1_ns = std::max(ns(t1), e.t0_ns + 1);
+      e.name = t.intern(name);
+      e.category = category;
+      e.step = 0;
+      e.micro = int16_t(std::min(micro, 32767));
+      rank.events.push_back(e);
+    };
+    span_event("step 0", profiling::Category::kStep, 0, p.step_s, -1);
+    for (const auto& a : timed[r]) {
+      const std::string name = pass_span(a.action.pass, split) + " " +
+                               std::to_string(a.action.micro) +
+                               (l.v > 1 ? " stage " + std::to_string(a.action.stage) : "");
+      span_event(name,
+                 a.action.pass == pipeline::Pass::kForward ? profiling::Category::kForward
+                                                           : profiling::Category::kBackward,
+                 a.start, a.end, a.action.micro);
+    }
+    if (p.data_comm_s > 0)
+      span_event("gradient all_reduce", profiling::Category::kGradSync, span, span + p.data_comm_s,
+                 -1);
+    span_event("optimizer", profiling::Category::kOptimizer, span + p.data_comm_s, p.step_s, -1);
+    t.ranks.push_back(std::move(rank));
+  }
+  t.normalise();
+  return p;
+}
+
+nlohmann::json projection_json(const ConfigurationProjection& p) {
+  return {{"hardware", p.hardware},
+          {"gpus", p.gpus},
+          {"nodes", p.nodes},
+          {"layout",
+           {{"tp", p.tp},
+            {"pp", p.pp},
+            {"dp", p.dp},
+            {"stages_per_rank", p.stages_per_rank},
+            {"micro_batches", p.micro_batches},
+            {"micro_batch_sequences", p.micro_batch_sequences},
+            {"schedule", p.schedule}}},
+          {"step_s", p.step_s},
+          {"mfu", p.mfu},
+          {"peak_bytes", p.memory.total()},
+          {"fits", p.fits},
+          {"breakdown_s",
+           {{"compute", p.compute_s},
+            {"tensor_comm", p.tensor_comm_s},
+            {"pipeline_wait", p.pipeline_wait_s},
+            {"data_comm", p.data_comm_s},
+            {"optimizer", p.optimizer_s}}},
+          {"pipeline_transfer_s", p.pipeline_transfer_s},
+          {"layer_forward_s", p.layer_forward_s},
+          {"layer_backward_s", p.layer_backward_s},
+          {"model_flops", p.model_flops},
+          {"memory_bytes",
+           {{"parameters", p.memory.parameters},
+            {"gradients", p.memory.gradients},
+            {"optimizer_state", p.memory.optimizer_state},
+            {"activations", p.memory.activations}}}};
+}
+
+std::string projection_text(const ConfigurationProjection& p) {
+  auto f = [](const char* format, double value) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, value);
+    return std::string(buf);
+  };
+  const double gib = 1024.0 * 1024 * 1024;
+  std::ostringstream o;
+  o << "projected step on " << p.gpus << " GPUs of " << p.hardware << " (" << p.nodes
+    << (p.nodes == 1 ? " node" : " nodes") << "): tp " << p.tp << " x pp " << p.pp << " x dp "
+    << p.dp;
+  if (p.pp > 1) o << ", " << p.schedule << " with " << p.stages_per_rank << " stage(s) a rank";
+  o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences\n";
+  o << "  step              " << f("%.3f s", p.step_s) << "   MFU " << f("%.1f %%", 100 * p.mfu)
+    << "\n";
+  o << "  compute           " << f("%.3f s", p.compute_s) << "\n";
+  o << "  tensor comm       " << f("%.3f s", p.tensor_comm_s) << "  (blocking, between kernels)\n";
+  o << "  pipeline bubble   " << f("%.3f s", p.pipeline_wait_s) << "  (transfers "
+    << f("%.2f ms", 1e3 * p.pipeline_transfer_s) << " a hop included)\n";
+  o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (after backward)\n";
+  o << "  optimizer         " << f("%.3f s", p.optimizer_s) << "\n";
+  o << "  one block, one micro-batch: forward " << f("%.2f ms", 1e3 * p.layer_forward_s)
+    << ", backward " << f("%.2f ms", 1e3 * p.layer_backward_s) << "\n";
+  o << "  memory per GPU    " << f("%.2f GiB", p.memory.total() / gib) << " of "
+    << f("%.0f GiB", p.memory_capacity_bytes / gib) << (p.fits ? "" : "  DOES NOT FIT") << ": "
+    << "parameters " << f("%.2f", p.memory.parameters / gib) << ", gradients "
+    << f("%.2f", p.memory.gradients / gib) << ", optimizer "
+    << f("%.2f", p.memory.optimizer_state / gib) << ", activations "
+    << f("%.2f", p.memory.activations / gib) << "\n";
+  return o.str();
+}
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,65 @@
+#include "profiling/projection/gpu_compute_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace shardscope::profiling {
+namespace {
+
+double ceil_div(double a, double b) {
+  return std::ceil(a / b);
+}
+
+// The fraction of the SMs' slots over all waves that hold a tile, for the best of the tile
+// shapes large bf16 GEMMs use. A tile's own padding is not counted: for a thin operand cuBLAS
+// has narrower tiles, and such a GEMM is bound by memory anyway.
+double wave_efficiency(const GpuCompute& gpu, int64_t m, int64_t n, int64_t batch) {
+  static const int kTiles[][2] = {{128, 256}, {256, 128}, {128, 128}};
+  double best = 0;
+  for (const auto& tile : kTiles) {
+    const double tiles = ceil_div(double(m), tile[0]) * ceil_div(double(n), tile[1]) * batch;
+    best = std::max(best, tiles / (ceil_div(tiles, gpu.sms) * gpu.sms));
+  }
+  return best;
+}
+
+double floor_of_a_kernel(const GpuCompute& gpu) {
+  return gpu.kernel_us * 1e-6;
+}
+
+}  // namespace
+
+double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch) {
+  return 2.0 * double(m) * double(n) * double(k) * double(batch);
+}
+
+double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch,
+                    int bytes) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  const double compute =
+      gemm_flops(m, n, k, batch) / (gpu.matmul_tflops * 1e12 * wave_efficiency(gpu, m, n, batch));
+  const double moved = double(bytes) * batch * (double(m) * k + double(k) * n + double(m) * n);
+  return std::max({compute, memory_seconds(gpu, moved), floor_of_a_kernel(gpu)});
+}
+
+double memory_seconds(const GpuCompute& gpu, double bytes) {
+  if (bytes <= 0) return 0;
+  return std::max(bytes / (gpu.memory_gbps * 1e9 * gpu.memory_efficiency), floor_of_a_kernel(gpu));
+}
+
+double attention_flops(int64_t batch_heads, int64_t seq, int64_t head_dim, bool backward) {
+  // Q K^T and P V, each 2 s^2 d FLOPs a head; the causal mask skips half of them.
+  const double forward = 4.0 * double(batch_heads) * double(seq) * double(seq) * head_dim / 2;
+  return backward ? 2.5 * forward : forward;
+}
+
+double attention_seconds(const GpuCompute& gpu, int64_t batch_heads, int64_t seq, int64_t head_dim,
+                         bool backward) {
+  const double fraction =
+      backward ? gpu.attention_backward_fraction : gpu.attention_forward_fraction;
+  const double compute =
+      attention_flops(batch_heads, seq, head_dim, backward) / (gpu.peak_tflops * 1e12 * fraction);
+  return std::max(compute, floor_of_a_kernel(gpu));
+}
+
+}  // namespace shardscope::profiling

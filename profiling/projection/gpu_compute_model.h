@@ -1,0 +1,46 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shardscope::profiling {
+
+// How fast one GPU runs each kind of kernel, from measurements of that GPU published with their
+// source (the profile's "gpu" object names each one). Nothing here is fitted to the step times
+// the projection is checked against.
+struct GpuCompute {
+  int sms = 0;               // streaming multiprocessors: the tiles of a GEMM run in waves of these
+  double peak_tflops = 0;    // dense bf16 tensor-core peak (the MFU denominator)
+  double matmul_tflops = 0;  // the most a large well-shaped bf16 GEMM achieves, measured
+  double memory_gbps = 0;    // HBM peak, GB/s
+  double memory_efficiency = 0;  // the fraction of it a streaming kernel reaches, measured
+  // Flash attention's rate as a fraction of the peak, forward and backward, measured.
+  double attention_forward_fraction = 0, attention_backward_fraction = 0;
+  double kernel_us = 0;  // the least a kernel takes on the device, start to end of the next
+  // Host time to dispatch one operator (PyTorch eager); a device waits when kernels are shorter.
+  double dispatch_us = 0;
+  std::string sources;  // where each figure comes from
+
+  bool known() const { return sms > 0 && matmul_tflops > 0 && memory_gbps > 0; }
+};
+
+// Seconds of a batched GEMM C[m x n] = A[m x k] B[k x n] in `bytes`-byte elements. Its tiles
+// (128 x 256, 256 x 128 or 128 x 128, whichever leaves the fewest SMs idle, as cuBLAS's
+// heuristics pick) run in waves over the SMs at the measured large-GEMM rate, so a GEMM whose
+// last wave is partly empty pays for the whole wave; one that moves more bytes than it can
+// compute on in that time runs at memory speed; none takes less than a kernel.
+double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
+                    int bytes = 2);
+double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch = 1);
+
+// Seconds of a kernel that streams `bytes` through HBM (LayerNorm, GELU, adds, the optimizer).
+double memory_seconds(const GpuCompute& gpu, double bytes);
+
+// Seconds of causal flash attention over `batch` x `heads` heads of `seq` tokens and `head_dim`
+// each: forward 2 matmuls of seq x seq x head_dim, halved by the causal mask; backward 2.5 times
+// the forward's FLOPs (it recomputes the scores).
+double attention_seconds(const GpuCompute& gpu, int64_t batch_heads, int64_t seq, int64_t head_dim,
+                         bool backward);
+double attention_flops(int64_t batch_heads, int64_t seq, int64_t head_dim, bool backward);
+
+}  // namespace shardscope::profiling

@@ -1,0 +1,227 @@
+#include "profiling/projection/transformer_costs.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "profiling/projection/collective_model.h"
+#include "profiling/projection/gpu_compute_model.h"
+
+namespace shardscope::profiling {
+namespace {
+
+constexpr int kCompute = 2;   // bf16 matmul operands
+constexpr int kResidual = 4;  // fp32 residual stream, LayerNorms, loss
+
+using Kind = PricedOp::Kind;
+
+// Adds the ops of one pass in order.
+class Pass {
+ public:
+  Pass(const HardwareProfile& hw, const HardwareProfile& group, std::vector<PricedOp>& ops)
+      : hw_(hw), group_(group), ops_(ops) {}
+
+  void matmul(const std::string& name, int64_t m, int64_t n, int64_t k) {
+    ops_.push_back(
+        {name, Kind::kMatmul, gemm_flops(m, n, k), 0, gemm_seconds(hw_.gpu, m, n, k, 1, kCompute)});
+  }
+  void attention(const std::string& name, int64_t batch_heads, int64_t seq, int64_t head_dim,
+                 bool backward) {
+    ops_.push_back({name, Kind::kAttention, attention_flops(batch_heads, seq, head_dim, backward),
+                    0, attention_seconds(hw_.gpu, batch_heads, seq, head_dim, backward)});
+  }
+  void memory(const std::string& name, double bytes) {
+    ops_.push_back({name, Kind::kMemory, 0, bytes, memory_seconds(hw_.gpu, bytes)});
+  }
+  void collective(const std::string& name, const std::string& op, double bytes, int ranks) {
+    if (ranks <= 1 || bytes <= 0) return;
+    const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
+    ops_.push_back({name, Kind::kTensorComm, 0, bytes, s});
+  }
+
+ private:
+  const HardwareProfile& hw_;
+  const HardwareProfile& group_;
+  std::vector<PricedOp>& ops_;
+};
+
+// A Linear's forward [tokens x in] -> [tokens x out], and its two backward matmuls: the input's
+// gradient, and the weight's (which a split backward defers to the weight pass).
+struct Linear {
+  std::string name;
+  int64_t tokens, in, out;
+  void forward(Pass& pass) const { pass.matmul(name, tokens, out, in); }
+  void input_gradient(Pass& pass) const { pass.matmul(name + " dgrad", tokens, in, out); }
+  void weight_gradient(Pass& pass) const { pass.matmul(name + " wgrad", in, out, tokens); }
+};
+
+// Entering and leaving a tensor-parallel region: without sequence parallelism, an all_reduce of
+// the activations leaving it (forward) and entering it (backward); with it, an all_gather on the
+// way in and a reduce_scatter on the way out, in both directions.
+void enter_region(Pass& pass, const PassShape& s, double bytes, bool backward) {
+  if (s.sequence_parallel) {
+    pass.collective(backward ? "reduce_scatter (sp)" : "all_gather (sp)",
+                    backward ? "reduce_scatter_tensor" : "all_gather_into", bytes, s.tp);
+  } else if (backward) {
+    pass.collective("all_reduce (tp)", "all_reduce", bytes, s.tp);
+  }
+}
+void leave_region(Pass& pass, const PassShape& s, double bytes, bool backward) {
+  if (s.sequence_parallel) {
+    pass.collective(backward ? "all_gather (sp)" : "reduce_scatter (sp)",
+                    backward ? "all_gather_into" : "reduce_scatter_tensor", bytes, s.tp);
+  } else if (!backward) {
+    pass.collective("all_reduce (tp)", "all_reduce", bytes, s.tp);
+  }
+}
+
+void block_forward(Pass& pass, const PassShape& s) {
+  const ModelShape& m = s.model;
+  const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
+  const int64_t local = s.sequence_parallel ? tokens / t : tokens;  // rows outside the regions
+  const double activations = double(tokens) * h * kCompute;
+  // Autocast casts each fp32 weight to bf16 once a forward: read 4 bytes, write 2.
+  pass.memory("weight casts", 6.0 * (4 + 2 * m.mlp_ratio) * h * h / t);
+  for (int sub = 0; sub < 2; ++sub) {
+    pass.memory(sub == 0 ? "ln1" : "ln2", double(local) * h * (kResidual + kCompute));
+    enter_region(pass, s, activations, false);
+    if (sub == 0) {
+      Linear{"qkv", tokens, h, 3 * h / t}.forward(pass);
+      pass.attention("attention", s.sequences * m.heads / t, m.seq, h / m.heads, false);
+      Linear{"attn proj", tokens, h / t, h}.forward(pass);
+    } else {
+      Linear{"fc", tokens, h, m.mlp_ratio * h / t}.forward(pass);
+      pass.memory("gelu", 2.0 * tokens * m.mlp_ratio * h / t * kCompute);
+      Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.forward(pass);
+    }
+    leave_region(pass, s, activations, false);
+    pass.memory("residual add", double(local) * h * (2 * kResidual + kCompute));
+  }
+}
+
+void block_backward_input(Pass& pass, const PassShape& s) {
+  const ModelShape& m = s.model;
+  const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
+  const int64_t local = s.sequence_parallel ? tokens / t : tokens;
+  const double activations = double(tokens) * h * kCompute;
+  for (int sub = 1; sub >= 0; --sub) {
+    pass.memory("residual grad", double(local) * h * 3 * kResidual);
+    leave_region(pass, s, activations, true);
+    if (sub == 1) {
+      Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.input_gradient(pass);
+      pass.memory("gelu grad", 3.0 * tokens * m.mlp_ratio * h / t * kCompute);
+      Linear{"fc", tokens, h, m.mlp_ratio * h / t}.input_gradient(pass);
+    } else {
+      Linear{"attn proj", tokens, h / t, h}.input_gradient(pass);
+      pass.attention("attention grad", s.sequences * m.heads / t, m.seq, h / m.heads, true);
+      Linear{"qkv", tokens, h, 3 * h / t}.input_gradient(pass);
+    }
+    enter_region(pass, s, activations, true);
+    pass.memory(sub == 0 ? "ln1 grad" : "ln2 grad", double(local) * h * (2 * kResidual + kCompute));
+  }
+}
+
+void block_backward_weight(Pass& pass, const PassShape& s) {
+  const ModelShape& m = s.model;
+  const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
+  Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.weight_gradient(pass);
+  Linear{"fc", tokens, h, m.mlp_ratio * h / t}.weight_gradient(pass);
+  Linear{"attn proj", tokens, h / t, h}.weight_gradient(pass);
+  Linear{"qkv", tokens, h, 3 * h / t}.weight_gradient(pass);
+  // fp32 weight gradients accumulated from the bf16 matmuls: read, add, write.
+  pass.memory("grad accumulate", 3.0 * 4 * (4 + 2 * m.mlp_ratio) * h * h / t);
+}
+
+}  // namespace
+
+double total_seconds(const std::vector<PricedOp>& ops) {
+  double s = 0;
+  for (const auto& op : ops) s += op.seconds;
+  return s;
+}
+
+double total_seconds(const std::vector<PricedOp>& ops, PricedOp::Kind kind) {
+  double s = 0;
+  for (const auto& op : ops) s += op.kind == kind ? op.seconds : 0;
+  return s;
+}
+
+PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
+                  const HardwareProfile& tensor_group) {
+  PassOps ops;
+  Pass forward(hw, tensor_group, ops.forward);
+  block_forward(forward, shape);
+  Pass input(hw, tensor_group, ops.backward_input);
+  if (shape.activation_checkpointing) block_forward(input, shape);  // recomputed first
+  block_backward_input(input, shape);
+  Pass weight(hw, tensor_group, ops.backward_weight);
+  block_backward_weight(weight, shape);
+  return ops;
+}
+
+PassOps embedding_ops(const PassShape& s, const HardwareProfile& hw,
+                      const HardwareProfile& tensor_group) {
+  PassOps ops;
+  const int64_t tokens = s.sequences * s.model.seq, h = s.model.d_model;
+  Pass forward(hw, tensor_group, ops.forward);
+  // Token and position rows gathered and added (fp32), then the vocabulary-parallel sum.
+  forward.memory("embedding", double(tokens) * h * 3 * kResidual);
+  if (s.sequence_parallel) {
+    forward.collective("reduce_scatter (embedding)", "reduce_scatter_tensor",
+                       double(tokens) * h * kResidual, s.tp);
+  } else {
+    forward.collective("all_reduce (embedding)", "all_reduce", double(tokens) * h * kResidual,
+                       s.tp);
+  }
+  Pass weight(hw, tensor_group, ops.backward_weight);
+  if (s.sequence_parallel) {
+    weight.collective("all_gather (embedding)", "all_gather_into", double(tokens) * h * kResidual,
+                      s.tp);
+  }
+  weight.memory("embedding grad", double(tokens) * h * 3 * kResidual);
+  return ops;
+}
+
+PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
+                 const HardwareProfile& tensor_group) {
+  PassOps ops;
+  const int64_t tokens = s.sequences * s.model.seq, h = s.model.d_model, t = s.tp;
+  const int64_t vocab = s.model.vocab / t;
+  const int64_t local = s.sequence_parallel ? tokens / t : tokens;
+  const Linear lm_head{"lm head", tokens, h, vocab};
+  const double logits = double(tokens) * vocab;
+  Pass forward(hw, tensor_group, ops.forward);
+  forward.memory("ln_f", double(local) * h * (kResidual + kCompute));
+  if (s.sequence_parallel)
+    forward.collective("all_gather (sp)", "all_gather_into", double(tokens) * h * kCompute, t);
+  lm_head.forward(forward);
+  // fp32 loss over the vocabulary shard: upcast, max, exp and sum, log-softmax saved.
+  forward.memory("cross entropy", logits * (kCompute + 3 * 4));
+  forward.collective("all_reduce (loss)", "all_reduce", double(tokens) * 3 * 4, t);
+  Pass input(hw, tensor_group, ops.backward_input);
+  input.memory("cross entropy grad", logits * (2 * 4 + kCompute));
+  lm_head.input_gradient(input);
+  if (s.sequence_parallel) {
+    input.collective("reduce_scatter (sp)", "reduce_scatter_tensor", double(tokens) * h * kCompute,
+                     t);
+  } else {
+    input.collective("all_reduce (tp)", "all_reduce", double(tokens) * h * kCompute, t);
+  }
+  input.memory("ln_f grad", double(local) * h * (2 * kResidual + kCompute));
+  Pass weight(hw, tensor_group, ops.backward_weight);
+  lm_head.weight_gradient(weight);
+  return ops;
+}
+
+HardwareProfile group_profile(const HardwareProfile& hw, int size, int stride) {
+  HardwareProfile group = hw;
+  const int per_node = std::max(1, std::min(size, hw.gpus_per_node / std::max(1, stride)));
+  group.gpus_per_node = per_node;
+  group.nodes = (size + per_node - 1) / per_node;
+  return group;
+}
+
+double optimizer_seconds(const HardwareProfile& hw, double parameters) {
+  return memory_seconds(hw.gpu, 30.0 * parameters);
+}
+
+}  // namespace shardscope::profiling

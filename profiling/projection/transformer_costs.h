@@ -1,0 +1,60 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "profiling/projection/hardware_profile.h"
+#include "profiling/projection/memory_projection.h"
+
+namespace shardscope::profiling {
+
+// One kernel or collective of a pass, priced on a GPU: what our GPT runs (engine/model), under
+// a tensor-parallel layout (Megatron's column- and row-parallel Linears, optionally with
+// sequence parallelism), in bf16 autocast: matmuls in bf16, the residual stream, LayerNorms and
+// the loss in fp32.
+struct PricedOp {
+  std::string name;
+  enum class Kind { kMatmul, kAttention, kMemory, kTensorComm } kind = Kind::kMatmul;
+  double flops = 0;  // matmuls and attention
+  double bytes = 0;  // HBM bytes (memory kernels) or a collective's buffer
+  double seconds = 0;
+};
+
+// The passes of one micro-batch on one GPU. A split backward's input pass is `backward_input`,
+// its weight pass (the weight-gradient matmuls, which nobody waits for) `backward_weight`; a
+// whole backward is both. With activation checkpointing `backward_input` begins with the
+// recomputed forward.
+struct PassOps {
+  std::vector<PricedOp> forward, backward_input, backward_weight;
+};
+
+double total_seconds(const std::vector<PricedOp>& ops);
+double total_seconds(const std::vector<PricedOp>& ops, PricedOp::Kind kind);
+
+// The model's shape and what one micro-batch of one GPU holds.
+struct PassShape {
+  ModelShape model;
+  int64_t sequences = 1;  // per micro-batch, on each GPU of the tensor group
+  int tp = 1;
+  bool sequence_parallel = false;
+  bool activation_checkpointing = false;
+};
+
+// One transformer block; the embedding (first stage) and the final LayerNorm, LM head and loss
+// (last stage). `tensor_group` is the profile the tensor group's collectives run on.
+PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
+                  const HardwareProfile& tensor_group);
+PassOps embedding_ops(const PassShape& shape, const HardwareProfile& hw,
+                      const HardwareProfile& tensor_group);
+PassOps head_ops(const PassShape& shape, const HardwareProfile& hw,
+                 const HardwareProfile& tensor_group);
+
+// The profile a group of `size` ranks, `stride` ranks apart, communicates over: as many of them
+// share a node as fit in one, and the rest of the group is on other nodes.
+HardwareProfile group_profile(const HardwareProfile& hw, int size, int stride);
+
+// The optimizer step over `parameters` fp32 master weights (AdamW: weights, gradients and both
+// moments read, weights and moments written, the bf16 copy written: 30 bytes a parameter).
+double optimizer_seconds(const HardwareProfile& hw, double parameters);
+
+}  // namespace shardscope::profiling

@@ -1,0 +1,96 @@
+// `project` of a configuration that is never run (issue 34): one step priced kernel by kernel on
+// a GPU profile, with its breakdown, MFU and memory, a trace the other commands open, and bad
+// configurations refused naming the flag.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_runner.h"
+#include "tests/support/temp_dir.h"
+
+namespace shardscope {
+namespace {
+
+using test::cli;
+
+// Megatron's 22B row of Korthikanti et al. 2022 (t 8, one micro-batch of 4 sequences), with
+// flags `replace`d or added.
+std::vector<std::string> megatron_22b(const std::map<std::string, std::string>& replace = {},
+                                      const std::vector<std::string>& extra = {}) {
+  std::map<std::string, std::string> flags = {{"--hardware", "8xA100"}, {"--strategy", "tp"},
+                                              {"--world", "8"},         {"--tp", "8"},
+                                              {"--layers", "48"},       {"--d-model", "6144"},
+                                              {"--heads", "64"},        {"--seq", "2048"},
+                                              {"--vocab", "51200"},     {"--mlp-ratio", "4"},
+                                              {"--global-batch", "4"},  {"--precision", "bf16"}};
+  for (const auto& [flag, value] : replace) flags[flag] = value;
+  std::vector<std::string> args = {"project"};
+  for (const auto& [flag, value] : flags) {
+    if (value.empty()) continue;  // left out
+    args.push_back(flag);
+    args.push_back(value);
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+TEST(ProjectConfiguration, PrintsTheStepMfuAndMemoryAndItsPartsAddUp) {
+  const test::CliResult r = cli(megatron_22b({}, {"--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const double step = j.at("step_s");
+  const auto& parts = j.at("breakdown_s");
+  double sum = 0;
+  for (const auto& [name, seconds] : parts.items()) sum += seconds.get<double>();
+  EXPECT_NEAR(sum, step, 1e-9 * step);
+  // MFU is Megatron's model FLOPs over the step, the GPUs and their peak.
+  const double flops =
+      72.0 * 4 * 2048 * 48 * 6144.0 * 6144 * (1 + 2048 / (6.0 * 6144) + 51200 / (12.0 * 48 * 6144));
+  EXPECT_NEAR(j.at("mfu").get<double>(), flops / (step * 8 * 312e12), 1e-12);
+  EXPECT_GT(j.at("peak_bytes").get<double>(), 0);
+  // Full recompute runs every block's forward twice: a slower step, fewer saved activations.
+  const auto full =
+      nlohmann::json::parse(cli(megatron_22b({}, {"--json", "--activation-checkpointing"})).out);
+  EXPECT_GT(full.at("step_s").get<double>(), step);
+  EXPECT_LT(full.at("memory_bytes").at("activations").get<double>(),
+            j.at("memory_bytes").at("activations").get<double>());
+}
+
+TEST(ProjectConfiguration, APipelinesTraceOpensInReportWithItsBubble) {
+  const auto dir = test::test_temp_dir();
+  const std::string trace = (dir / "p.sst").string();
+  const test::CliResult r =
+      cli({"project", "--hardware",      "8xA100", "--nodes",     "2",     "--strategy",
+           "hybrid",  "--world",         "16",     "--tp",        "4",     "--pp",
+           "4",       "--layers",        "16",     "--d-model",   "2048",  "--heads",
+           "16",      "--seq",           "1024",   "--vocab",     "32000", "--global-batch",
+           "16",      "--micro-batches", "8",      "--precision", "bf16",  "--out",
+           trace});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("pipeline bubble"), std::string::npos) << r.out;
+  const test::CliResult report = cli({"report", trace});
+  ASSERT_EQ(report.code, 0) << report.err;
+  EXPECT_NE(report.out.find("projected onto 8xA100"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("4 ranks"), std::string::npos) << report.out;
+}
+
+TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
+  auto refused = [](const std::vector<std::string>& args, const std::string& phrase) {
+    const test::CliResult r = cli(args);
+    EXPECT_EQ(r.code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find(phrase), std::string::npos) << r.err;
+  };
+  refused(megatron_22b({{"--precision", ""}}), "--precision bf16");
+  refused(megatron_22b({{"--world", "64"}, {"--strategy", "hybrid"}, {"--pp", "8"}}),
+          "give --nodes N");
+  refused(megatron_22b({{"--hardware", "8xH100-PCIe"}}, {"--nodes", "2"}), "no link between nodes");
+  refused(megatron_22b({{"--global-batch", "5"}, {"--world", "16"}}, {"--nodes", "2"}),
+          "global-batch");
+  refused(megatron_22b({{"--hardware", "cpu-10GbE"}}), "per-kernel rates");
+  refused(megatron_22b({{"--strategy", "ep"}}, {"--experts", "8"}), "strategy");
+}
+
+}  // namespace
+}  // namespace shardscope

@@ -1,0 +1,98 @@
+// The per-kernel compute model (issue 34) against closed forms: the FLOPs it prices are the
+// model's own (Megatron's 24 b s h^2 a block forward), a GEMM's last partial wave costs a whole
+// wave, a thin GEMM runs at memory speed, and a profile's rates come with their sources.
+#include <gtest/gtest.h>
+
+#include "profiling/projection/gpu_compute_model.h"
+#include "profiling/projection/hardware_profile.h"
+#include "profiling/projection/transformer_costs.h"
+
+namespace shardscope::profiling {
+namespace {
+
+GpuCompute a_gpu() {
+  GpuCompute gpu;
+  gpu.sms = 100;
+  gpu.peak_tflops = 300;
+  gpu.matmul_tflops = 250;
+  gpu.memory_gbps = 2000;
+  gpu.memory_efficiency = 0.9;
+  gpu.attention_forward_fraction = 0.7;
+  gpu.attention_backward_fraction = 0.5;
+  return gpu;
+}
+
+double flops(const std::vector<PricedOp>& ops, PricedOp::Kind kind) {
+  double total = 0;
+  for (const auto& op : ops) total += op.kind == kind ? op.flops : 0;
+  return total;
+}
+
+TEST(GpuComputeModel, AFullWaveRunsAtTheMeasuredRateAndOneTileMoreCostsAWave) {
+  const GpuCompute gpu = a_gpu();
+  // 2560 x 1280: 100 tiles of 128 x 256 (or of 256 x 128), one full wave at 250 TFLOPS.
+  const int64_t m = 2560, n = 1280, k = 8192;
+  EXPECT_NEAR(gemm_seconds(gpu, m, n, k), gemm_flops(m, n, k) / 250e12, 1e-12);
+  // 128 rows more: 105 or 110 tiles, or 210 of 128 x 128, the best of which fills 210 of the
+  // 300 slots of three waves: 1.05 times the work at 0.7 of the rate, 1.5 times the time.
+  EXPECT_NEAR(gemm_seconds(gpu, m + 128, n, k) / gemm_seconds(gpu, m, n, k), 1.5, 1e-9);
+}
+
+TEST(GpuComputeModel, AThinGemmRunsAtMemorySpeed) {
+  const GpuCompute gpu = a_gpu();
+  const int64_t m = 1, n = 16384, k = 16384;  // a matrix-vector product: reads the matrix
+  const double bytes = 2.0 * (m * k + k * n + m * n);
+  EXPECT_NEAR(gemm_seconds(gpu, m, n, k), bytes / (2000e9 * 0.9), 1e-12);
+  EXPECT_NEAR(memory_seconds(gpu, 1.8e9), 1e-3, 1e-12);
+}
+
+TEST(GpuComputeModel, ABlocksKernelsCountMegatronsFlops) {
+  HardwareProfile hw = load_hardware_profile("8xA100");
+  ASSERT_TRUE(hw.gpu.known());
+  PassShape s;
+  s.model = {51200, 6144, 64, 48, 2048, 4};
+  s.sequences = 4;
+  s.tp = 8;
+  const double b = 4, seq = 2048, h = 6144, t = 8;
+  const auto group = group_profile(hw, 8, 1);
+  const PassOps block = block_ops(s, hw, group);
+  // Forward: 24 b s h^2 over the tensor group; backward twice that, half of it in the weight pass.
+  EXPECT_DOUBLE_EQ(flops(block.forward, PricedOp::Kind::kMatmul) * t, 24 * b * seq * h * h);
+  EXPECT_DOUBLE_EQ(flops(block.backward_input, PricedOp::Kind::kMatmul) * t, 24 * b * seq * h * h);
+  EXPECT_DOUBLE_EQ(flops(block.backward_weight, PricedOp::Kind::kMatmul) * t, 24 * b * seq * h * h);
+  // Causal attention: half of 4 b s^2 h forward, 2.5 times that backward (flash recomputes).
+  EXPECT_DOUBLE_EQ(flops(block.forward, PricedOp::Kind::kAttention) * t, 2 * b * seq * seq * h);
+  EXPECT_DOUBLE_EQ(flops(block.backward_input, PricedOp::Kind::kAttention) * t,
+                   5 * b * seq * seq * h);
+  // Without sequence parallelism, two all_reduces of b s h bf16 each way; with it, an all_gather
+  // and a reduce_scatter in their place.
+  int all_reduces = 0, gathers = 0;
+  for (const auto& op : block.forward) all_reduces += op.name == "all_reduce (tp)";
+  for (const auto& op : block.backward_input) all_reduces += op.name == "all_reduce (tp)";
+  EXPECT_EQ(all_reduces, 4);
+  s.sequence_parallel = true;
+  for (const auto& op : block_ops(s, hw, group).forward) gathers += op.name == "all_gather (sp)";
+  EXPECT_EQ(gathers, 2);
+  // Full recompute: the input pass begins with the whole forward again.
+  s.activation_checkpointing = true;
+  EXPECT_DOUBLE_EQ(flops(block_ops(s, hw, group).backward_input, PricedOp::Kind::kMatmul) * t,
+                   48 * b * seq * h * h);
+  // The LM head: 2 b s h V forward over the vocabulary shards.
+  EXPECT_DOUBLE_EQ(flops(head_ops(s, hw, group).forward, PricedOp::Kind::kMatmul) * t,
+                   2 * b * seq * h * 51200);
+}
+
+TEST(GpuComputeModel, EveryShippedGpuNamesTheSourceOfItsRates) {
+  for (const auto& name : hardware_profile_names()) {
+    const HardwareProfile hw = load_hardware_profile(name);
+    if (!hw.gpu.known()) continue;
+    EXPECT_NE(hw.gpu.sources.find("matmul_tflops"), std::string::npos) << name;
+    EXPECT_NE(hw.gpu.sources.find("memory_efficiency"), std::string::npos) << name;
+    EXPECT_LE(hw.gpu.matmul_tflops, hw.peak_bf16_tflops) << name;
+  }
+  EXPECT_TRUE(load_hardware_profile("8xA100").gpu.known());
+  EXPECT_TRUE(load_hardware_profile("8xH100").gpu.known());
+}
+
+}  // namespace
+}  // namespace shardscope::profiling
