@@ -98,7 +98,8 @@ std::string default_text(const nlohmann::json& value) {
 const std::vector<FlagSpec>& run_flag_specs() {
   static const std::vector<FlagSpec> specs = {
       {"--preset", "preset", Kind::String,
-       "model preset: tiny (<1M params), small (~10M), gpt2-small (~124M)"},
+       "model preset: tiny (<1M params), small (~10M), gpt2-small (~124M); for projections: "
+       "gpt-7b, llama-7b-like, megatron-22b, gpt3-175b, turing-530b, megatron-1t"},
       {"--strategy", "strategy", Kind::String, "training strategy (see `shardscope strategies`)"},
       {"--world", "world", Kind::Int, "number of ranks"},
       {"--mode", "mode", Kind::String,

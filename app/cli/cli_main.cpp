@@ -212,6 +212,10 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
                  "nodes of the hardware profile (default: the profile's; more need its 'inter' "
                  "link)")
       ->group("Projection");
+  sub.add_flag("--search", options.search,
+               "with a model and --world (and --nodes): the fastest tp x pp x dp layouts, "
+               "schedules, micro-batches, recompute and ZeRO stages that fit in memory")
+      ->group("Projection");
   sub.add_flag("--memory", options.memory,
                "per-GPU memory of the model (--preset and model flags) under each layout")
       ->group("Projection");

@@ -3,6 +3,7 @@
 #include "app/cli/run_outputs.h"
 
 #include "app/analysis/configuration_projection.h"
+#include "app/analysis/layout_search.h"
 #include "app/analysis/trace_figures.h"
 #include "app/analysis/trace_projection.h"
 
@@ -170,6 +171,13 @@ int project_configured(const ProjectOptions& o, const Config& config,
                        const profiling::HardwareProfile& hw, std::ostream& out) {
   if (o.nodes < 0) throw ConfigError("nodes", "must be at least 1");
   if (!o.out.empty()) check_output_file("--out", o.out);
+  if (o.search) {
+    const auto layouts = analysis::search_layouts(config, hw, o.nodes);
+    if (layouts.empty())
+      throw ConfigError("world", "no layout of this model and batch fits these GPUs");
+    out << analysis::search_text(layouts, 15);
+    return 0;
+  }
   const analysis::ConfigurationProjection p = analysis::project_configuration(config, hw, o.nodes);
   if (o.json) {
     out << analysis::projection_json(p).dump(2) << "\n";

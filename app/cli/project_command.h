@@ -23,6 +23,7 @@ struct ProjectOptions {
   std::string out;           // where to write the projected trace
   bool json = false;         // the figures as JSON instead of the table
   int nodes = 0;             // nodes of the profile (0: the profile's own)
+  bool search = false;       // list the fastest layouts of the model that fit
 };
 
 // `shardscope project`: what a collective, or a model's memory under each layout, costs on a

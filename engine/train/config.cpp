@@ -236,29 +236,45 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+struct Preset {
+  const char* name;
+  int vocab, d_model, heads, layers, seq;
+  bool tie_embeddings;
+};
+
+// The first three run here; the rest are for projections (`shardscope project`), not for
+// running: gpt-7b (about 6.9 B parameters), LLaMA-7B's width, depth, heads, context and vocabulary
+// with our GELU MLP, and the four models of Korthikanti et al. 2022, Table 5.
+constexpr Preset kPresets[] = {
+    {"tiny", 256, 64, 4, 2, 32, false},
+    {"small", 256, 384, 6, 6, 128, false},
+    {"gpt2-small", 50257, 768, 12, 12, 1024, true},
+    {"gpt-7b", 50257, 4096, 32, 32, 2048, false},
+    {"llama-7b-like", 32000, 4096, 32, 32, 4096, false},
+    {"megatron-22b", 51200, 6144, 64, 48, 2048, false},
+    {"gpt3-175b", 51200, 12288, 96, 96, 2048, false},
+    {"turing-530b", 51200, 20480, 128, 105, 2048, false},
+    {"megatron-1t", 51200, 25600, 160, 128, 2048, false},
+};
+
 }  // namespace
 
 ModelConfig preset_model(const std::string& name) {
-  ModelConfig m;
-  if (name == "tiny") {
-    m.vocab = 256, m.d_model = 64, m.heads = 4, m.layers = 2, m.seq = 32;
-  } else if (name == "small") {
-    m.vocab = 256, m.d_model = 384, m.heads = 6, m.layers = 6, m.seq = 128;
-  } else if (name == "gpt2-small") {
-    m.vocab = 50257, m.d_model = 768, m.heads = 12, m.layers = 12, m.seq = 1024;
-    m.tie_embeddings = true;
-  } else if (name == "gpt-7b") {
-    // About 6.9 B parameters: for projections (`shardscope project --memory`), not for running.
-    m.vocab = 50257, m.d_model = 4096, m.heads = 32, m.layers = 32, m.seq = 2048;
-  } else {
-    throw ConfigError("preset",
-                      "unknown preset '" + name + "' (known: " + join(preset_names()) + ")");
+  for (const Preset& p : kPresets) {
+    if (name != p.name) continue;
+    ModelConfig m;
+    m.vocab = p.vocab, m.d_model = p.d_model, m.heads = p.heads, m.layers = p.layers;
+    m.seq = p.seq, m.tie_embeddings = p.tie_embeddings;
+    return m;
   }
-  return m;
+  throw ConfigError("preset",
+                    "unknown preset '" + name + "' (known: " + join(preset_names()) + ")");
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "small", "gpt2-small", "gpt-7b"};
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.push_back(p.name);
+  return names;
 }
 
 void apply_json(Config& config, const json& overrides) {

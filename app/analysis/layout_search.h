@@ -1,0 +1,32 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "app/analysis/configuration_projection.h"
+
+namespace shardscope::analysis {
+
+// One layout the search tried, and what it projects.
+struct SearchedLayout {
+  int tp = 1, pp = 1, dp = 1, stages_per_rank = 1, micro_batches = 1;
+  int64_t micro_batch_sequences = 1;
+  std::string schedule;
+  bool recompute = false;
+  std::string data_parallel_sync;  // the ZeRO stage of the data-parallel dimension
+  double step_s = 0, mfu = 0, peak_bytes = 0;
+  bool fits = true;
+  std::string label() const;
+};
+
+// Every layout of `config`'s model and global batch over the GPUs of `hw` (with `nodes`): tensor
+// degrees within a node, pipeline degrees, 1F1B or interleaved 1F1B with 2 or 3 stages a rank,
+// micro-batches of 1, 2 or 4 sequences, with and without full recompute, DDP or ZeRO-1 over the
+// data-parallel dimension; sequence parallelism wherever there is a tensor group. Each is
+// projected (project_configuration); those that fit in memory come first, fastest first.
+std::vector<SearchedLayout> search_layouts(const Config& config,
+                                           const profiling::HardwareProfile& hw, int nodes);
+
+std::string search_text(const std::vector<SearchedLayout>& layouts, size_t shown);
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,46 @@
+// `project --search` (issue 34): the layouts of a model over a cluster, projected, those that fit
+// first and fastest first; for GPT-3 175B on 64 A100s, Megatron's own layout (Korthikanti et al.
+// 2022, Table 5: tp 8, pp 8, interleaved with 3 stages a rank) is among the best.
+#include <gtest/gtest.h>
+
+#include "app/analysis/layout_search.h"
+#include "engine/train/config.h"
+#include "profiling/projection/hardware_profile.h"
+
+namespace shardscope::analysis {
+namespace {
+
+Config gpt3_on(int gpus) {
+  Config c;
+  c.model = preset_model("gpt3-175b");
+  c.world = gpus;
+  c.global_batch = 64;
+  c.strategy_options.precision = "bf16";
+  return c;
+}
+
+TEST(LayoutSearch, FittingLayoutsComeFirstFastestFirst) {
+  const auto layouts = search_layouts(gpt3_on(64), profiling::load_hardware_profile("8xA100"), 8);
+  ASSERT_GT(layouts.size(), 100u);
+  for (size_t i = 1; i < layouts.size(); ++i) {
+    if (layouts[i - 1].fits == layouts[i].fits) {
+      EXPECT_LE(layouts[i - 1].step_s, layouts[i].step_s) << i;
+    } else {
+      EXPECT_TRUE(layouts[i - 1].fits) << i;
+    }
+    EXPECT_EQ(layouts[i].tp * layouts[i].pp * layouts[i].dp, 64) << layouts[i].label();
+  }
+}
+
+TEST(LayoutSearch, MegatronsLayoutForGpt3IsAmongTheTenBest) {
+  const auto layouts = search_layouts(gpt3_on(64), profiling::load_hardware_profile("8xA100"), 8);
+  bool found = false;
+  for (size_t i = 0; i < layouts.size() && i < 10 && layouts[i].fits; ++i) {
+    const SearchedLayout& l = layouts[i];
+    found |= l.tp == 8 && l.pp == 8 && l.stages_per_rank == 3 && l.schedule == "interleaved-1f1b";
+  }
+  EXPECT_TRUE(found) << search_text(layouts, 10);
+}
+
+}  // namespace
+}  // namespace shardscope::analysis
