@@ -20,6 +20,12 @@ LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
     out.title = "measured wall clock";
     return out;
   }
+  if (measured.run.mode == profiling::kProfilerMode) {
+    // Someone's own job, read from the PyTorch profiler's files: its times are what ran.
+    out.trace = measured;
+    out.title = "as recorded by the PyTorch profiler";
+    return out;
+  }
   if (measured.run.projected) {
     // Already a projection (project --out): its times are the target's, not a recording's.
     out.trace = measured;

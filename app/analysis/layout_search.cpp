@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 #include <sstream>
+
+#include "engine/train/strategy_registry.h"
 
 namespace shardscope::analysis {
 namespace {
@@ -32,6 +35,14 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
   const int64_t batch = config.global_batch > 0
                             ? config.global_batch
                             : int64_t(config.micro_batch) * config.world * config.grad_accum;
+  // One data-parallel sync per ZeRO stage the strategies offer for a model-parallel layout.
+  std::vector<std::string> syncs;
+  std::set<int> stages;
+  for (const std::string& name : StrategyRegistry::instance().names()) {
+    const StrategyTraits& traits = StrategyRegistry::instance().find(name)->traits;
+    if (traits.data_parallel_sync && stages.insert(traits.zero_stage).second) syncs.push_back(name);
+  }
+  if (syncs.empty()) return {};
   std::vector<SearchedLayout> found;
   for (int tp : divisors(std::min(gpus, hw.gpus_per_node))) {
     if (gpus % tp != 0 || config.model.heads % tp != 0 || config.model.vocab % tp != 0) continue;
@@ -46,8 +57,8 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
           if (config.model.layers % (pp * v) != 0) continue;
           if (v > 1 && m % pp != 0) continue;  // interleaving runs micro-batches in rounds of p
           for (bool recompute : {false, true}) {
-            for (const char* sync : {"ddp_bucketed", "zero1"}) {
-              if (dp == 1 && std::string(sync) != "ddp_bucketed") continue;
+            for (size_t k = 0; k < (dp > 1 ? syncs.size() : 1); ++k) {
+              const std::string& sync = syncs[k];
               Config c = config;
               c.strategy = "hybrid";
               c.global_batch = int(batch);

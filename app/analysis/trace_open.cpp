@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "app/analysis/trace_output.h"
+#include "profiling/io/kineto_reader.h"
 #include "profiling/io/trace_io.h"
 
 namespace shardscope::analysis {
@@ -19,14 +20,17 @@ profiling::Trace open_trace_path(const std::string& path) {
     // A folder is read through the trace.sst that `run --trace DIR/` leaves in it.
     const std::string file = native_trace_in(path);
     if (!fs::exists(file, ec)) {
+      // A folder of the PyTorch profiler's traces, one file per rank of a job.
+      if (const auto kineto = profiling::kineto_files_in(path); !kineto.empty())
+        return profiling::read_kineto_files(kineto);
       if (fs::exists(fs::path(path) / "config.json", ec)) {
         // The workers' --out folder of a torchrun or scheduler run: collect makes it a run.
         throw TraceFormatError(path + " is the --out folder of `shardscope worker`, not a trace: " +
                                "shardscope collect " + path + " --trace FILE");
       }
       throw TraceFormatError(path +
-                             " is a directory without trace.sst: give a trace file, or a folder "
-                             "that `run --trace DIR/` wrote");
+                             " is a directory without trace.sst or PyTorch profiler traces "
+                             "(*.json, *.json.gz): give a trace file, or a folder of them");
     }
     return profiling::read_trace_file(file);
   }

@@ -5,6 +5,7 @@
 #include "app/analysis/configuration_projection.h"
 #include "app/analysis/layout_search.h"
 #include "app/analysis/trace_figures.h"
+#include "app/analysis/trace_open.h"
 #include "app/analysis/trace_projection.h"
 
 #include <algorithm>
@@ -124,7 +125,7 @@ int project_memory(const ProjectOptions& o, const Config& config,
 
 int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
                   std::ostream& out) {
-  const profiling::Trace measured = profiling::read_trace_file(o.trace);
+  const profiling::Trace measured = analysis::open_trace_path(o.trace);
   const analysis::TraceProjection t =
       analysis::project_recorded_trace(measured, hw, o.compute_scale);
   if (o.json) {

@@ -57,10 +57,33 @@ bool apply_report_lens(const ReportOptions& options, profiling::Trace* trace,
 
 // The figures alone, through the same lens, for checks outside the GUI (trace_figures.h says
 // what each is).
+// Holistic Trace Analysis's figures of each rank (see print_hta_windows), as HTA names them:
+// percentages of the window from the first kernel's start to the last one's end (null where
+// there is nothing to divide by).
+nlohmann::json hta_windows_json(const std::vector<profiling::WindowMetrics>& as_exported) {
+  nlohmann::json out = nlohmann::json::array();
+  auto pct = [](int64_t part, int64_t whole) {
+    return whole > 0 ? nlohmann::json(100.0 * double(part) / double(whole)) : nlohmann::json();
+  };
+  for (const auto& w : as_exported) {
+    out.push_back({{"rank", w.rank},
+                   {"first_step", w.first_step},
+                   {"last_step", w.last_step},
+                   {"idle_pct", pct(w.idle_ns(), w.kernel_span_ns)},
+                   {"compute_pct", pct(w.compute_ns, w.kernel_span_ns)},
+                   {"non_compute_pct", pct(w.non_compute_ns(), w.kernel_span_ns)},
+                   {"overlap_pct", pct(w.overlap_ns, w.comm_ns)}});
+  }
+  return out;
+}
+
 void print_figures_json(const profiling::Trace& trace, const std::string& path,
-                        const nlohmann::json& lens_json, std::ostream& out) {
+                        const nlohmann::json& lens_json,
+                        const std::vector<profiling::WindowMetrics>& as_exported,
+                        std::ostream& out) {
   const profiling::RunRecord& run = trace.run;
   nlohmann::json j = analysis::figures_json(trace);
+  j["hta"] = hta_windows_json(as_exported);
   j["trace"] = path;
   j["lens"] = lens_json;
   if (!run.strategy.empty()) {
@@ -198,12 +221,11 @@ int report_command(const std::string& path, const ReportOptions& options, std::o
   }
   // The Kineto export (`run --trace DIR/`) holds the measured times, so the table that must agree
   // with Holistic Trace Analysis reads those, whatever lens the rest of the report uses.
-  std::vector<profiling::WindowMetrics> as_exported;
-  if (!options.json) as_exported = profiling::window_metrics(trace);
+  const std::vector<profiling::WindowMetrics> as_exported = profiling::window_metrics(trace);
   nlohmann::json lens_json;
   if (!apply_report_lens(options, &trace, &lens_json, out, err)) return 2;
   if (options.json) {
-    print_figures_json(trace, path, lens_json, out);
+    print_figures_json(trace, path, lens_json, as_exported, out);
     return 0;
   }
   print_trace_header(trace, path, out);

@@ -165,10 +165,15 @@ class Scan {
       std::string_view key;
       if (pieces_.parse(text_, i, key_end).get(key)) not_json(i);
       const bool events = key == "traceEvents", other = key == "otherData";
+      const bool kineto = key == "distributedInfo" || key == "baseTimeNanoseconds" ||
+                          key == "schemaVersion" || key == "deviceProperties";
+      const std::string name(key);
       i = b_.skip_space(key_end);
       if (b_.at(i) != ':') not_json(i);
       i = b_.skip_space(i + 1);
+      const size_t value = i;
       i = b_.skip_space(events && b_.at(i) == '[' ? events_end(i) : member_end(i, other));
+      if (kineto) keep_kineto(name, value);
       if (b_.at(i) == '}') break;
       if (b_.at(i) != ',') not_json(i);
       i = b_.skip_space(i + 1);
@@ -195,6 +200,16 @@ class Scan {
       pieces_.parse(text_, i, end);
     }
     return end;
+  }
+
+  // A Kineto member (small: a few objects and numbers), kept as nlohmann reads it.
+  void keep_kineto(const std::string& key, size_t i) {
+    const size_t end = b_.value_end(i);
+    try {
+      doc_.kineto[key] = nlohmann::json::parse(text_.begin() + i, text_.begin() + end);
+    } catch (const nlohmann::json::exception&) {
+      not_json(i);
+    }
   }
 
   // The traceEvents array at `i`, its events handed on a batch at a time; one past its end.

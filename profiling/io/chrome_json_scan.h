@@ -17,6 +17,9 @@ struct Document {
   // The last otherData object, read by nlohmann as before: its `run` is kept as nlohmann writes
   // it, and the writer reads it back that way.
   nlohmann::json other = nlohmann::json::object();
+  // What the PyTorch profiler (Kineto) writes at the top level beside its events, when present:
+  // distributedInfo, baseTimeNanoseconds, schemaVersion, deviceProperties.
+  nlohmann::json kineto = nlohmann::json::object();
 };
 
 // Reads `text`, a JSON object, handing every element of its traceEvents array to `on_event` in

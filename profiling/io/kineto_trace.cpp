@@ -114,11 +114,11 @@ std::string to_kineto_json(const Trace& trace, const RankTrace& rank) {
   w.name("process_name", device_pid, 0, "rank " + std::to_string(rank.rank) + " device");
 
   // Each measured step as ProfilerStep#N over its whole window, the host spans inside it.
-  for (const StepWindow& step : measured_step_windows(rank)) {
+  for (const StepWindow& step : measured_step_windows(trace, rank)) {
     w.complete("user_annotation", "ProfilerStep#" + std::to_string(step.step), host_pid, kHostTid,
                step.t0_ns, step.t1_ns, "");
   }
-  const std::vector<int> steps = measured_steps(rank);
+  const std::vector<int> steps = measured_steps(trace, rank);
   for (const auto& e : rank.events) {
     if (e.lane != kHostLane || !std::binary_search(steps.begin(), steps.end(), e.step)) continue;
     w.complete("user_annotation", trace.str(e.name), host_pid, kHostTid, e.t0_ns, e.t1_ns,

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "profiling/io/input_file.h"
+#include "profiling/io/kineto_reader.h"
 #include "profiling/io/trace_io.h"
 
 namespace shardscope::profiling {
@@ -243,6 +244,14 @@ Trace parse_trace(const std::string& bytes) {
   return from_chrome_json(bytes);
 }
 
+namespace {
+
+bool gzipped(const std::string& path) {
+  return path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+}
+
+}  // namespace
+
 std::string serialise_trace(const Trace& trace, const std::string& path) {
   const bool json = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   return json ? to_chrome_json(trace) : to_native(trace);
@@ -255,6 +264,7 @@ Trace read_trace_file(const std::string& path) {
   if (const std::string why = input_file_problem(path, kMaxTraceBytes, "trace file"); !why.empty())
     throw TraceFormatError(
         why.rfind("no such file", 0) == 0 ? "cannot open trace file '" + path + "'" : why);
+  if (gzipped(path)) return read_kineto_files({path});  // only the profiler's traces come gzipped
   std::ifstream in(path, std::ios::binary);
   if (!in) throw TraceFormatError("cannot open trace file '" + path + "'");
   // Read straight into one string of the file's size (a stringstream's growing buffer and the
@@ -267,6 +277,8 @@ Trace read_trace_file(const std::string& path) {
     bytes.append(chunk.data(), static_cast<size_t>(in.gcount()));
   }
   try {
+    // The PyTorch profiler's trace of one process: read as a rank of its job.
+    if (looks_like_kineto(bytes)) return read_kineto_files({path});
     return parse_trace(bytes);
   } catch (const TraceFormatError& e) {
     throw TraceFormatError(path + ": " + e.what());

@@ -133,7 +133,7 @@ std::vector<WindowMetrics> window_metrics(const Trace& trace) {
   for (const auto& r : trace.ranks) {
     WindowMetrics m;
     m.rank = r.rank;
-    const std::vector<int> steps = measured_steps(r);
+    const std::vector<int> steps = measured_steps(trace, r);
     if (!steps.empty()) {
       m.first_step = steps.front();
       m.last_step = steps.back();

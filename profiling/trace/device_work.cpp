@@ -42,18 +42,18 @@ void assign_streams(std::vector<DeviceWork*>& work, int first) {
 
 }  // namespace
 
-std::vector<int> measured_steps(const RankTrace& rank) {
+std::vector<int> measured_steps(const Trace& trace, const RankTrace& rank) {
   std::set<int> steps;
   for (const auto& e : rank.events) {
     if (e.step >= 0) steps.insert(e.step);
   }
   std::vector<int> out(steps.begin(), steps.end());
-  if (out.size() > 1) out.erase(out.begin());
+  if (out.size() > 1 && trace.run.mode != kProfilerMode) out.erase(out.begin());
   return out;
 }
 
-std::vector<StepWindow> measured_step_windows(const RankTrace& rank) {
-  const std::vector<int> steps = measured_steps(rank);
+std::vector<StepWindow> measured_step_windows(const Trace& trace, const RankTrace& rank) {
+  const std::vector<int> steps = measured_steps(trace, rank);
   std::map<int, StepWindow> windows;
   for (const auto& e : rank.events) {
     if (!std::binary_search(steps.begin(), steps.end(), e.step)) continue;
@@ -67,8 +67,8 @@ std::vector<StepWindow> measured_step_windows(const RankTrace& rank) {
 }
 
 std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
-  const std::vector<int> steps = measured_steps(rank);
-  const std::vector<StepWindow> windows = measured_step_windows(rank);
+  const std::vector<int> steps = measured_steps(trace, rank);
+  const std::vector<StepWindow> windows = measured_step_windows(trace, rank);
   auto measured = [&](int step) { return std::binary_search(steps.begin(), steps.end(), step); };
   // A device kernel carries no step: it belongs to the step its launch happened in.
   auto step_at = [&](int64_t t) {

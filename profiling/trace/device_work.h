@@ -37,8 +37,9 @@ constexpr int kFirstComputeStream = 7;
 constexpr int kFirstCommStream = 1000;
 
 // The steps a rank's figures cover: every step it recorded except the first (warm-up, one-off
-// set-up) when there are others, as `report`'s per-step medians do.
-std::vector<int> measured_steps(const RankTrace& rank);
+// set-up) when there are others, as `report`'s per-step medians do; in a PyTorch profiler's
+// trace (kProfilerMode) every step, as Holistic Trace Analysis takes them.
+std::vector<int> measured_steps(const Trace& trace, const RankTrace& rank);
 
 // A measured step's window on one rank: from the first start to the last end of the rank's
 // events of that step (a collective issued after the step's own span still belongs to it), as
@@ -48,7 +49,7 @@ struct StepWindow {
   int64_t t0_ns = 0;
   int64_t t1_ns = 0;
 };
-std::vector<StepWindow> measured_step_windows(const RankTrace& rank);
+std::vector<StepWindow> measured_step_windows(const Trace& trace, const RankTrace& rank);
 
 // The rank's device work launched in its measured steps, by start time.
 std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank);

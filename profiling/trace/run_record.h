@@ -100,6 +100,11 @@ struct RecordedProjection {
   double compute_scale = 0;
 };
 
+// RunRecord::mode of a trace read from the PyTorch profiler's files: its ProfilerStep#N spans are
+// the steps the user chose to profile (the profiler's schedule already left out warm-up), so
+// every one of them is measured.
+inline constexpr const char* kProfilerMode = "pytorch profiler";
+
 struct RunRecord {
   // The configuration as the engine wrote it (engine/train/config.h's JSON), kept as text: only the
   // engine reads it (engine/train/run.h, recorded_config), this layer carries it. Empty when the

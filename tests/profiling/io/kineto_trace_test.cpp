@@ -56,7 +56,7 @@ Trace cpu_trace() {
 
 TEST(DeviceWork, OnTheCpuSpansAreComputeAndConcurrentCollectivesGetStreamsOfTheirOwn) {
   const Trace t = cpu_trace();
-  EXPECT_EQ(measured_steps(t.ranks[0]), std::vector<int>({1}));
+  EXPECT_EQ(measured_steps(t, t.ranks[0]), std::vector<int>({1}));
   const auto work = device_work(t, t.ranks[0]);
   ASSERT_EQ(work.size(), 4u);  // step 0 is warm-up, the optimizer is neither
   std::set<int64_t> correlations;

@@ -1,0 +1,506 @@
+#include "profiling/io/kineto_reader.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+
+#include "profiling/io/chrome_json_scan.h"
+#include "profiling/io/input_file.h"
+#include "profiling/io/trace_io.h"
+
+namespace shardscope::profiling {
+namespace {
+
+namespace fs = std::filesystem;
+
+// One event as the file has it, before lanes and categories are known.
+struct Raw {
+  char ph = 'X';
+  double ts_us = 0, dur_us = 0;
+  std::string cat, name, pid, tid;
+  // From args, where present.
+  std::string group;       // "Process Group Name"
+  std::string collective;  // "Collective name"
+  int64_t seq = -1;        // "Seq" (collectives) or "correlation" (kernels, runtime calls)
+  int64_t bytes = 0, group_size = 0, allocated = -1, correlation = -1;
+  int peer = -1;  // c10d::send / c10d::recv_: the other end ("Concrete Inputs"[2])
+};
+
+std::optional<double> number(simdjson::dom::element e) {
+  double d;
+  int64_t i;
+  uint64_t u;
+  if (!e.get(d)) return d;
+  if (!e.get(i)) return double(i);
+  if (!e.get(u)) return double(u);
+  return std::nullopt;
+}
+
+std::string text_of(simdjson::dom::element e) {
+  std::string_view s;
+  if (!e.get(s)) return std::string(s);
+  if (auto n = number(e)) return std::to_string(int64_t(*n));
+  return "";
+}
+
+// Bytes of an element of a type as the profiler names it (Input type's "float", NCCL's "Float").
+int element_bytes(const std::string& type) {
+  if (type == "Double" || type == "Long" || type == "double" || type == "long int" ||
+      type == "int64" || type == "c10::complex<float>")
+    return 8;
+  if (type == "c10::Half" || type == "c10::BFloat16" || type == "short int" || type == "Half" ||
+      type == "BFloat16")
+    return 2;
+  if (type == "signed char" || type == "unsigned char" || type == "bool") return 1;
+  return 4;  // float, int
+}
+
+// The elements of the first tensor in "Input Dims" ([[n, m]] or, for a list, [[[n]]]).
+int64_t first_tensor_elements(simdjson::dom::element dims) {
+  simdjson::dom::array outer;
+  if (dims.get(outer) || outer.size() == 0) return 0;
+  simdjson::dom::element first = outer.at(0).value();
+  simdjson::dom::array shape;
+  if (first.get(shape)) return 0;
+  if (shape.size() > 0) {
+    simdjson::dom::array nested;
+    if (!shape.at(0).get(nested)) shape = nested;  // a TensorList: its first tensor
+  }
+  int64_t n = 1;
+  for (simdjson::dom::element d : shape) {
+    const auto v = number(d);
+    if (!v || *v < 0 || *v > 1e15) return 0;
+    n = int64_t(std::min(1e18, double(n) * *v));
+  }
+  return shape.size() == 0 ? 0 : n;
+}
+
+void read_args(simdjson::dom::object args, Raw& r) {
+  int64_t nelems = -1;
+  std::string dtype;
+  for (auto field : args) {
+    const std::string_view key = field.key;
+    if (key == "Process Group Name") {
+      r.group = text_of(field.value);
+    } else if (key == "Collective name") {
+      r.collective = text_of(field.value);
+    } else if (key == "bytes" || key == "seq") {  // shardscope's own export
+      if (auto n = number(field.value)) (key == "bytes" ? r.bytes : r.seq) = int64_t(*n);
+    } else if (key == "Seq" || key == "Sequence number") {
+      if (auto n = number(field.value)) r.seq = int64_t(*n);
+    } else if (key == "In msg nelems") {
+      if (auto n = number(field.value)) nelems = int64_t(*n);
+    } else if (key == "dtype") {
+      dtype = text_of(field.value);
+    } else if (key == "Group size") {
+      if (auto n = number(field.value)) r.group_size = int64_t(*n);
+    } else if (key == "Total Allocated") {
+      if (auto n = number(field.value)) r.allocated = int64_t(*n);
+    } else if (key == "correlation") {
+      if (auto n = number(field.value)) r.correlation = int64_t(*n);
+    } else if (key == "Concrete Inputs") {
+      simdjson::dom::array inputs;
+      std::string_view peer;
+      if (!field.value.get(inputs) && inputs.size() > 2 && !inputs.at(2).get(peer) &&
+          !peer.empty() && peer.size() < 6 &&
+          peer.find_first_not_of("0123456789") == std::string_view::npos)
+        r.peer = std::stoi(std::string(peer));
+    }
+  }
+  if (nelems >= 0) r.bytes = nelems * element_bytes(dtype);
+  if (r.bytes == 0) {
+    simdjson::dom::element dims;
+    if (!args["Input Dims"].get(dims)) {
+      std::string type = "float";
+      simdjson::dom::array t;
+      if (!args["Input type"].get(t) && t.size() > 0) type = text_of(t.at(0).value());
+      r.bytes = first_tensor_elements(dims) * element_bytes(type);
+    }
+  }
+}
+
+std::string read_file(const std::string& path) {
+  if (const std::string why = input_file_problem(path, kMaxTraceBytes, "trace file"); !why.empty())
+    throw TraceFormatError(why);
+  const bool gz = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
+  std::string bytes;
+  if (!gz) {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    return bytes;
+  }
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (file == nullptr) throw TraceFormatError(path + ": cannot open");
+  char chunk[1 << 16];
+  int n = 0;
+  while ((n = gzread(file, chunk, sizeof chunk)) > 0) {
+    bytes.append(chunk, size_t(n));
+    if (bytes.size() > kMaxTraceBytes) {
+      gzclose(file);
+      throw TraceFormatError(path + ": more than 8 GiB when unpacked");
+    }
+  }
+  int error = Z_OK;
+  const std::string why = n < 0 ? gzerror(file, &error) : "";
+  gzclose(file);
+  if (n < 0) throw TraceFormatError(path + ": not a whole gzip file (" + why + ")");
+  return bytes;
+}
+
+// One file's events and what its top level says.
+struct RankFile {
+  std::string path;
+  int rank = -1;
+  int64_t base_ns = 0;
+  int world = 0;
+  std::string backend, default_group = "0";
+  std::vector<Raw> events;
+  std::map<std::pair<std::string, std::string>, std::string> thread_names;
+};
+
+RankFile scan_file(const std::string& path) {
+  RankFile f;
+  f.path = path;
+  const std::string text = read_file(path);
+  const chrome_json::Document doc = chrome_json::scan(text, [&](simdjson::dom::object e) {
+    Raw r;
+    std::string_view ph;
+    if (e["ph"].get(ph) || ph.empty()) return;
+    r.ph = ph[0];
+    if (r.ph == 'M') {
+      std::string_view name;
+      simdjson::dom::object args;
+      if (!e["name"].get(name) && name == "thread_name" && !e["args"].get(args)) {
+        f.thread_names[{text_of(e["pid"].value_unsafe()), text_of(e["tid"].value_unsafe())}] =
+            text_of(args["name"].value_unsafe());
+      }
+      return;
+    }
+    if (r.ph != 'X' && r.ph != 'i' && r.ph != 'I') return;  // flows and counters: not kept
+    std::string_view scope;
+    if (r.ph != 'X' && !e["s"].get(scope) && scope == "g") return;  // the profiler's markers
+    const auto ts = e["ts"].error() ? std::nullopt : number(e["ts"].value_unsafe());
+    if (!ts || !std::isfinite(*ts) || std::fabs(*ts) > 1e13) return;  // no usable time
+    r.ts_us = *ts;
+    if (!e["dur"].error()) {
+      const auto dur = number(e["dur"].value_unsafe());
+      r.dur_us = dur && std::isfinite(*dur) && *dur > 0 && *dur < 1e12 ? *dur : 0;
+    }
+    std::string_view s;
+    if (!e["cat"].get(s)) r.cat = std::string(s);
+    if (r.cat == "Trace") return;  // the profiler's own span over the whole recording
+    if (!e["name"].get(s)) r.name = std::string(s);
+    if (!e["pid"].error()) r.pid = text_of(e["pid"].value_unsafe());
+    if (!e["tid"].error()) r.tid = text_of(e["tid"].value_unsafe());
+    simdjson::dom::object args;
+    if (!e["args"].get(args)) read_args(args, r);
+    f.events.push_back(std::move(r));
+  });
+  if (!doc.saw_events) throw TraceFormatError(path + ": no traceEvents array");
+  // In time order: a collective's place among the rank's is its order in time.
+  std::stable_sort(f.events.begin(), f.events.end(),
+                   [](const Raw& a, const Raw& b) { return a.ts_us < b.ts_us; });
+  const nlohmann::json& k = doc.kineto;
+  if (k.contains("baseTimeNanoseconds") && k["baseTimeNanoseconds"].is_number_integer())
+    f.base_ns = k["baseTimeNanoseconds"].get<int64_t>();
+  if (k.contains("distributedInfo") && k["distributedInfo"].is_object()) {
+    const auto& d = k["distributedInfo"];
+    if (d.contains("rank") && d["rank"].is_number_integer()) f.rank = d["rank"].get<int>();
+    if (d.contains("world_size") && d["world_size"].is_number_integer())
+      f.world = d["world_size"].get<int>();
+    if (d.contains("backend") && d["backend"].is_string()) f.backend = d["backend"];
+    if (d.contains("pg_config") && d["pg_config"].is_array() && !d["pg_config"].empty() &&
+        d["pg_config"][0].contains("pg_name") && d["pg_config"][0]["pg_name"].is_string())
+      f.default_group = d["pg_config"][0]["pg_name"];
+  }
+  if (f.rank < 0) {
+    // rank-3.json, rank3, _r3_: the number after "rank" or "r" in the name.
+    static const std::regex named(R"((?:rank|^r|_r)[-_]?(\d{1,6}))", std::regex::icase);
+    std::smatch m;
+    const std::string name = fs::path(path).filename().string();
+    if (std::regex_search(name, m, named)) f.rank = std::stoi(m[1]);
+  }
+  return f;
+}
+
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool is_device_event(const Raw& r) {
+  return r.cat == "kernel" || r.cat == "gpu_memcpy" || r.cat == "gpu_memset";
+}
+
+bool is_nccl_kernel(const Raw& r) {
+  std::string lower = r.name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+  return r.cat == "kernel" && lower.find("nccl") != std::string::npos;
+}
+
+// gloo:all_reduce, nccl:all_reduce: the collective a backend ran, from its start to its end.
+bool is_backend_collective(const Raw& r) {
+  return starts_with(r.name, "gloo:") || starts_with(r.name, "nccl:");
+}
+
+// The operation a collective event names: "all_reduce" of gloo:all_reduce or of an NCCL kernel
+// (ncclDevKernel_AllReduce_Sum_f32_RING_LL).
+std::string collective_op(const Raw& r) {
+  if (!r.collective.empty()) {
+    // PyTorch's names for c10d's calls, as our traces name the operations.
+    static const std::map<std::string, std::string> kCalls = {
+        {"allreduce", "all_reduce"},
+        {"allreduce_coalesced", "all_reduce"},
+        {"allgather", "all_gather"},
+        {"_allgather_base", "all_gather_into"},
+        {"all_gather_into_tensor_coalesced", "all_gather_into"},
+        {"reduce_scatter", "reduce_scatter"},
+        {"_reduce_scatter_base", "reduce_scatter_tensor"},
+        {"reduce_scatter_tensor_coalesced", "reduce_scatter_tensor"},
+        {"alltoall", "all_to_all"},
+        {"alltoall_base", "all_to_all"}};
+    const auto it = kCalls.find(r.collective);
+    return it != kCalls.end() ? it->second : r.collective;
+  }
+  if (is_backend_collective(r)) return r.name.substr(5);
+  static const std::pair<const char*, const char*> kKernels[] = {
+      {"AllReduce", "all_reduce"},
+      {"AllGather", "all_gather_into"},
+      {"ReduceScatter", "reduce_scatter_tensor"},
+      {"Broadcast", "broadcast"},
+      {"Reduce", "reduce"},
+      {"SendRecv", "send"},
+      {"AllToAll", "all_to_all"}};
+  for (const auto& [kernel, op] : kKernels)
+    if (r.name.find(kernel) != std::string::npos) return op;
+  return "collective";
+}
+
+class RankBuilder {
+ public:
+  RankBuilder(Trace& trace, const RankFile& file, int64_t origin_ns)
+      : trace_(trace), file_(file), origin_ns_(origin_ns) {}
+
+  RankTrace build(int rank) {
+    RankTrace out;
+    out.rank = rank;
+    out.lanes = {"host", "comm"};
+    host_ = host_thread();
+    std::vector<Event> host_events;
+    std::map<std::string, int64_t> ordinal;  // per group: a collective's order on this rank
+    std::map<std::pair<int, bool>, int64_t> p2p_ordinal;  // per peer and direction
+    int last_peer = -1;  // of the latest c10d::send or recv_: gloo:send and gloo:recv follow it
+    for (const Raw& r : file_.events) {
+      if (r.peer >= 0 && (starts_with(r.name, "c10d::send") || starts_with(r.name, "c10d::recv")))
+        last_peer = r.peer;
+      if (r.name == "[memory]") {
+        if (r.allocated >= 0)
+          out.counters.push_back({ns(r.ts_us), r.allocated, MemoryKind::kAllocated});
+        continue;
+      }
+      Event e;
+      e.t0_ns = ns(r.ts_us);
+      e.t1_ns = e.t0_ns + std::max<int64_t>(0, std::llround(r.dur_us * 1000));
+      e.name = trace_.intern(r.name);
+      if (is_backend_collective(r) || is_nccl_kernel(r)) {
+        const std::string group = r.group.empty() ? file_.default_group : r.group;
+        e.category = Category::kCollective;
+        e.lane = kCommLane;
+        e.name = trace_.intern(collective_op(r));
+        e.group = trace_.intern(group);
+        const std::string op = collective_op(r);
+        if ((op == "send" || op == "recv") && last_peer >= 0) {
+          // A send and its receive pair up by their order between the two ranks.
+          e.peer = int16_t(last_peer);
+          e.seq = p2p_ordinal[{last_peer, op == "send"}]++;
+        } else {
+          e.seq = r.seq >= 0 ? r.seq : ordinal[group]++;
+        }
+        e.bytes = r.bytes;
+        e.group_size =
+            int16_t(std::clamp<int64_t>(r.group_size > 0 ? r.group_size : file_.world, 0, 32767));
+        out.events.push_back(e);
+        continue;
+      }
+      e.lane = lane_of(out, r);
+      if (is_device_event(r)) {
+        e.category = r.cat == "kernel" ? Category::kKernel : Category::kMemcpy;
+        e.seq = r.correlation;
+      } else if (r.cat == "cuda_runtime" || r.cat == "cuda_driver") {
+        e.seq = r.correlation;
+      }
+      if (e.lane == kHostLane) {
+        host_events.push_back(e);
+      } else {
+        out.events.push_back(e);
+      }
+    }
+    classify_host(host_events);
+    // Every other lane's events belong to the step whose window they start in.
+    std::vector<std::pair<int64_t, const Event*>> steps;
+    for (const Event& e : host_events)
+      if (e.category == Category::kStep) steps.push_back({e.t0_ns, &e});
+    std::sort(steps.begin(), steps.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (Event& e : out.events) {
+      auto it = std::upper_bound(steps.begin(), steps.end(), e.t0_ns,
+                                 [](int64_t t, const auto& s) { return t < s.first; });
+      if (it != steps.begin() && e.t0_ns < std::prev(it)->second->t1_ns)
+        e.step = std::prev(it)->second->step;
+    }
+    out.events.insert(out.events.end(), host_events.begin(), host_events.end());
+    std::sort(out.counters.begin(), out.counters.end(),
+              [](const CounterSample& a, const CounterSample& b) { return a.t_ns < b.t_ns; });
+    return out;
+  }
+
+ private:
+  int64_t ns(double us) const { return std::llround(us * 1000) + file_.base_ns - origin_ns_; }
+
+  // The thread that runs the profiler's steps; else the one with the most operators.
+  std::pair<std::string, std::string> host_thread() const {
+    std::map<std::pair<std::string, std::string>, int> count;
+    for (const Raw& r : file_.events) {
+      if (starts_with(r.name, "ProfilerStep#")) return {r.pid, r.tid};
+      if (r.cat == "cpu_op") ++count[{r.pid, r.tid}];
+    }
+    std::pair<std::string, std::string> best;
+    int most = -1;
+    for (const auto& [thread, n] : count) {
+      if (n > most) most = n, best = thread;
+    }
+    return best;
+  }
+
+  uint8_t lane_of(RankTrace& out, const Raw& r) {
+    const std::pair<std::string, std::string> thread{r.pid, r.tid};
+    if (thread == host_) return kHostLane;
+    if (auto it = lanes_.find(thread); it != lanes_.end()) return it->second;
+    if (out.lanes.size() >= 255) return uint8_t(out.lanes.size() - 1);  // the last takes the rest
+    std::string name;
+    if (is_device_event(r)) {
+      name = "stream " + r.tid;
+    } else if (auto it = file_.thread_names.find(thread); it != file_.thread_names.end()) {
+      name = it->second;
+    } else {
+      name = "thread " + r.tid;
+    }
+    out.lanes.push_back(out.lanes.size() == 254 ? "other threads" : name);
+    return lanes_[thread] = uint8_t(out.lanes.size() - 1);
+  }
+
+  // The host thread's spans nest: a step holds operators, backward's evaluate_function and the
+  // optimizer's step hold theirs. Only the innermost operators compute; a span that holds others
+  // also holds the time its thread waited in between (for a collective, say), so it is drawn
+  // but not counted as compute. An innermost operator is backward inside evaluate_function,
+  // optimizer inside Optimizer.*, and forward otherwise.
+  void classify_host(std::vector<Event>& events) {
+    std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+      return a.t0_ns != b.t0_ns ? a.t0_ns < b.t0_ns : a.t1_ns > b.t1_ns;
+    });
+    std::vector<const Event*> open;  // enclosing spans, outermost first
+    for (size_t i = 0; i < events.size(); ++i) {
+      Event& e = events[i];
+      while (!open.empty() && open.back()->t1_ns <= e.t0_ns) open.pop_back();
+      const std::string& name = trace_.str(e.name);
+      Category phase = Category::kForward;
+      int step = -1;
+      for (const Event* o : open) {
+        const std::string& outer = trace_.str(o->name);
+        if (o->category == Category::kStep) step = o->step;
+        if (starts_with(outer, "autograd::engine::evaluate_function")) phase = Category::kBackward;
+        if (starts_with(outer, "Optimizer.")) phase = Category::kOptimizer;
+      }
+      const bool holds_others = i + 1 < events.size() && events[i + 1].t0_ns < e.t1_ns;
+      if (starts_with(name, "ProfilerStep#")) {
+        e.category = Category::kStep;
+        try {
+          e.step = std::stoi(name.substr(13));
+        } catch (const std::exception&) {
+        }
+      } else {
+        e.category = holds_others || e.t1_ns <= e.t0_ns ? Category::kOther : phase;
+        e.step = step;
+      }
+      if (e.t1_ns > e.t0_ns) open.push_back(&e);
+    }
+  }
+
+  Trace& trace_;
+  const RankFile& file_;
+  int64_t origin_ns_;
+  std::pair<std::string, std::string> host_;
+  std::map<std::pair<std::string, std::string>, uint8_t> lanes_;
+};
+
+}  // namespace
+
+bool looks_like_kineto(const std::string& text) {
+  const std::string head = text.substr(0, 1 << 16);
+  return head.find("\"schemaVersion\"") != std::string::npos ||
+         head.find("\"distributedInfo\"") != std::string::npos ||
+         head.find("\"deviceProperties\"") != std::string::npos;
+}
+
+std::vector<std::string> kineto_files_in(const std::string& directory) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool json = name.size() > 5 && name.compare(name.size() - 5, 5, ".json") == 0;
+    const bool gz = name.size() > 8 && name.compare(name.size() - 8, 8, ".json.gz") == 0;
+    if ((json || gz) && entry.is_regular_file(ec)) files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+Trace read_kineto_files(const std::vector<std::string>& paths) {
+  if (paths.empty()) throw TraceFormatError("no Kineto trace files given");
+  std::vector<RankFile> files;
+  for (const auto& path : paths) {
+    try {
+      files.push_back(scan_file(path));
+    } catch (const TraceFormatError& e) {
+      const std::string what = e.what();
+      throw TraceFormatError(what.rfind(path, 0) == 0 ? what : path + ": " + what);
+    }
+  }
+  // Ranks: as the files say, else by their place; two files of one rank are an error.
+  std::map<int, size_t> by_rank;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const int rank = files[i].rank >= 0 ? files[i].rank : int(i);
+    if (!by_rank.emplace(rank, i).second)
+      throw TraceFormatError(paths[i] + " and " + paths[by_rank[rank]] + " are both rank " +
+                             std::to_string(rank));
+  }
+  int64_t origin = INT64_MAX;
+  for (const RankFile& f : files) {
+    for (const Raw& r : f.events)
+      origin = std::min<int64_t>(origin, std::llround(r.ts_us * 1000) + f.base_ns);
+  }
+  if (origin == INT64_MAX) origin = 0;
+  Trace trace;
+  trace.run.world = int(files.size());
+  trace.run.mode = kProfilerMode;
+  trace.run.backend = files.front().backend;
+  bool gpu = false;
+  for (const RankFile& f : files)
+    for (const Raw& r : f.events) gpu |= is_device_event(r);
+  trace.run.device = gpu ? "cuda" : "cpu";
+  int index = 0;
+  for (const auto& [rank, i] : by_rank) {
+    RankBuilder builder(trace, files[i], origin);
+    trace.ranks.push_back(builder.build(index++));
+    (void)rank;
+  }
+  trace.normalise();
+  return trace;
+}
+
+}  // namespace shardscope::profiling

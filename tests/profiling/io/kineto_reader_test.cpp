@@ -1,0 +1,123 @@
+// Reading the PyTorch profiler's own traces (issue 36): folders that torch.profiler wrote around
+// DDP, FSDP2 and torch.distributed.pipelining over Gloo on the CPU (scripts/kineto-traces.py,
+// shipped in assets/traces/kineto/), whose format nobody here wrote. Ranks, steps, lanes,
+// collectives linked across ranks with their bytes, sends to their receives, memory.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "profiling/io/kineto_reader.h"
+#include "profiling/io/trace_io.h"
+#include "profiling/metrics/comm_links.h"
+#include "tests/support/temp_dir.h"
+
+namespace shardscope::profiling {
+namespace {
+
+namespace fs = std::filesystem;
+
+Trace folder(const std::string& name) {
+  return read_kineto_files(
+      kineto_files_in(std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/kineto/" + name));
+}
+
+int count(const RankTrace& rank, const Trace& t, Category category, const std::string& name = "") {
+  int n = 0;
+  for (const Event& e : rank.events)
+    n += e.category == category && (name.empty() || t.str(e.name) == name);
+  return n;
+}
+
+// Per rank and step, the bytes of its collectives named `op`.
+std::map<int, int64_t> bytes_per_step(const Trace& t, const RankTrace& rank,
+                                      const std::string& op) {
+  std::map<int, int64_t> out;
+  for (const Event& e : rank.events)
+    if (e.category == Category::kCollective && t.str(e.name) == op) out[e.step] += e.bytes;
+  return out;
+}
+
+TEST(KinetoReader, DdpRanksStepsAndBucketsOfGradients) {
+  const Trace t = folder("ddp-w2");
+  ASSERT_EQ(t.ranks.size(), 2u);
+  EXPECT_EQ(t.run.mode, kProfilerMode);
+  EXPECT_EQ(t.run.backend, "gloo");
+  // The model's parameters: Linear 64->256, 256->256, 256->64 with biases.
+  const int64_t gradient_bytes = 4 * (64 * 256 + 256 + 256 * 256 + 256 + 256 * 64 + 64);
+  for (const RankTrace& r : t.ranks) {
+    EXPECT_EQ(count(r, t, Category::kStep), 3) << r.rank;  // ProfilerStep#1..3
+    EXPECT_GE(count(r, t, Category::kOptimizer), 3) << r.rank;
+    EXPECT_GT(count(r, t, Category::kBackward), 0) << r.rank;
+    EXPECT_GT(count(r, t, Category::kForward), 0) << r.rank;
+    EXPECT_FALSE(r.counters.empty()) << "profile_memory's [memory] events";
+    EXPECT_EQ(r.lanes[0], "host");
+    EXPECT_EQ(r.lanes[1], "comm");
+    // DDP all-reduces every gradient once a step, in buckets.
+    for (const auto& [step, bytes] : bytes_per_step(t, r, "all_reduce"))
+      EXPECT_EQ(bytes, gradient_bytes) << "rank " << r.rank << " step " << step;
+  }
+  // Every collective of rank 0 is linked to rank 1's.
+  const auto links = link_communication(t);
+  EXPECT_EQ(int(links.size()), count(t.ranks[0], t, Category::kCollective));
+  EXPECT_GT(links.size(), 0u);
+}
+
+TEST(KinetoReader, Fsdp2GathersOnEveryRankAndEveryCallLinks) {
+  const Trace t = folder("fsdp2-w4");
+  ASSERT_EQ(t.ranks.size(), 4u);
+  const int calls = count(t.ranks[0], t, Category::kCollective);
+  EXPECT_GT(count(t.ranks[0], t, Category::kCollective, "all_gather"), 0);
+  for (const RankTrace& r : t.ranks) EXPECT_EQ(count(r, t, Category::kCollective), calls);
+  // A collective of four ranks is a star of three links from its first.
+  EXPECT_EQ(int(link_communication(t).size()), 3 * calls);
+}
+
+TEST(KinetoReader, APipelinesSendsReachTheirReceives) {
+  const Trace t = folder("pipeline-w2");
+  ASSERT_EQ(t.ranks.size(), 2u);
+  int sends = 0, p2p = 0;
+  for (const RankTrace& r : t.ranks) sends += count(r, t, Category::kCollective, "send");
+  for (const CommLink& l : link_communication(t)) {
+    p2p += l.point_to_point;
+    const Event& from = t.ranks[l.from_rank].events[l.from_event];
+    EXPECT_EQ(from.bytes, t.ranks[l.to_rank].events[l.to_event].bytes);
+  }
+  EXPECT_GT(sends, 0);
+  EXPECT_EQ(p2p, sends);
+}
+
+TEST(KinetoReader, OneFileIsOneRankAndHostileFilesAreNamed) {
+  const auto files =
+      kineto_files_in(std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/kineto/ddp-w2");
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(read_trace_file(files[1]).ranks.size(), 1u);  // a .json.gz read by its content
+  EXPECT_THROW(read_kineto_files({files[0], files[0]}), TraceFormatError);  // rank 0 twice
+
+  const fs::path dir = test::test_temp_dir();
+  // Cut short: a gzip stream that ends early.
+  std::ifstream in(files[0], std::ios::binary);
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(dir / "cut.json.gz", std::ios::binary) << gz.substr(0, gz.size() / 2);
+  try {
+    read_kineto_files({(dir / "cut.json.gz").string()});
+    ADD_FAILURE() << "read half a gzip file";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("cut.json.gz"), std::string::npos) << e.what();
+  }
+  // What real files hold: string thread ids, an event without dur, one far before the others,
+  // and events we do not know. All kept, none a reason to refuse the file.
+  std::ofstream(dir / "odd.json") << R"({"schemaVersion": 1, "traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": "main", "ts": 100.5},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": "main", "ts": 200, "dur": 5},
+    {"ph": "X", "cat": "python_function", "name": "x.py(1): f", "pid": 1, "tid": 7, "ts": -50, "dur": 1},
+    {"ph": "b", "cat": "async", "name": "?", "pid": 1, "tid": 7, "ts": 3, "id": 1},
+    {"ph": "X", "name": "no category", "pid": "p", "tid": "t", "ts": 1e12, "dur": 1}]})";
+  const Trace odd = read_kineto_files({(dir / "odd.json").string()});
+  ASSERT_EQ(odd.ranks.size(), 1u);
+  EXPECT_EQ(odd.ranks[0].events.size(), 4u);
+}
+
+}  // namespace
+}  // namespace shardscope::profiling
