@@ -36,13 +36,14 @@ LaunchSpec launch_spec(const Config& config) {
   spec.device = config.device;
   spec.timeout = std::chrono::seconds(setup_timeout_s(config));
   // Taking turns, each rank has the whole machine while it computes; on a CPU "device" less one
-  // core, where the collectives run (DeviceTurns::pin_compute_cores says why).
+  // core, where the collectives run (DeviceTurns::pin_compute_cores says why). A rank alone (world
+  // 1, as the single-device reference is) runs no collectives beside its compute: every core.
   if (config.threads_per_rank > 0 || !config.takes_turns()) {
     spec.threads_per_rank = config.threads_per_rank;
   } else {
     const int cores = default_threads_per_rank(1);
     const bool cpu = config.device.rfind("cpu", 0) == 0;
-    spec.threads_per_rank = cpu ? std::max(1, cores - 1) : cores;
+    spec.threads_per_rank = cpu && config.world > 1 ? std::max(1, cores - 1) : cores;
   }
   spec.tracing = config.tracing;
   spec.take_turns = config.takes_turns();

@@ -69,3 +69,24 @@ TEST(Launcher, ThreadsPerRankShareTheCores) {
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// Issue 38: a rank alone (world 1, the single-device reference) runs no collectives beside its
+// compute, so it computes on every core; ranks that take turns leave one core to the
+// collectives on a CPU.
+TEST(LaunchSpec, ARankAloneComputesOnEveryCoreAndRanksTakingTurnsLeaveOne) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Config alone;
+  alone.world = 1;
+  EXPECT_EQ(launch_spec(alone).threads_per_rank, cores);
+  Config pair;
+  pair.world = 2;
+  EXPECT_EQ(launch_spec(pair).threads_per_rank, std::max(1, cores - 1));
+  pair.threads_per_rank = 1;  // what the user asks for wins
+  EXPECT_EQ(launch_spec(pair).threads_per_rank, 1);
+}
+
+}  // namespace
+}  // namespace shardscope
