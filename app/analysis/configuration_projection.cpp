@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -153,6 +155,96 @@ int64_t ns(double seconds) {
   return int64_t(std::llround(seconds * 1e9));
 }
 
+// The step as a trace: each pipeline rank's passes; the tensor group's collectives of a pass at
+// its end, after its kernels (they block the rank, so it waits through them, and together they
+// take what they take between the kernels); the activations and gradients sent between stages on
+// other ranks, each to its receive; then the gradient sync and the optimizer.
+profiling::Trace step_trace(const Config& config, const Layout& l,
+                            const std::vector<StageCost>& costs,
+                            const std::vector<std::vector<pipeline::TimedAction>>& timed,
+                            const ConfigurationProjection& p, double span) {
+  profiling::Trace t;
+  t.run.strategy = config.strategy;
+  t.run.world = l.pp;
+  t.run.device = p.hardware;
+  t.run.projected = profiling::RecordedProjection{p.hardware, 0};
+  const bool split = pipeline::splits_backward(l.schedule);
+  const std::string kind = l.pipelined ? l.schedule : "gpipe";
+  for (int r = 0; r < l.pp; ++r) {
+    profiling::RankTrace rank;
+    rank.rank = r;
+    rank.lanes = {"host", "comm"};
+    t.ranks.push_back(rank);
+  }
+  auto add = [&](int r, const std::string& name, profiling::Category category, double t0, double t1,
+                 int micro) -> profiling::Event& {
+    profiling::Event e;
+    e.t0_ns = ns(t0);
+    e.t1_ns = std::max(ns(t1), e.t0_ns + 1);
+    e.name = t.intern(name);
+    e.category = category;
+    e.step = 0;
+    e.micro = int16_t(std::min(micro, 32767));
+    t.ranks[r].events.push_back(e);
+    return t.ranks[r].events.back();
+  };
+  std::map<std::pair<int, int>, int64_t> sent;  // per sender and receiver: sends so far
+  auto transfer = [&](int from, int to, double at, int micro) {
+    const int64_t seq = sent[{from, to}]++;
+    for (const auto& [r, peer, op] : {std::tuple{from, to, "send"}, std::tuple{to, from, "recv"}}) {
+      profiling::Event& e =
+          add(r, op, profiling::Category::kCollective, at, at + p.pipeline_transfer_s, micro);
+      e.lane = profiling::kCommLane;
+      e.group = t.intern("pp");
+      e.seq = seq;
+      e.peer = int16_t(peer);
+      e.group_size = 2;
+    }
+  };
+  for (int r = 0; r < l.pp; ++r) {
+    add(r, "step 0", profiling::Category::kStep, 0, p.step_s, -1);
+    for (const auto& a : timed[r]) {
+      const StageCost& c = costs[a.action.stage];
+      const pipeline::Pass pass = a.action.pass;
+      const double comm = pass == pipeline::Pass::kForward ? c.forward.tensor_comm
+                          : pass == pipeline::Pass::kInput ? c.input.tensor_comm
+                          : pass == pipeline::Pass::kWeight
+                              ? c.weight.tensor_comm
+                              : c.input.tensor_comm + c.weight.tensor_comm;
+      const std::string name = pass_span(pass, split) + " " + std::to_string(a.action.micro) +
+                               (l.v > 1 ? " stage " + std::to_string(a.action.stage) : "");
+      add(r, name,
+          pass == pipeline::Pass::kForward ? profiling::Category::kForward
+                                           : profiling::Category::kBackward,
+          a.start, a.end - comm, a.action.micro);
+      if (comm > 0) {
+        profiling::Event& e =
+            add(r, "tensor-parallel collectives", profiling::Category::kCollective, a.end - comm,
+                a.end, a.action.micro);
+        e.lane = profiling::kCommLane;
+        e.group = t.intern("tp");
+        e.group_size = int16_t(l.tp);
+        add(r, "wait tensor-parallel collectives", profiling::Category::kWait, a.end - comm, a.end,
+            a.action.micro);
+      }
+      // What this pass hands to a stage on another rank.
+      const int stage = a.action.stage, stages = l.pp * l.v;
+      const int next = pass == pipeline::Pass::kForward  ? stage + 1
+                       : pass == pipeline::Pass::kWeight ? -1
+                                                         : stage - 1;
+      if (next >= 0 && next < stages) {
+        const int to = pipeline::stage_rank(kind, next, l.pp, l.v);
+        if (to != r) transfer(r, to, a.end, a.action.micro);
+      }
+    }
+    if (p.data_comm_s > 0)
+      add(r, "gradient all_reduce", profiling::Category::kGradSync, span, span + p.data_comm_s, -1);
+    add(r, "optimizer", profiling::Category::kOptimizer, span + p.data_comm_s, p.step_s, -1);
+  }
+  t.normalise();
+  return t;
+}
+
 }  // namespace
 
 ConfigurationProjection project_configuration(const Config& config, profiling::HardwareProfile hw,
@@ -183,7 +275,6 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
       double(l.sequences) * config.model.seq * config.model.d_model * 4 / (sp ? l.tp : 1);
   p.pipeline_transfer_s =
       l.pp > 1 ? profiling::estimate_collective("send", int64_t(activation), 2, hop).time_s : 0;
-  const bool split = pipeline::splits_backward(l.schedule);
   auto seconds = [&](pipeline::Pass pass, int stage) {
     const StageCost& c = costs[stage];
     switch (pass) {
@@ -245,44 +336,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.memory_capacity_bytes = hw.gpu_memory_gib * 1024.0 * 1024 * 1024;
   p.fits = p.memory.total() <= p.memory_capacity_bytes;
 
-  // The step as a trace: each pipeline rank's passes, then its gradient sync and optimizer.
-  profiling::Trace& t = p.trace;
-  t.run.strategy = config.strategy;
-  t.run.world = l.pp;
-  t.run.device = hw.name;
-  t.run.projected = profiling::RecordedProjection{hw.name, 0};
-  for (int r = 0; r < l.pp; ++r) {
-    profiling::RankTrace rank;
-    rank.rank = r;
-    rank.lanes = {"host", "comm"};
-    auto span_event = [&](const std::string& name, profiling::Category category, double t0,
-                          double t1, int micro) {
-      profiling::Event e;
-      e.t0_ns = ns(t0);
-      e.t1_ns = std::max(ns(t1), e.t0_ns + 1);
-      e.name = t.intern(name);
-      e.category = category;
-      e.step = 0;
-      e.micro = int16_t(std::min(micro, 32767));
-      rank.events.push_back(e);
-    };
-    span_event("step 0", profiling::Category::kStep, 0, p.step_s, -1);
-    for (const auto& a : timed[r]) {
-      const std::string name = pass_span(a.action.pass, split) + " " +
-                               std::to_string(a.action.micro) +
-                               (l.v > 1 ? " stage " + std::to_string(a.action.stage) : "");
-      span_event(name,
-                 a.action.pass == pipeline::Pass::kForward ? profiling::Category::kForward
-                                                           : profiling::Category::kBackward,
-                 a.start, a.end, a.action.micro);
-    }
-    if (p.data_comm_s > 0)
-      span_event("gradient all_reduce", profiling::Category::kGradSync, span, span + p.data_comm_s,
-                 -1);
-    span_event("optimizer", profiling::Category::kOptimizer, span + p.data_comm_s, p.step_s, -1);
-    t.ranks.push_back(std::move(rank));
-  }
-  t.normalise();
+  p.trace = step_trace(config, l, costs, timed, p, span);
   return p;
 }
 

@@ -5,6 +5,7 @@
 
 #include "app/analysis/layout_search.h"
 #include "engine/train/config.h"
+#include "profiling/metrics/comm_links.h"
 #include "profiling/projection/hardware_profile.h"
 
 namespace shardscope::analysis {
@@ -40,6 +41,44 @@ TEST(LayoutSearch, MegatronsLayoutForGpt3IsAmongTheTenBest) {
     found |= l.tp == 8 && l.pp == 8 && l.stages_per_rank == 3 && l.schedule == "interleaved-1f1b";
   }
   EXPECT_TRUE(found) << search_text(layouts, 10);
+}
+
+}  // namespace
+}  // namespace shardscope::analysis
+
+namespace shardscope::analysis {
+namespace {
+
+// The projected step's trace (issue 34): every activation and gradient that crosses to another
+// rank is a send linked to its receive, and each pass's tensor-parallel collectives are drawn
+// (the rank waits through them), so the picture does not say "no communication".
+TEST(ConfigurationProjectionTrace, SendsLinkToReceivesAndTensorCollectivesAreDrawn) {
+  Config c = gpt3_on(64);
+  c.strategy = "hybrid";
+  c.strategy_options.tensor_parallel = 8;
+  c.strategy_options.pipeline_parallel = 8;
+  c.strategy_options.micro_batches = 16;
+  c.strategy_options.schedule = "interleaved-1f1b";
+  c.strategy_options.stages_per_rank = 3;
+  const ConfigurationProjection p =
+      project_configuration(c, profiling::load_hardware_profile("8xA100"), 8);
+  const profiling::Trace& t = p.trace;
+  ASSERT_EQ(t.ranks.size(), 8u);
+  int sends = 0, tensor = 0, waits = 0;
+  for (const auto& rank : t.ranks) {
+    for (const auto& e : rank.events) {
+      sends += t.str(e.name) == "send";
+      tensor += t.str(e.name) == "tensor-parallel collectives";
+      waits += e.category == profiling::Category::kWait;
+    }
+  }
+  // 96 stages over 8 ranks, v 3: every stage boundary crosses ranks, both ways, per micro-batch.
+  EXPECT_EQ(sends, 2 * (8 * 3 - 1) * 16);
+  int p2p = 0;
+  for (const auto& link : profiling::link_communication(t)) p2p += link.point_to_point;
+  EXPECT_EQ(p2p, sends);
+  EXPECT_GT(tensor, 0);
+  EXPECT_EQ(waits, tensor);
 }
 
 }  // namespace
