@@ -110,7 +110,7 @@ void read_args(simdjson::dom::object args, Raw& r) {
       if (!field.value.get(inputs) && inputs.size() > 2 && !inputs.at(2).get(peer) &&
           !peer.empty() && peer.size() < 6 &&
           peer.find_first_not_of("0123456789") == std::string_view::npos)
-        r.peer = std::stoi(std::string(peer));
+        r.peer = std::min(std::stoi(std::string(peer)), 32767);
     }
   }
   if (nelems >= 0) r.bytes = nelems * element_bytes(dtype);
@@ -176,9 +176,10 @@ RankFile scan_file(const std::string& path) {
     if (r.ph == 'M') {
       std::string_view name;
       simdjson::dom::object args;
-      if (!e["name"].get(name) && name == "thread_name" && !e["args"].get(args)) {
-        f.thread_names[{text_of(e["pid"].value_unsafe()), text_of(e["tid"].value_unsafe())}] =
-            text_of(args["name"].value_unsafe());
+      simdjson::dom::element pid, tid, thread;
+      if (!e["name"].get(name) && name == "thread_name" && !e["args"].get(args) &&
+          !e["pid"].get(pid) && !e["tid"].get(tid) && !args["name"].get(thread)) {
+        f.thread_names[{text_of(pid), text_of(tid)}] = text_of(thread);
       }
       return;
     }
@@ -209,6 +210,7 @@ RankFile scan_file(const std::string& path) {
   const nlohmann::json& k = doc.kineto;
   if (k.contains("baseTimeNanoseconds") && k["baseTimeNanoseconds"].is_number_integer())
     f.base_ns = k["baseTimeNanoseconds"].get<int64_t>();
+  if (f.base_ns > (int64_t{1} << 62) || f.base_ns < -(int64_t{1} << 62)) f.base_ns = 0;  // hostile
   if (k.contains("distributedInfo") && k["distributedInfo"].is_object()) {
     const auto& d = k["distributedInfo"];
     if (d.contains("rank") && d["rank"].is_number_integer()) f.rank = d["rank"].get<int>();

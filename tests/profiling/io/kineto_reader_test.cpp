@@ -113,6 +113,8 @@ TEST(KinetoReader, OneFileIsOneRankAndHostileFilesAreNamed) {
     {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": "main", "ts": 200, "dur": 5},
     {"ph": "X", "cat": "python_function", "name": "x.py(1): f", "pid": 1, "tid": 7, "ts": -50, "dur": 1},
     {"ph": "b", "cat": "async", "name": "?", "pid": 1, "tid": 7, "ts": 3, "id": 1},
+    {"ph": "M", "name": "thread_name", "args": {"name": "no pid or tid"}},
+    {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2},
     {"ph": "X", "name": "no category", "pid": "p", "tid": "t", "ts": 1e12, "dur": 1}]})";
   const Trace odd = read_kineto_files({(dir / "odd.json").string()});
   ASSERT_EQ(odd.ranks.size(), 1u);
