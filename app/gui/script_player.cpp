@@ -170,14 +170,14 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     pending_moves_.push_back({float(number(args[0])), float(number(args[1])), -1, false});
     wheel_ = float(number(args[2]));
   } else if (v == "key") {
-    // key W | S | A | D | F | Escape: what a person presses over the timeline.
+    // key W | S | A | D | F | N | P | Escape: what a person presses over the timeline.
     // The platform's key codes, as Dear ImGui 1.86 reads them (GLFW's letters are ASCII).
     const std::map<std::string, int> keys = {
-        {"W", 'W'}, {"S", 'S'}, {"A", 'A'},
-        {"D", 'D'}, {"F", 'F'}, {"Escape", ImGui::GetKeyIndex(ImGuiKey_Escape)}};
+        {"W", 'W'}, {"S", 'S'}, {"A", 'A'}, {"D", 'D'},
+        {"F", 'F'}, {"N", 'N'}, {"P", 'P'}, {"Escape", ImGui::GetKeyIndex(ImGuiKey_Escape)}};
     auto key = keys.find(args[0]);
     if (key == keys.end() || key->second <= 0)
-      throw std::runtime_error("key: W, S, A, D, F or Escape");
+      throw std::runtime_error("key: W, S, A, D, F, N, P or Escape");
     pending_keys_.push_back(key->second);
     wait_frames_ = 2;
   } else if (v == "hover" || v == "select") {

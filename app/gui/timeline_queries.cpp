@@ -149,7 +149,9 @@ nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& inde
       {"ns_per_px", window_.ns_per_px},
       {"folded_marks", folded_marks_},
       {"rows", index.rows.size()},
-      {"search", search}};
+      {"search", search},
+      {"search_matches", matches_.count()},
+      {"search_at", matches_.position(selected_)}};
   if (measure_[1] != measure_[0]) {
     s["measured_ms"] = std::fabs(double(measure_[1] - measure_[0])) * 1e-6;
   }

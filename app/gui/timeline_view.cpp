@@ -92,7 +92,8 @@ struct TimelineView::RankBand {
 
 void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root_failure) {
   last_trace_ = &trace;
-  draw_toolbar(index);
+  matches_.update(trace, search);
+  draw_toolbar(trace, index);
   draw_selection_line(trace, index);
   const Frame frame = begin_canvas(trace, index);
   handle_canvas_input(frame);
@@ -104,7 +105,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   draw_hover(frame, trace, index);
 }
 
-void TimelineView::draw_toolbar(const TimelineIndex& index) {
+void TimelineView::draw_toolbar(const Trace& trace, const TimelineIndex& index) {
   if (ImGui::Button("Fit all")) request_fit_all();
   ImGui::SameLine();
   if (ImGui::Button("Fit step") && !index.steps.empty()) request_fit_step(fit_step_);
@@ -117,16 +118,47 @@ void TimelineView::draw_toolbar(const TimelineIndex& index) {
     if (ImGui::SliderInt("##step", &step, first, last, "step %d")) request_fit_step(step);
   }
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(160);
-  char buf[128];
-  std::snprintf(buf, sizeof(buf), "%s", search.c_str());
-  if (ImGui::InputTextWithHint("##search", "search / filter", buf, sizeof(buf))) search = buf;
+  draw_search(trace);
   ImGui::SameLine();
   ImGui::TextDisabled(
       "wheel or W/S: zoom  drag or A/D: pan  F: fit  right-drag: measure  click: select  Esc: "
-      "clear");
+      "clear  Ctrl+F, N/P: search");
   ImGui::SameLine();
   draw_legend(index);
+}
+
+void TimelineView::draw_search(const Trace& trace) {
+  ImGui::SetNextItemWidth(160);
+  if (focus_search_) {
+    ImGui::SetKeyboardFocusHere();
+    focus_search_ = false;
+  }
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%s", search.c_str());
+  if (ImGui::InputTextWithHint("##search", "search / filter", buf, sizeof(buf))) search = buf;
+  if (ImGui::IsItemActive() && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter), false)) {
+    matches_.update(trace, search);
+    go_to_match(trace, true);
+  }
+  if (search.empty()) return;
+  ImGui::SameLine();
+  const size_t at = matches_.position(selected_);
+  if (matches_.count() == 0) {
+    ImGui::TextDisabled("no match");
+  } else if (at > 0) {
+    ImGui::TextDisabled("%zu of %zu", at, matches_.count());
+  } else {
+    ImGui::TextDisabled("%zu matches", matches_.count());
+  }
+}
+
+void TimelineView::go_to_match(const Trace& trace, bool forward) {
+  const EventRef next = matches_.step(selected_, forward);
+  if (!next.valid()) return;
+  select(trace, next);
+  const profiling::Event& e = trace.ranks[next.rank].events[next.event];
+  const int64_t middle = e.t0_ns + (e.t1_ns - e.t0_ns) / 2;
+  window_.t0_ns = middle - static_cast<int64_t>(width_px_ / 2 * window_.ns_per_px);
 }
 
 void TimelineView::draw_legend(const TimelineIndex& index) const {
@@ -283,8 +315,11 @@ void TimelineView::handle_keys(const Trace& trace, const Frame& f) {
   const int64_t tenth = static_cast<int64_t>(f.canvas_w * window_.ns_per_px / 10);
   if (ImGui::IsKeyPressed('A')) window_.t0_ns -= tenth;
   if (ImGui::IsKeyPressed('D')) window_.t0_ns += tenth;
-  if (ImGui::IsKeyPressed('F', false)) request_fit_all();
+  if (!io.KeyCtrl && ImGui::IsKeyPressed('F', false)) request_fit_all();
   if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) select(trace, EventRef{});
+  if (io.KeyCtrl && ImGui::IsKeyPressed('F', false)) focus_search_ = true;
+  if (!io.KeyCtrl && ImGui::IsKeyPressed('N', false)) go_to_match(trace, true);
+  if (!io.KeyCtrl && ImGui::IsKeyPressed('P', false)) go_to_match(trace, false);
 }
 
 void TimelineView::keep_trace_in_view(const TimelineIndex& index, double width_px) {

@@ -6,18 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/gui/event_ref.h"
 #include "app/gui/timeline_index.h"
+#include "app/gui/timeline_search.h"
 #include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
-
-struct EventRef {
-  int rank = -1;
-  uint32_t event = 0;
-  uint32_t folded = 1;  // hovering a fold: how many events it stands for
-  bool valid() const { return rank >= 0; }
-  bool operator==(const EventRef& o) const { return rank == o.rank && event == o.event; }
-};
 
 // The per-rank timeline: a group of rows per rank (host lane, communication lane, device
 // streams, memory strip), zoomed with the wheel around the cursor, panned by dragging, a range
@@ -67,15 +61,20 @@ class TimelineView {
   void apply_fit(const TimelineIndex& index, double width_px);
   // The parts of draw(), in the order it calls them: above the canvas, then the canvas from the
   // back to the front, then what the mouse is over.
-  void draw_toolbar(const TimelineIndex& index);
+  void draw_toolbar(const profiling::Trace& trace, const TimelineIndex& index);
+  // The search field and its matches; Ctrl+F focuses it, Enter in it and N / P outside it go to
+  // the next or previous match, which is selected and centred.
+  void draw_search(const profiling::Trace& trace);
+  void go_to_match(const profiling::Trace& trace, bool forward);
   void draw_legend(const TimelineIndex& index) const;
   void draw_selection_line(const profiling::Trace& trace, const TimelineIndex& index) const;
   // What the selection line says of the selected event and its peers.
   std::string selection_text(const profiling::Trace& trace, const TimelineIndex& index) const;
   Frame begin_canvas(const profiling::Trace& trace, const TimelineIndex& index);
   void handle_canvas_input(const Frame& f);
-  // W/S zoom around the middle, A/D pan, F fits all, Escape clears the selection: keys work
-  // while the timeline's window has focus and no text field takes them.
+  // W/S zoom around the middle, A/D pan, F fits all, Escape clears the selection, N / P the next
+  // and previous search match, Ctrl+F the search field: keys work while the timeline's window
+  // has focus and no text field takes them.
   void handle_keys(const profiling::Trace& trace, const Frame& f);
   // Zooming out stops at the whole trace and a margin, and panning keeps some of it in view.
   void keep_trace_in_view(const TimelineIndex& index, double width_px);
@@ -118,6 +117,8 @@ class TimelineView {
   profiling::StepMetrics hovered_figures_;
   bool hovered_figures_valid_ = false;
   const profiling::Trace* last_trace_ = nullptr;
+  SearchMatches matches_;
+  bool focus_search_ = false;
 };
 
 }  // namespace shardscope::gui

@@ -62,6 +62,12 @@ class GuiScreenshot : public testing::Test {
     return s;
   }
 
+  // The timeline's part of a state a script wrote with `state DIR/NAME`.
+  nlohmann::json timeline_at(const std::string& name) const {
+    std::ifstream in(dir_ + "/" + name);
+    return nlohmann::json::parse(in)["timeline"];
+  }
+
   std::string dir_;
 
  private:
@@ -122,10 +128,7 @@ TEST_F(GuiScreenshot, ASendLinksToItsReceiveNotToEveryRank) {
 // The keys a person expects: W/S zoom, A/D pan, F fits, Escape clears the selection; and zooming
 // out stops at the whole trace with a margin (it once reached -842,000 s of a 94 ms trace).
 TEST_F(GuiScreenshot, KeysZoomPanFitAndClearAndZoomOutStopsAtTheTrace) {
-  auto at = [&](const std::string& name) {
-    std::ifstream in(dir_ + "/" + name);
-    return nlohmann::json::parse(in)["timeline"];
-  };
+  auto at = [&](const std::string& name) { return timeline_at(name); };
   const std::string d = dir_ + "/";
   const Session s =
       play("open " + asset("ddp_bucketed-w2.sst") + "\ntab timeline\nfit-step 1\nstate " + d +
@@ -154,6 +157,42 @@ TEST_F(GuiScreenshot, KeysZoomPanFitAndClearAndZoomOutStopsAtTheTrace) {
   const auto all = at("k5.json")["visible_ms"];
   EXPECT_NEAR(all[0].get<double>(), -0.05 * span, span * 0.01);
   EXPECT_NEAR(all[1].get<double>(), 1.05 * span, span * 0.01);
+}
+
+// Search (issue 35): the toolbar counts the matches; N goes to the next one in time, selects it
+// and centres the view on it; P goes back; past the last, N wraps to the first.
+TEST_F(GuiScreenshot, SearchCountsMatchesAndNAndPStepThroughThem) {
+  auto at = [&](const std::string& name) { return timeline_at(name); };
+  const std::string d = dir_ + "/";
+  const Session s =
+      play("open " + asset("ddp_bucketed-w2.sst") +
+           "\ntab timeline\nsearch broadcast\nframes 2\nstate " + d + "s0.json\nkey N\nstate " + d +
+           "s1.json\nkey N\nstate " + d + "s2.json\nkey P\nstate " + d +
+           "s3.json\nsearch no-such-event\n" + "frames 2\nstate " + d + "s4.json\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  // The trace's broadcasts: one per rank of the initial weights' broadcast, at least.
+  const profiling::Trace shown =
+      analysis::apply_lens(profiling::read_trace_file(asset("ddp_bucketed-w2.sst")), {}).trace;
+  size_t broadcasts = 0;
+  for (const auto& rank : shown.ranks)
+    for (const auto& e : rank.events)
+      broadcasts += shown.str(e.name).find("broadcast") != std::string::npos;
+  ASSERT_GE(broadcasts, 2u);
+  const auto s0 = at("s0.json"), s1 = at("s1.json"), s2 = at("s2.json"), s3 = at("s3.json");
+  EXPECT_EQ(s0["search_matches"], broadcasts);
+  EXPECT_EQ(s0["search_at"], 0);
+  EXPECT_EQ(s1["search_at"], 1);
+  EXPECT_NE(s1["selected"]["name"].get<std::string>().find("broadcast"), std::string::npos)
+      << s1["selected"];
+  EXPECT_EQ(s2["search_at"], 2);
+  EXPECT_EQ(s3["search_at"], 1);
+  // The view is centred on the match it went to.
+  const double t0 = s1["selected"]["start_ms"].get<double>(),
+               t1 = t0 + s1["selected"]["duration_ms"].get<double>();
+  const auto view = s1["visible_ms"];
+  EXPECT_NEAR((view[0].get<double>() + view[1].get<double>()) / 2, (t0 + t1) / 2,
+              (view[1].get<double>() - view[0].get<double>()) * 0.01);
+  EXPECT_EQ(at("s4.json")["search_matches"], 0);
 }
 
 // A split backward's two passes are told apart: the weight pass in its own colour (and in the
