@@ -120,9 +120,13 @@ void TimelineView::draw_toolbar(const Trace& trace, const TimelineIndex& index) 
   ImGui::SameLine();
   draw_search(trace);
   ImGui::SameLine();
-  ImGui::TextDisabled(
-      "wheel or W/S: zoom  drag or A/D: pan  F: fit  right-drag: measure  click: select  Esc: "
-      "clear  Ctrl+F, N/P: search");
+  // The keys in a line of their own would push the legend off the toolbar: they are a hover away.
+  ImGui::TextDisabled("keys (?)");
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip(
+        "wheel or W/S: zoom\ndrag or A/D: pan\nF: fit\nright-drag: measure\nclick: select\n"
+        "Esc: clear\nCtrl+F: search, N/P: next and previous match");
+  }
   ImGui::SameLine();
   draw_legend(index);
 }
