@@ -16,6 +16,7 @@
 #include "profiling/metrics/figure_text.h"
 #include "profiling/metrics/step_figures.h"
 #include "profiling/metrics/trace_metrics.h"
+#include "profiling/trace/device_work.h"
 #include "strategies/pipeline/pipeline_schedule.h"
 
 namespace shardscope::cli {
@@ -114,7 +115,7 @@ void print_step_medians(const profiling::Trace& trace, std::ostream& out) {
   out << "\nper rank, median over steps (ms):\n"
          "rank  steps  step    compute  comm    overlap  exposed  idle\n";
   for (auto& [rank, steps] : by_rank) {
-    if (steps.size() > 1) steps.erase(steps.begin());
+    if (steps.size() > 1 && profiling::first_step_is_warm_up(trace)) steps.erase(steps.begin());
     auto med = [&](auto member) {
       std::vector<double> v;
       for (const auto& s : steps) v.push_back(member(s));

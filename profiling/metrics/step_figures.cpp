@@ -1,5 +1,7 @@
 #include "profiling/metrics/step_figures.h"
 
+#include "profiling/trace/device_work.h"
+
 #include <algorithm>
 #include <map>
 
@@ -14,14 +16,14 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-RunFigures run_figures(const std::vector<StepMetrics>& steps) {
+RunFigures run_figures(const std::vector<StepMetrics>& steps, bool skip_first) {
   std::map<int, std::vector<const StepMetrics*>> by_rank;
   for (const auto& m : steps) by_rank[m.rank].push_back(&m);
   RunFigures run;
   for (auto& [rank, list] : by_rank) {
     std::sort(list.begin(), list.end(),
               [](const StepMetrics* a, const StepMetrics* b) { return a->step < b->step; });
-    if (list.size() > 1) list.erase(list.begin());
+    if (skip_first && list.size() > 1) list.erase(list.begin());
     std::vector<double> span, exposed, overlap, bubble;
     for (const StepMetrics* m : list) {
       span.push_back(m->span_ns * 1e-9);
@@ -43,7 +45,7 @@ RunFigures run_figures(const std::vector<StepMetrics>& steps) {
 }
 
 RunFigures run_figures(const Trace& trace) {
-  return run_figures(step_metrics(trace));
+  return run_figures(step_metrics(trace), first_step_is_warm_up(trace));
 }
 
 std::vector<Intervals> pipeline_idle(const Trace& trace) {

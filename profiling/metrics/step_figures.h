@@ -24,8 +24,9 @@ struct RunFigures {
   std::vector<RankFigures> ranks;
 };
 RunFigures run_figures(const Trace& trace);
-// The same from per-step metrics already computed (step_metrics(trace)).
-RunFigures run_figures(const std::vector<StepMetrics>& steps);
+// The same from per-step metrics already computed (step_metrics(trace)); `skip_first`: leave
+// out each rank's first step (first_step_is_warm_up).
+RunFigures run_figures(const std::vector<StepMetrics>& steps, bool skip_first = true);
 
 // Per rank (index into Trace::ranks): the time within each step's pipeline window that the rank
 // does not compute, merged. Where a pipeline's stages wait for each other, this is the bubble.

@@ -48,8 +48,12 @@ std::vector<int> measured_steps(const Trace& trace, const RankTrace& rank) {
     if (e.step >= 0) steps.insert(e.step);
   }
   std::vector<int> out(steps.begin(), steps.end());
-  if (out.size() > 1 && trace.run.mode != kProfilerMode) out.erase(out.begin());
+  if (out.size() > 1 && first_step_is_warm_up(trace)) out.erase(out.begin());
   return out;
+}
+
+bool first_step_is_warm_up(const Trace& trace) {
+  return trace.run.mode != kProfilerMode;
 }
 
 std::vector<StepWindow> measured_step_windows(const Trace& trace, const RankTrace& rank) {

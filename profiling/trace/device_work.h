@@ -40,6 +40,9 @@ constexpr int kFirstCommStream = 1000;
 // set-up) when there are others, as `report`'s per-step medians do; in a PyTorch profiler's
 // trace (kProfilerMode) every step, as Holistic Trace Analysis takes them.
 std::vector<int> measured_steps(const Trace& trace, const RankTrace& rank);
+// Whether a trace's first step is warm-up to leave out of its figures: ours, yes; a PyTorch
+// profiler's, no.
+bool first_step_is_warm_up(const Trace& trace);
 
 // A measured step's window on one rank: from the first start to the last end of the rank's
 // events of that step (a collective issued after the step's own span still belongs to it), as

@@ -11,6 +11,8 @@
 #include "profiling/io/kineto_reader.h"
 #include "profiling/io/trace_io.h"
 #include "profiling/metrics/comm_links.h"
+#include "profiling/metrics/step_figures.h"
+#include "profiling/trace/device_work.h"
 #include "tests/support/temp_dir.h"
 
 namespace shardscope::profiling {
@@ -58,6 +60,9 @@ TEST(KinetoReader, DdpRanksStepsAndBucketsOfGradients) {
     for (const auto& [step, bytes] : bytes_per_step(t, r, "all_reduce"))
       EXPECT_EQ(bytes, gradient_bytes) << "rank " << r.rank << " step " << step;
   }
+  // Every profiled step counts: the profiler's schedule already left out warm-up.
+  for (const RankFigures& f : run_figures(t).ranks) EXPECT_EQ(f.steps, 3) << f.rank;
+  EXPECT_EQ(measured_steps(t, t.ranks[0]), std::vector<int>({1, 2, 3}));
   // Every collective of rank 0 is linked to rank 1's.
   const auto links = link_communication(t);
   EXPECT_EQ(int(links.size()), count(t.ranks[0], t, Category::kCollective));
