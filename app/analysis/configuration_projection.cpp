@@ -40,6 +40,20 @@ struct PassCost {
 };
 struct StageCost {
   PassCost forward, input, weight;
+  // What `pass` costs: a whole backward is the input and the weight pass together.
+  PassCost of(pipeline::Pass pass) const {
+    switch (pass) {
+      case pipeline::Pass::kForward:
+        return forward;
+      case pipeline::Pass::kInput:
+        return input;
+      case pipeline::Pass::kWeight:
+        return weight;
+      case pipeline::Pass::kBackward:
+        break;
+    }
+    return {input.seconds + weight.seconds, input.tensor_comm + weight.tensor_comm};
+  }
 };
 
 // What the configuration lays out, checked against the hardware.
@@ -206,11 +220,7 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
     for (const auto& a : timed[r]) {
       const StageCost& c = costs[a.action.stage];
       const pipeline::Pass pass = a.action.pass;
-      const double comm = pass == pipeline::Pass::kForward ? c.forward.tensor_comm
-                          : pass == pipeline::Pass::kInput ? c.input.tensor_comm
-                          : pass == pipeline::Pass::kWeight
-                              ? c.weight.tensor_comm
-                              : c.input.tensor_comm + c.weight.tensor_comm;
+      const double comm = c.of(pass).tensor_comm;
       const std::string name = pass_span(pass, split) + " " + std::to_string(a.action.micro) +
                                (l.v > 1 ? " stage " + std::to_string(a.action.stage) : "");
       add(r, name,
@@ -275,20 +285,8 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
       double(l.sequences) * config.model.seq * config.model.d_model * 4 / (sp ? l.tp : 1);
   p.pipeline_transfer_s =
       l.pp > 1 ? profiling::estimate_collective("send", int64_t(activation), 2, hop).time_s : 0;
-  auto seconds = [&](pipeline::Pass pass, int stage) {
-    const StageCost& c = costs[stage];
-    switch (pass) {
-      case pipeline::Pass::kForward:
-        return c.forward.seconds;
-      case pipeline::Pass::kInput:
-        return c.input.seconds;
-      case pipeline::Pass::kWeight:
-        return c.weight.seconds;
-      case pipeline::Pass::kBackward:
-        break;
-    }
-    return c.input.seconds + c.weight.seconds;
-  };
+  auto seconds = [&](pipeline::Pass pass, int stage) { return costs[stage].of(pass).seconds; };
+
   const auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
                                                  seconds, p.pipeline_transfer_s);
   double span = 0;
@@ -300,12 +298,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
     double busy = 0, comm = 0;
     for (const auto& a : rank) {
       busy += a.end - a.start;
-      const StageCost& c = costs[a.action.stage];
-      comm += a.action.pass == pipeline::Pass::kForward ? c.forward.tensor_comm
-              : a.action.pass == pipeline::Pass::kInput ? c.input.tensor_comm
-              : a.action.pass == pipeline::Pass::kWeight
-                  ? c.weight.tensor_comm
-                  : c.input.tensor_comm + c.weight.tensor_comm;
+      comm += costs[a.action.stage].of(a.action.pass).tensor_comm;
     }
     if (busy > busiest) {
       busiest = busy;

@@ -202,11 +202,13 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
                  "trace replay: projected / measured compute time (default: the measuring "
                  "device's matmul rate against the target's, or half its peak)")
       ->group("Projection");
-  sub.add_option("--out", options.out, "trace replay: write the projected trace here")
+  sub.add_option("--out", options.out,
+                 "trace replay or a configuration: write the projected trace here")
       ->group("Projection");
   sub.add_flag("--json", options.json,
-               "trace replay: print the measured and projected per-rank figures (step_s, "
-               "exposed_comm_s, overlap, bubble_fraction) as JSON")
+               "print the figures as JSON: a trace replay's measured and projected per-rank "
+               "figures (step_s, exposed_comm_s, overlap, bubble_fraction), a configuration's "
+               "step_s, mfu, peak_bytes and breakdown")
       ->group("Projection");
   sub.add_option("--nodes", options.nodes,
                  "nodes of the hardware profile (default: the profile's; more need its 'inter' "

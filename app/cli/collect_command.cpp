@@ -66,11 +66,9 @@ void check_rank_files(const std::string& dir, int world) {
     if (json.contains("result") && !std::filesystem::exists(base + ".weights"))
       throw BadFolder(base + ".weights: missing (rank " + std::to_string(r) + "'s weights)");
     if (json.contains("result")) {
-      try {
-        read_exported_weights(base + ".weights");
-      } catch (const std::exception& e) {
-        throw BadFolder(std::string(e.what()) + " (rank " + std::to_string(r) + "'s weights)");
-      }
+      // The tail only: the weights themselves are read once, when the run is summarised.
+      if (const std::string why = weights_file_problem(base + ".weights"); !why.empty())
+        throw BadFolder(why + " (rank " + std::to_string(r) + "'s weights)");
     }
   }
 }

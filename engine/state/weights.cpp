@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -141,6 +142,39 @@ WeightDeviation compare_weights(const NamedTensors& actual, const NamedTensors& 
   return dev;
 }
 
+namespace {
+
+// A zip ends with its directory, within its last 64 KiB and 22 bytes; without one, PyTorch's
+// reader answers in miniz's words and a stack dump. A file cut short (a rank that died writing
+// it, a copy that stopped) is told by its tail alone.
+size_t zip_tail(size_t size) {
+  return std::min<size_t>(size, 65536 + 22);
+}
+
+bool ends_with_zip_directory(const char* tail, size_t size) {
+  static const std::string kEndOfDirectory = "PK\x05\x06";
+  return std::search(tail, tail + size, kEndOfDirectory.begin(), kEndOfDirectory.end()) !=
+         tail + size;
+}
+
+std::string truncated_archive(const std::string& path, size_t size) {
+  return path + ": truncated, or not a PyTorch archive (" + std::to_string(size) +
+         " bytes with no zip directory at the end)";
+}
+
+}  // namespace
+
+std::string weights_file_problem(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);  // fails for folders and the like
+  std::ifstream file(path, std::ios::binary);
+  if (ec || !std::filesystem::is_regular_file(path, ec) || !file) return "cannot read " + path;
+  std::string tail(zip_tail(size), '\0');
+  file.seekg(static_cast<std::streamoff>(size - tail.size()));
+  file.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  return ends_with_zip_directory(tail.data(), tail.size()) ? "" : truncated_archive(path, size);
+}
+
 void export_weights(const std::string& path, const NamedTensors& weights) {
   c10::Dict<std::string, at::Tensor> dict;
   for (const auto& [name, tensor] : weights) dict.insert(name, tensor.detach().cpu().contiguous());
@@ -153,16 +187,9 @@ NamedTensors read_exported_weights(const std::string& path) {
   if (!file) throw std::runtime_error("cannot read " + path);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
                                 std::istreambuf_iterator<char>());
-  // A zip ends with its directory; without one, PyTorch's reader answers in miniz's words and a
-  // stack dump. A file cut short (a rank that died writing it, a copy that stopped) says so.
-  const std::string end_of_directory = "PK\x05\x06";
-  const size_t tail = std::min<size_t>(bytes.size(), 65536 + 22);
-  if (std::search(bytes.end() - static_cast<std::ptrdiff_t>(tail), bytes.end(),
-                  end_of_directory.begin(), end_of_directory.end()) == bytes.end()) {
-    throw std::runtime_error(path + ": truncated, or not a PyTorch archive (" +
-                             std::to_string(bytes.size()) +
-                             " bytes with no zip directory at the end)");
-  }
+  if (!ends_with_zip_directory(bytes.data() + bytes.size() - zip_tail(bytes.size()),
+                               zip_tail(bytes.size())))
+    throw std::runtime_error(truncated_archive(path, bytes.size()));
   c10::IValue value;
   try {
     value = torch::jit::pickle_load(bytes);

@@ -48,5 +48,7 @@ void export_weights(const std::string& path, const NamedTensors& weights);
 // Reads what export_weights wrote (or Python's torch.save of a dict name -> tensor) back, in the
 // file's order; throws naming `path` when it is not such a file.
 NamedTensors read_exported_weights(const std::string& path);
+// Why `path` cannot be a whole weights archive, from its tail alone (a file cut short), or "".
+std::string weights_file_problem(const std::string& path);
 
 }  // namespace shardscope

@@ -164,10 +164,9 @@ struct RankFile {
   std::map<std::pair<std::string, std::string>, std::string> thread_names;
 };
 
-RankFile scan_file(const std::string& path) {
+RankFile scan_text(const std::string& path, const std::string& text) {
   RankFile f;
   f.path = path;
-  const std::string text = read_file(path);
   const chrome_json::Document doc = chrome_json::scan(text, [&](simdjson::dom::object e) {
     Raw r;
     std::string_view ph;
@@ -462,17 +461,37 @@ std::vector<std::string> kineto_files_in(const std::string& directory) {
   return files;
 }
 
+namespace {
+
+// `text` is `path`'s bytes, or null to read them; a failure names the file.
+RankFile scan_file(const std::string& path, const std::string* text) {
+  try {
+    return text != nullptr ? scan_text(path, *text) : scan_text(path, read_file(path));
+  } catch (const TraceFormatError& e) {
+    const std::string what = e.what();
+    throw TraceFormatError(what.rfind(path, 0) == 0 ? what : path + ": " + what);
+  }
+}
+
+Trace assemble(const std::vector<RankFile>& files, const std::vector<std::string>& paths);
+
+}  // namespace
+
 Trace read_kineto_files(const std::vector<std::string>& paths) {
   if (paths.empty()) throw TraceFormatError("no Kineto trace files given");
   std::vector<RankFile> files;
-  for (const auto& path : paths) {
-    try {
-      files.push_back(scan_file(path));
-    } catch (const TraceFormatError& e) {
-      const std::string what = e.what();
-      throw TraceFormatError(what.rfind(path, 0) == 0 ? what : path + ": " + what);
-    }
-  }
+  for (const auto& path : paths) files.push_back(scan_file(path, nullptr));
+  return assemble(files, paths);
+}
+
+Trace read_kineto_text(const std::string& path, const std::string& text) {
+  return assemble({scan_file(path, &text)}, {path});
+}
+
+namespace {
+
+// The ranks' files as one trace, on one time axis.
+Trace assemble(const std::vector<RankFile>& files, const std::vector<std::string>& paths) {
   // Ranks: as the files say, else by their place; two files of one rank are an error.
   std::map<int, size_t> by_rank;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -504,5 +523,7 @@ Trace read_kineto_files(const std::vector<std::string>& paths) {
   trace.normalise();
   return trace;
 }
+
+}  // namespace
 
 }  // namespace shardscope::profiling

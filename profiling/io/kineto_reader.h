@@ -27,6 +27,8 @@ bool looks_like_kineto(const std::string& text);
 // - a kernel and the runtime call that launched it share their correlation id (Event::seq).
 // Anything else is kept as a plain event. Throws TraceFormatError naming the file.
 Trace read_kineto_files(const std::vector<std::string>& paths);
+// One file whose bytes (`text`) were read already.
+Trace read_kineto_text(const std::string& path, const std::string& text);
 
 // The Kineto trace files (.json, .json.gz) directly in `directory`, by name; empty if none.
 std::vector<std::string> kineto_files_in(const std::string& directory);

@@ -278,7 +278,7 @@ Trace read_trace_file(const std::string& path) {
   }
   try {
     // The PyTorch profiler's trace of one process: read as a rank of its job.
-    if (looks_like_kineto(bytes)) return read_kineto_files({path});
+    if (looks_like_kineto(bytes)) return read_kineto_text(path, bytes);
     return parse_trace(bytes);
   } catch (const TraceFormatError& e) {
     throw TraceFormatError(path + ": " + e.what());
