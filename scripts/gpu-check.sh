@@ -59,8 +59,8 @@ fi
 
 status=0
 # GPU_SECTIONS picks sections of the run phase by name (default: all of them), to spend a lease
-# only on what changed: bench-threads bench-processes nccl cupti cupti-kineto projection memory
-# bench-small.
+# only on what changed: bench-threads bench-processes nccl cupti cupti-kineto world1 hang
+# projection memory bench-small.
 want() { [ -z "${GPU_SECTIONS:-}" ] || [[ " $GPU_SECTIONS " == *" $1 "* ]]; }
 bench() {
   local name="$1"; shift
@@ -90,11 +90,37 @@ step "CUPTI trace: ddp_bucketed, 4 ranks on $DEV (Chrome JSON and native)"
 
 # Kineto's shape, one file per rank with each kernel's correlation id and its launching call:
 # what tells whether a kernel went to the rank whose thread launched it.
+# The device tool brings back 8 files at most: the rank files travel as one archive.
 want cupti-kineto && {
 step "CUPTI trace for HTA: ddp_bucketed, 4 ranks on $DEV, one Kineto file per rank"
 "$BIN" run --strategy ddp_bucketed --world 4 --device "$DEV" --backend gloo --preset small --steps 2 \
-  --no-reference --trace "$OUT/kineto/" | tail -3 || status=1
+  --no-reference --trace "$BUILD_LOGS/cupti-kineto/" | tail -3 || status=1
+tar czf "$OUT/cupti-kineto.tgz" -C "$BUILD_LOGS" cupti-kineto || status=1
 }
+
+# Issue 34's measured points: a whole step at world 1 of each small preset, for the projection of
+# the same configuration to be compared with.
+want world1 && for preset in tiny small gpt2-small; do
+  step "world 1, $preset, on $DEV: measured step time"
+  "$BIN" run --preset "$preset" --world 1 --device "$DEV" --steps 10 --no-reference \
+    --json "$BUILD_LOGS/world1-$preset.json" | grep -E "^ +[0-9]+ +[0-9.]+ +[0-9.]+ s" || status=1
+  "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("wall_s", d["wall_s"], "steps", d.get("steps"))' \
+    "$BUILD_LOGS/world1-$preset.json" || status=1
+done
+
+# Issue 37: do the strategies that wait inside backward still hang in processes mode on one GPU,
+# and does it go when ranks do not take turns (--contended)?
+want hang && for strategy in fsdp torch_ddp zero2 tp; do
+  for how in turns contended; do
+    flag=(); [ "$how" = contended ] && flag=(--contended)
+    step "processes on $DEV: $strategy, world 2, $how"
+    start=$(date +%s)
+    timeout 40 "$BIN" run --strategy "$strategy" --world 2 --mode processes --device "$DEV" \
+      --backend gloo --preset small --steps 3 --timeout 10 "${flag[@]}" 2>&1 |
+      grep -E "^(reference|ranks agree|run failed|rank [0-9]|error)" | head -5
+    echo "($strategy $how: rc ${PIPESTATUS[0]}, $(( $(date +%s) - start )) s)"
+  done
+done
 
 want projection && {
 step "projection: world 1 small on $DEV, projected onto 8xH100 against its own measured step"
