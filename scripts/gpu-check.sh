@@ -137,19 +137,21 @@ step "what-if: the world-4 ddp_bucketed run onto 8xH100"
 
 want memory && {
 step "memory: our allocator hook against torch.cuda.max_memory_allocated, a process per rank"
-for strategy in ddp_bucketed zero2 fsdp tp pp torch_ddp; do
+for strategy in ddp_flat ddp_flat+zero1 ddp_bucketed ddp_bucketed+zero1 zero1 zero2 fsdp tp pp torch_ddp \
+    torch_ddp+zero1 cp; do
   world=4; [ "$strategy" = tp ] && world=2  # small's 6 heads split over 2 ranks, not 4
+  file="${strategy//+/-}"
   # What nvidia-smi shows per process (the seed's "peak per process"): the CUDA context and the
   # caching allocator's reserve on top of the tensors, sampled while the run goes.
   ( while sleep 0.3; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; done ) \
-    >"${BUILD_LOGS}/smi-$strategy.csv" 2>/dev/null &
+    >"${BUILD_LOGS}/smi-$file.csv" 2>/dev/null &
   sampler=$!
   "$BIN" run --strategy "$strategy" --world "$world" --mode processes --device "$DEV" --backend gloo \
-    --preset small --steps 3 --timeout 30 --trace "${BUILD_LOGS}/mem-$strategy.sst" \
-    --json "${BUILD_LOGS}/mem-$strategy.json" 2>&1 | grep -E "^(reference|ranks agree|run failed|  then)" || status=1
+    --preset small --steps 3 --timeout 30 --trace "${BUILD_LOGS}/mem-$file.sst" \
+    --json "${BUILD_LOGS}/mem-$file.json" 2>&1 | grep -E "^(reference|ranks agree|run failed|  then)" || status=1
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
-  sort -t, -k2 -n "${BUILD_LOGS}/smi-$strategy.csv" | awk -F, '{m[$1]=$2} END {n=0; for (p in m) {printf "%s%s MiB", (n++ ? ", " : "nvidia-smi peak per process: "), m[p]+0}; print ""}'
-  "$PY" - "${BUILD_LOGS}/mem-$strategy.json" "$strategy" <<'PY' || status=1
+  sort -t, -k2 -n "${BUILD_LOGS}/smi-$file.csv" | awk -F, '{m[$1]=$2} END {n=0; for (p in m) {printf "%s%s MiB", (n++ ? ", " : "nvidia-smi peak per process: "), m[p]+0}; print ""}'
+  "$PY" - "${BUILD_LOGS}/mem-$file.json" "$strategy" <<'PY' || status=1
 import json, sys
 run = json.load(open(sys.argv[1]))
 ranks = run.get("ranks") or run.get("result", {}).get("ranks", [])

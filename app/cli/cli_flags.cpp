@@ -103,7 +103,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--strategy", "strategy", Kind::String, "training strategy (see `shardscope strategies`)"},
       {"--world", "world", Kind::Int, "number of ranks"},
       {"--mode", "mode", Kind::String,
-       "how ranks run: threads (one process) or processes (one process per rank, over a TCPStore)"},
+       "how ranks run: threads (one process), processes (one process per rank, over a TCPStore), "
+       "or auto: processes for ranks sharing a CUDA device, else threads"},
       {"--device", "device", Kind::String, "cpu or cuda:N (ranks share it)"},
       {"--backend", "backend", Kind::String,
        "collective backend: gloo, nccl (one GPU per rank) or auto (nccl with a GPU per rank, else "

@@ -6,6 +6,7 @@
 #include <ostream>
 
 #include "app/cli/exit_code.h"
+#include "engine/launch/backward_thread.h"
 
 namespace shardscope::cli {
 namespace {
@@ -39,6 +40,9 @@ void print_run_header(const Config& c, std::ostream& out) {
       << "  batch: " << c.micro_batch << " seq/rank x " << c.world << " ranks x " << c.grad_accum
       << " accumulation = " << c.global_batch_size() << " sequences per step; optimizer "
       << c.optimizer.name << " lr " << c.optimizer.lr << "\n";
+  if (backward_thread_emulated())
+    out << "  backward: on a second thread, as autograd runs it on a GPU "
+           "(SHARDSCOPE_BACKWARD_THREAD=1)\n";
 }
 
 void print_step_heading(std::ostream& out) {

@@ -35,7 +35,7 @@ const std::vector<FormSection>& launch_form_sections() {
         flag("model.unused_parameter",
              "add a parameter forward never uses (DDP's unused-parameter case)"),
         integer("steps", "steps"), integer("world", "world size"),
-        choice("mode", "mode", {"threads", "processes"}),
+        choice("mode", "mode", {"auto", "threads", "processes"}),
         choice("device", "device", {"cpu", "cuda", "cuda:0"}),
         choice("backend", "backend", {"auto", "gloo", "nccl"}),
         integer("micro_batch", "micro-batch (sequences per rank)"),

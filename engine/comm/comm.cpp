@@ -1,5 +1,6 @@
 #include "engine/comm/comm.h"
 
+#include "engine/launch/backward_thread.h"
 #include "engine/launch/device_turns.h"
 
 #include <algorithm>
@@ -150,6 +151,7 @@ HostStaging Comm::staging(const at::Tensor& t) const {
 }
 
 CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging) {
+  note_hook_on_this_thread();  // issued inside a backward that runs on a second thread
   if (log_ != nullptr) {
     // Not every backend work exposes a future (gloo's point-to-point work does not); then
     // completion is stamped when the caller waits.

@@ -24,8 +24,7 @@
 namespace shardscope {
 namespace {
 
-thread_local bool holds_turn = false;
-thread_local bool given_up = false;  // by give_up_until_taken_back()
+thread_local DeviceTurns::TurnState thread_turn;
 
 std::atomic<int64_t> wait_limit_ms{60'000};
 
@@ -99,6 +98,12 @@ void DeviceTurns::share_across_processes(const std::string& lock_path, int rank)
   if (lock_fd_ >= 0) ::close(lock_fd_);
   lock_fd_ = fd;
   rank_ = rank;
+  one_rank_per_process_ = true;
+  rank_log_ = profiling::current_rank_log();
+}
+
+DeviceTurns::TurnState& DeviceTurns::turn_of_this_rank() {
+  return one_rank_per_process_ ? process_turn_ : thread_turn;
 }
 
 std::string DeviceTurns::holder() const {
@@ -168,33 +173,48 @@ void DeviceTurns::pin(bool computing) {
 }
 
 void DeviceTurns::acquire() {
-  // Only the wait is a span: it is the time this rank's device would not have made it wait.
+  // Only the wait is a span: it is the time this rank's device would not have made it wait. A
+  // thread of the rank without a log of its own (autograd's) records it in the rank's.
   {
+    profiling::RankLogScope log(profiling::current_rank_log() != nullptr
+                                    ? profiling::current_rank_log()
+                                    : rank_log_.load());
     profiling::ScopedSpan waiting(profiling::Category::kWait, kWaitName);
-    device_.lock();
+    std::unique_lock<std::mutex> lock(device_);
+    device_free_.wait(lock, [this] { return !device_taken_; });
+    device_taken_ = true;
+    lock.unlock();
     if (lock_fd_ >= 0) {
       try {
         take_file_lock();
       } catch (...) {
-        device_.unlock();
+        free_device();
         throw;
       }
     }
   }
-  holds_turn = true;
+  turn_of_this_rank().holds = true;
   pin(true);
 }
 
+void DeviceTurns::free_device() {
+  {
+    std::lock_guard<std::mutex> lock(device_);
+    device_taken_ = false;
+  }
+  device_free_.notify_one();
+}
+
 void DeviceTurns::release() {
-  if (!holds_turn) return;  // a Release that unwound without taking the turn back
-  holds_turn = false;
+  // exchange: of two threads of a rank that both wait, only one gives the turn up.
+  if (!turn_of_this_rank().holds.exchange(false)) return;
   pin(false);
   if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_UN);
-  device_.unlock();
+  free_device();
 }
 
 DeviceTurns::Scope::Scope(bool enabled) {
-  if (!enabled || holds_turn) return;
+  if (!enabled || instance().turn_of_this_rank().holds) return;
   instance().acquire();
   held_ = true;
 }
@@ -204,19 +224,20 @@ DeviceTurns::Scope::~Scope() {
 }
 
 void DeviceTurns::give_up_until_taken_back() {
-  if (!holds_turn) return;
-  instance().release();
-  given_up = true;
+  DeviceTurns& turns = instance();
+  if (!turns.turn_of_this_rank().holds) return;
+  turns.release();
+  turns.turn_of_this_rank().given_up = true;
 }
 
 void DeviceTurns::take_back() {
-  if (!given_up) return;
-  given_up = false;
-  instance().acquire();
+  DeviceTurns& turns = instance();
+  if (!turns.turn_of_this_rank().given_up.exchange(false)) return;
+  turns.acquire();
 }
 
 DeviceTurns::Release::Release() {
-  if (!holds_turn) return;
+  if (!instance().turn_of_this_rank().holds) return;
   instance().release();
   released_ = true;
 }

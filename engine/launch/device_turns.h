@@ -1,6 +1,8 @@
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -8,6 +10,9 @@
 #include "profiling/trace/trace.h"
 
 namespace shardscope {
+namespace profiling {
+class RankEventLog;
+}  // namespace profiling
 
 // Ranks sharing one device take turns on it (the default; `--contended` turns it off). A rank holds
 // the turn while it computes and gives it up whenever it waits for communication, so no two ranks
@@ -15,6 +20,12 @@ namespace shardscope {
 // clean durations that projection needs. The time spent waiting for a turn is recorded as a host
 // span
 // ("wait for the device", category wait) that projection knows to leave out.
+//
+// The turn belongs to the rank, not to a thread. In a rank process (one rank per process) any of
+// its threads that waits gives the turn up and takes it back: on a GPU, autograd runs backward
+// and the hooks that wait inside it (an all-gather, a reduce-scatter, the Reducer's callback) on
+// a device thread of its own, while the rank's thread that holds the turn waits for backward.
+// Rank threads of one process hold it per thread (each rank is its thread).
 class DeviceTurns {
  public:
   // Process-wide, one per shared device.
@@ -75,18 +86,35 @@ class DeviceTurns {
 
   static constexpr const char* kWaitName = profiling::kDeviceTurnWaitName;
 
+  // Whether a rank holds the turn, and gave it up until take_back().
+  struct TurnState {
+    std::atomic<bool> holds{false};
+    std::atomic<bool> given_up{false};
+  };
+
  private:
   DeviceTurns() = default;
+  TurnState& turn_of_this_rank();
+
   void acquire();
   void release();
+  void free_device();  // lets the next of this process's threads have the device
 
   void pin(bool computing);
   // The turn across processes (the lock file), within the wait limit; then says who holds it.
   void take_file_lock();
   std::string holder() const;
 
-  std::mutex device_;  // among this process's threads
-  int lock_fd_ = -1;   // among processes (flock), when shared
+  // The turn among this process's threads: a lock that any thread of the rank may let go of
+  // (a std::mutex must be unlocked by the thread that locked it).
+  std::mutex device_;
+  std::condition_variable device_free_;
+  bool device_taken_ = false;
+  TurnState process_turn_;  // the rank's, when the process is one rank
+  std::atomic<bool> one_rank_per_process_{false};
+  // The rank's event log, for the wait span of a thread that has none (autograd's).
+  std::atomic<profiling::RankEventLog*> rank_log_{nullptr};
+  int lock_fd_ = -1;  // among processes (flock), when shared
   int rank_ = -1;
   std::mutex pinning_;
   std::vector<int> compute_cpus_, communication_cpus_;  // empty: no pinning

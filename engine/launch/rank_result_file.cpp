@@ -55,15 +55,19 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
     // Written before the JSON: a reader that finds the JSON finds the weights complete. The
     // format is --export-weights's, so Python's torch.load reads a rank's weights too.
     export_weights(path_of(dir, rank, ".weights"), r.weights);
-    out["result"] = {{"steps", steps},
-                     {"weight_names", names},
-                     {"replicated", r.replicated},
-                     {"memory", r.memory},
-                     {"first_step", r.first_step},
-                     {"checkpoint_step", r.checkpoint_step},
-                     {"stopped_by_signal", r.stopped_by_signal},
-                     {"reports_loss", r.reports_loss},
-                     {"device_allocator_peak_bytes", r.device_allocator_peak_bytes}};
+    out["result"] = {
+        {"steps", steps},
+        {"weight_names", names},
+        {"replicated", r.replicated},
+        {"memory", r.memory},
+        {"first_step", r.first_step},
+        {"checkpoint_step", r.checkpoint_step},
+        {"stopped_by_signal", r.stopped_by_signal},
+        {"reports_loss", r.reports_loss},
+        {"device_allocator_peak_bytes", r.device_allocator_peak_bytes},
+        {"backward_passes_on_second_thread", r.backward_thread.passes_on_second_thread},
+        {"backward_passes_on_own_thread", r.backward_thread.passes_on_own_thread},
+        {"backward_hooks_off_own_thread", r.backward_thread.hooks_off_own_thread}};
   }
   json events = json::array(), spans = json::array(), memory = json::array();
   for (const auto& e : log.snapshot()) events.push_back(e);
@@ -109,6 +113,9 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     result.stopped_by_signal = r.at("stopped_by_signal");
     result.reports_loss = r.value("reports_loss", true);
     result.device_allocator_peak_bytes = r.value("device_allocator_peak_bytes", int64_t{0});
+    result.backward_thread = {r.value("backward_passes_on_second_thread", int64_t{0}),
+                              r.value("backward_passes_on_own_thread", int64_t{0}),
+                              r.value("backward_hooks_off_own_thread", int64_t{0})};
     outcome.result = std::move(result);
   }
   std::vector<profiling::CommEvent> events;

@@ -388,7 +388,7 @@ void validate_placement(const Config& c) {
   require(c.world >= 1, "world", "must be at least 1, got " + std::to_string(c.world));
   require(c.world <= 64, "world", "at most 64 ranks on one node, got " + std::to_string(c.world));
   require(c.mode == "threads" || c.mode == "processes", "mode",
-          "unknown mode '" + c.mode + "' (threads, processes)");
+          "unknown mode '" + c.mode + "' (auto, threads, processes)");
   require(c.device == "cpu" || is_cuda_device(c.device), "device",
           "expected cpu or cuda:N, got '" + c.device + "'");
   require(c.backend == "gloo" || c.backend == "nccl" || c.backend == "auto", "backend",
@@ -536,6 +536,8 @@ void validate(const Config& c) {
 }
 
 void finalize(Config& config) {
+  if (config.mode == "auto")
+    config.mode = is_cuda_device(config.device) && config.world > 1 ? "processes" : "threads";
   validate(config);
   if (config.global_batch > 0) {
     config.micro_batch = config.global_batch / (config.world * config.grad_accum);

@@ -96,7 +96,9 @@ struct Config {
   std::string preset = "tiny";
   ModelConfig model;
   int world = 1;
-  std::string mode = "threads";  // threads (processes: later)
+  // threads | processes | auto: processes for ranks sharing a CUDA device (a GPU runs backward on
+  // autograd's one device thread per process, which rank threads would share), else threads.
+  std::string mode = "auto";
   std::string device = "cpu";    // cpu | cuda:N
   std::string backend = "gloo";  // gloo | nccl (one GPU per rank) | auto
   std::string strategy = "single";

@@ -253,8 +253,10 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
     rank.comm_events = outcome.launch.logs[r]->snapshot();
     rank.comm_bytes_per_step = typical_bytes_per_step(traffic_per_step(rank.comm_events));
     rank.peak_allocated_bytes = outcome.launch.peak_allocated_bytes[r];
-    if (static_cast<size_t>(r) < outcome.results.size())
+    if (static_cast<size_t>(r) < outcome.results.size()) {
       rank.device_allocator_peak_bytes = outcome.results[r].device_allocator_peak_bytes;
+      rank.backward_thread = outcome.results[r].backward_thread;
+    }
     profiling::logged_peak(outcome.launch.logs[r]->memory(), &rank.peak_breakdown);
     if (memory_formula_hook()) {
       try {
@@ -265,6 +267,9 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
     }
     summary.ranks.push_back(std::move(rank));
   }
+  summary.backward_thread = !summary.ranks.empty();
+  for (const RankSummary& r : summary.ranks)
+    summary.backward_thread = summary.backward_thread && r.backward_thread.all_on_second_thread();
   summary.trace = trace_of(config, outcome.launch);
   profiling::add_device_activity(summary.trace, profiling::DeviceTracer::instance().collect());
   if (!outcome.launch.ok()) {
@@ -387,6 +392,7 @@ profiling::RunResult run_result(const RunSummary& s) {
 nlohmann::json summary_to_json(const RunSummary& s) {
   nlohmann::json out = profiling::run_result_json(run_result(s));
   out["config"] = to_json(s.config);
+  if (backward_thread_emulated()) out["backward_thread"] = s.backward_thread;
   return out;
 }
 

@@ -29,6 +29,7 @@ struct RankSummary {
   int64_t peak_allocated_bytes = 0;  // the most this rank's threads held at once
   // The device caching allocator's peak, where the rank had its process to itself (0: none).
   int64_t device_allocator_peak_bytes = 0;
+  BackwardThreadCounts backward_thread;  // where its backward passes ran
   // What was live at that peak, by what each block is (sums to peak_allocated_bytes); all zero
   // when the run was not traced.
   profiling::MemoryCategories peak_breakdown{};
@@ -63,8 +64,10 @@ struct RunSummary {
   int resumed_step = 0;
   std::vector<std::string> resume_skipped;
   std::string checkpoint;
-  int stopped_by_signal = 0;   // a signal stopped training before the last step (no comparison)
-  profiling::Trace trace;      // what every rank did, also when the run failed
+  int stopped_by_signal = 0;  // a signal stopped training before the last step (no comparison)
+  profiling::Trace trace;     // what every rank did, also when the run failed
+  // Every rank's every backward ran on a second thread (SHARDSCOPE_BACKWARD_THREAD=1).
+  bool backward_thread = false;
   std::string device_tracing;  // on a GPU: "on", or why kernels are not in the trace
 };
 

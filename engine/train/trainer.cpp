@@ -142,14 +142,13 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   const Config& config = *ctx.config;
   RankResult result;
   result.rank = ctx.rank;
+  const BackwardThreadCounts backward_before = backward_thread_counts();
   profiling::RankEventLog* log = profiling::current_rank_log();
-  // What each phase allocates is what the block is, until the phase ends or a tag says better
-  // (profiling/record/memory_tracker.h): set-up builds parameters, forward activations, the
-  // optimizer its state; anything else is a temporary.
+  // What a phase allocates is what the block is, unless a tag says better (memory_tracker.h):
+  // set-up builds parameters, forward activations, the optimizer its state; else temporaries.
   using profiling::MemoryKind;
   using profiling::set_memory_phase;
-  // The allocator counts for the whole process: a witness of this rank's peak only when the
-  // rank is alone in it.
+  // The allocator counts for the whole process: a witness of this rank's peak if alone in it.
   const bool own_process = config.mode == "processes" || config.world == 1;
   if (own_process) reset_device_allocator_peak(ctx.device);
   set_memory_phase(MemoryKind::kParameters);
@@ -248,6 +247,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   if (log) log->set_position(-1, -1);
   hang.relax();
   if (own_process) result.device_allocator_peak_bytes = device_allocator_peak_bytes(ctx.device);
+  result.backward_thread = backward_thread_counts_since(backward_before);
   {
     // Gathering the weights for the check is not training: it stays out of the rank's peak.
     profiling::RankMemoryTracker::Paused not_training;

@@ -3,6 +3,7 @@
 #include <functional>
 #include <vector>
 
+#include "engine/launch/backward_thread.h"
 #include "engine/launch/rank_context.h"
 #include "engine/model/gpt_model.h"
 #include "engine/train/strategy.h"
@@ -34,6 +35,8 @@ struct RankResult {
   // The device caching allocator's peak over training, where the rank has its process to itself
   // (torch.cuda.max_memory_allocated; 0 on a CPU or when ranks share a process).
   int64_t device_allocator_peak_bytes = 0;
+  // Where its backward passes ran (SHARDSCOPE_BACKWARD_THREAD=1: engine/launch/backward_thread.h).
+  BackwardThreadCounts backward_thread;
 };
 
 using StepCallback = std::function<void(const StepRecord&)>;

@@ -13,6 +13,7 @@
 #include "profiling/io/chrome_json_scan.h"
 #include "profiling/io/input_file.h"
 #include "profiling/io/trace_io.h"
+#include "profiling/record/device_tracer.h"
 
 namespace shardscope::profiling {
 namespace {
@@ -379,12 +380,19 @@ class RankBuilder {
   }
 
   uint8_t lane_of(RankTrace& out, const Raw& r) {
-    const std::pair<std::string, std::string> thread{r.pid, r.tid};
+    // The runtime calls that launch kernels get a lane of their own, as in our CUPTI traces,
+    // where a kernel finds its launch by correlation id (device_work).
+    const bool runtime = r.cat == "cuda_runtime" || r.cat == "cuda_driver";
+    const std::pair<std::string, std::string> thread =
+        runtime ? std::pair<std::string, std::string>{"", kCudaRuntimeLane}
+                : std::pair<std::string, std::string>{r.pid, r.tid};
     if (thread == host_) return kHostLane;
     if (auto it = lanes_.find(thread); it != lanes_.end()) return it->second;
     if (out.lanes.size() >= 255) return uint8_t(out.lanes.size() - 1);  // the last takes the rest
     std::string name;
-    if (is_device_event(r)) {
+    if (runtime) {
+      name = kCudaRuntimeLane;
+    } else if (is_device_event(r)) {
       name = "stream " + r.tid;
     } else if (auto it = file_.thread_names.find(thread); it != file_.thread_names.end()) {
       name = it->second;
@@ -506,6 +514,9 @@ Trace assemble(const std::vector<RankFile>& files, const std::vector<std::string
       origin = std::min<int64_t>(origin, std::llround(r.ts_us * 1000) + f.base_ns);
   }
   if (origin == INT64_MAX) origin = 0;
+  // On a whole microsecond, so that a time's microseconds here are the file's (Holistic Trace
+  // Analysis rounds on that grid; see window_metrics).
+  origin -= ((origin % 1000) + 1000) % 1000;
   Trace trace;
   trace.run.world = int(files.size());
   trace.run.mode = kProfilerMode;

@@ -98,6 +98,10 @@ std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
     if (lane == kCudaRuntimeLane && e.seq >= 0) launches.emplace(e.seq, &e);
   }
 
+  // A PyTorch profiler's GPU trace is read as Holistic Trace Analysis reads it: the kernels,
+  // copies and memsets on its streams and nothing else. Gloo's collectives there run on the host
+  // (no kernel), so none is implied.
+  const bool recorded_only = on_gpu && trace.run.mode == kProfilerMode;
   std::vector<DeviceWork> out;
   for (const auto& e : rank.events) {
     DeviceWork w;
@@ -116,8 +120,8 @@ std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
       w.kind = e.category == Category::kMemcpy     ? WorkKind::kMemory
                : is_nccl_kernel(trace.str(e.name)) ? WorkKind::kCommunication
                                                    : WorkKind::kCompute;
-    } else if ((is_compute(e.category) && !on_gpu) ||
-               (is_communication(e.category) && !nccl_kernels)) {
+    } else if (!recorded_only && ((is_compute(e.category) && !on_gpu) ||
+                                  (is_communication(e.category) && !nccl_kernels))) {
       if (!measured(e.step)) continue;
       w.step = e.step;
       w.correlation = -1;  // numbered below, in time order

@@ -1,5 +1,7 @@
 #include "strategies/common/option_support.h"
 
+#include "engine/launch/backward_thread.h"
+
 namespace shardscope {
 
 void validate_option_support(const Config& config, const OptionSupport& support) {
@@ -53,13 +55,15 @@ void validate_option_support(const Config& config, const OptionSupport& support)
                       config.strategy + " does not spread experts (the ep degree is ep's option)");
   }
   // Only a device shared by rank threads has the problem (NCCL gives each rank its own GPU; auto
-  // is checked again once it is resolved).
-  if (!support.blocks_in_backward.empty() && config.device != "cpu" && config.world > 1 &&
+  // is checked again once it is resolved). The CPU emulation of a GPU's backward thread
+  // (SHARDSCOPE_BACKWARD_THREAD=1) has it too.
+  if (!support.blocks_in_backward.empty() &&
+      (config.device != "cpu" || backward_thread_emulated()) && config.world > 1 &&
       config.mode == "threads" && config.backend == "gloo") {
-    throw ConfigError("device", config.strategy +
-                                    " on a shared CUDA device cannot run in threads mode (" +
-                                    support.blocks_in_backward +
-                                    " blocks autograd's single device thread); use the cpu");
+    throw ConfigError("mode", config.strategy + " cannot run its ranks as threads sharing " +
+                                  config.device + ": " + support.blocks_in_backward +
+                                  " waits on autograd's device thread, which every rank thread "
+                                  "of a process shares; use --mode processes");
   }
 }
 

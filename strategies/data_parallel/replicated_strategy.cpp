@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "engine/comm/comm.h"
+#include "engine/launch/backward_thread.h"
 #include "engine/model/mixed_precision.h"
 #include "engine/state/initial_weights.h"
 #include "engine/state/training_state.h"
@@ -49,7 +50,8 @@ torch::Tensor ReplicatedStrategy::forward(const Batch& batch) {
 
 torch::Tensor ReplicatedStrategy::forward_backward(const Batch& batch, bool, double loss_scale) {
   auto loss = forward(batch);
-  (loss * loss_scale).backward();
+  const torch::Tensor scaled = loss * loss_scale;
+  run_backward_pass([&] { scaled.backward(); });
   tag_gradients();
   return loss.detach();
 }

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "engine/comm/comm.h"
+#include "engine/launch/backward_thread.h"
 #include "engine/train/config.h"
 #include "engine/train/strategy_registry.h"
 #include "strategies/common/option_support.h"
@@ -37,7 +38,7 @@ class TorchDdp final : public ReplicatedStrategy {
     // Only the micro-batch that ends accumulation arms the reducer's hooks; the others just
     // accumulate into .grad, exactly like DDP's no_sync().
     if (last_micro) reducer_->arm({scaled});
-    scaled.backward();
+    run_backward_pass([&] { scaled.backward(); });
     if (last_micro) reducer_->after_backward();
     tag_gradients();
     return loss.detach();

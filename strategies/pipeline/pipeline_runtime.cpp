@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/comm/comm.h"
+#include "engine/launch/backward_thread.h"
 #include "engine/model/mixed_precision.h"
 #include "engine/train/config.h"
 #include "profiling/record/host_tracing.h"
@@ -165,7 +166,7 @@ struct PipelineRuntime::Impl {
     if (a.pass == pipeline::Pass::kBackward || a.stage == 0) {
       profiling::ScopedSpan span(profiling::Category::kBackward,
                                  label(profiling::kBackwardPassSpan, a));
-      slot.output.backward(output_grad);
+      run_backward_pass([&] { slot.output.backward(output_grad); });
       if (a.stage > 0) input_grad = slot.input.grad();
       if (hooks.after_backward) hooks.after_backward();
     } else {

@@ -11,6 +11,8 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include "engine/launch/backward_thread.h"
+
 namespace shardscope {
 
 using torch::autograd::Edge;
@@ -136,8 +138,11 @@ torch::Tensor SplitBackward::input_pass(const torch::Tensor& output,
       group->received.push_back(received);
     }
   }
-  auto grads = torch::autograd::grad({output}, {input}, {output_grad}, /*retain_graph=*/true,
-                                     /*create_graph=*/false, /*allow_unused=*/true);
+  torch::autograd::variable_list grads;
+  run_backward_pass([&] {
+    grads = torch::autograd::grad({output}, {input}, {output_grad}, /*retain_graph=*/true,
+                                  /*create_graph=*/false, /*allow_unused=*/true);
+  });
   for (auto& [node, received] : capture) received->capturing = false;
   return grads[0];
 }

@@ -12,6 +12,7 @@
 #include <torch/torch.h>
 
 #include "engine/comm/comm.h"
+#include "engine/launch/backward_thread.h"
 #include "engine/model/mixed_precision.h"
 #include "engine/state/initial_weights.h"
 #include "engine/state/training_state.h"
@@ -96,7 +97,8 @@ class Fsdp final : public Strategy {
       auto logits = run_unit(head_unit_, [&] { return model_->head(x); });
       loss = GptModelImpl::loss_of(logits, batch.targets);
     }
-    (loss * loss_scale).backward();
+    const torch::Tensor scaled = loss * loss_scale;
+    run_backward_pass([&] { scaled.backward(); });
     finish_backward();
     return loss.detach();
   }

@@ -1,7 +1,8 @@
 // Reading the PyTorch profiler's own traces (issue 36): folders that torch.profiler wrote around
 // DDP, FSDP2 and torch.distributed.pipelining over Gloo on the CPU (scripts/kineto-traces.py,
-// shipped in assets/traces/kineto/), whose format nobody here wrote. Ranks, steps, lanes,
-// collectives linked across ranks with their bytes, sends to their receives, memory.
+// shipped in assets/traces/kineto/) and on a GPU (the gpu-* folders), whose format nobody here
+// wrote. Ranks, steps, lanes, collectives linked across ranks with their bytes, sends to their
+// receives, memory.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -124,6 +125,44 @@ TEST(KinetoReader, OneFileIsOneRankAndHostileFilesAreNamed) {
   const Trace odd = read_kineto_files({(dir / "odd.json").string()});
   ASSERT_EQ(odd.ranks.size(), 1u);
   EXPECT_EQ(odd.ranks[0].events.size(), 4u);
+}
+
+// A GPU's traces (scripts/kineto-gpu-traces.py on an H200, PyTorch 2.11 with CUDA 13): four rank
+// processes sharing cuda:0 over Gloo. Kernels, copies and memsets on their streams' lanes, each
+// tied to the runtime call that launched it, within one of the rank's steps; the ranks from
+// distributedInfo, whatever the files are called (host_pid.pt.trace.json.gz).
+TEST(KinetoReader, AGpusKernelsAreOnStreamLanesAndKnowTheirLaunch) {
+  const Trace t = folder("gpu-ddp-gloo-w4");
+  ASSERT_EQ(t.ranks.size(), 4u);
+  for (size_t i = 0; i < t.ranks.size(); ++i) {
+    const RankTrace& r = t.ranks[i];
+    EXPECT_EQ(r.rank, int(i));
+    EXPECT_EQ(count(r, t, Category::kStep), 3) << r.rank;
+    EXPECT_FALSE(r.counters.empty()) << "profile_memory's [memory] events";
+    int kernels = 0;
+    for (const Event& e : r.events) {
+      if (e.category != Category::kKernel) continue;
+      ++kernels;
+      EXPECT_EQ(r.lanes[e.lane].rfind("stream ", 0), 0u) << r.lanes[e.lane];
+    }
+    EXPECT_GT(kernels, 300) << r.rank;
+    const std::vector<DeviceWork> work = device_work(t, r);
+    int launched = 0, compute = 0, memory = 0;
+    for (const DeviceWork& w : work) {
+      launched += w.launch != nullptr;
+      compute += w.kind == WorkKind::kCompute;
+      memory += w.kind == WorkKind::kMemory;
+      EXPECT_GE(w.step, 1);
+      EXPECT_LE(w.launch_ns(), w.t0_ns) << "a kernel starts after its launch";
+    }
+    EXPECT_EQ(launched, int(work.size())) << r.rank;
+    EXPECT_GT(compute, 0);
+    EXPECT_GT(memory, 0);
+    // Gloo ran the all-reduces on the host: the collectives are matched, but no kernel is
+    // implied for them (Holistic Trace Analysis sees none either).
+    EXPECT_GT(count(r, t, Category::kCollective, "all_reduce"), 0);
+    for (const DeviceWork& w : work) EXPECT_NE(w.kind, WorkKind::kCommunication);
+  }
 }
 
 }  // namespace
