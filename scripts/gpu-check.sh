@@ -59,8 +59,8 @@ fi
 
 status=0
 # GPU_SECTIONS picks sections of the run phase by name (default: all of them), to spend a lease
-# only on what changed: bench-threads bench-processes nccl cupti cupti-kineto world1 hang
-# projection memory bench-small.
+# only on what changed: bench-threads bench-processes nccl cupti cupti-kineto cupti-processes
+# world1 world1-bf16 hang projection memory bench-small.
 want() { [ -z "${GPU_SECTIONS:-}" ] || [[ " $GPU_SECTIONS " == *" $1 "* ]]; }
 bench() {
   local name="$1"; shift
@@ -98,14 +98,32 @@ step "CUPTI trace for HTA: ddp_bucketed, 4 ranks on $DEV, one Kineto file per ra
 tar czf "$OUT/cupti-kineto.tgz" -C "$BUILD_LOGS" cupti-kineto || status=1
 }
 
+# Issue 37 §2: every rank process traces its own kernels with CUPTI and sends them back; the
+# launcher merges them, each on its rank's lanes.
+want cupti-processes && {
+step "CUPTI in rank processes: ddp_bucketed and fsdp, 4 processes on $DEV, one Kineto file per rank"
+for strategy in ddp_bucketed fsdp; do
+  "$BIN" run --strategy "$strategy" --world 4 --mode processes --device "$DEV" --backend gloo \
+    --preset small --steps 3 --no-reference --trace "$BUILD_LOGS/cupti-processes-$strategy/" |
+    grep -E "^(ranks agree|device tracing|trace written|run failed)" || status=1
+done
+tar czf "$OUT/cupti-processes.tgz" -C "$BUILD_LOGS" cupti-processes-ddp_bucketed cupti-processes-fsdp || status=1
+}
+
 # Issue 34's measured points: a whole step at world 1 of each small preset, for the projection of
 # the same configuration to be compared with.
-want world1 && for preset in tiny small gpt2-small; do
-  step "world 1, $preset, on $DEV: measured step time"
-  "$BIN" run --preset "$preset" --world 1 --device "$DEV" --steps 10 --no-reference \
-    --json "$BUILD_LOGS/world1-$preset.json" | grep -E "^ +[0-9]+ +[0-9.]+ +[0-9.]+ s" || status=1
-  "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("wall_s", d["wall_s"], "steps", d.get("steps"))' \
-    "$BUILD_LOGS/world1-$preset.json" || status=1
+# world1-bf16: the same under bf16 autocast, the precision `project` prices.
+for precision in fp32 bf16; do
+  section=world1; [ "$precision" = bf16 ] && section=world1-bf16
+  want "$section" || continue
+  for preset in tiny small gpt2-small; do
+    step "world 1, $preset, $precision, on $DEV: measured step time"
+    "$BIN" run --preset "$preset" --world 1 --device "$DEV" --steps 10 --no-reference \
+      --precision "$precision" --json "$BUILD_LOGS/world1-$preset.json" |
+      grep -E "^ +[0-9]+ +[0-9.]+ +[0-9.]+ s" || status=1
+    "$PY" -c 'import json,sys; d=json.load(open(sys.argv[1])); print("wall_s", d["wall_s"], "steps", d.get("steps"))' \
+      "$BUILD_LOGS/world1-$preset.json" || status=1
+  done
 done
 
 # Issue 37: do the strategies that wait inside backward still hang in processes mode on one GPU,

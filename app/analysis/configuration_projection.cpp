@@ -30,11 +30,13 @@ void require(bool ok, const char* field, const std::string& message) {
 }
 
 // A pass of one pipeline stage: its time, and the part of it spent in the tensor group's
-// collectives.
+// collectives. The host dispatches each op (PyTorch eager) while the device runs the ones before
+// it, so a block's pass takes its kernels' time or its dispatches', whichever is longer: small
+// models are bound by the host, as they are on a GPU.
 struct PassCost {
   double seconds = 0, tensor_comm = 0;
-  void add(const std::vector<PricedOp>& ops, double times) {
-    seconds += times * profiling::total_seconds(ops);
+  void add(const std::vector<PricedOp>& ops, double times, double dispatch_s) {
+    seconds += times * profiling::host_or_device_seconds(ops, dispatch_s);
     tensor_comm += times * profiling::total_seconds(ops, Kind::kTensorComm);
   }
 };
@@ -143,9 +145,10 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
     for (const auto& [ops, times] : {std::pair<const PassOps*, double>{&block, n},
                                      {&embedding, s == 0 ? 1.0 : 0.0},
                                      {&head, s == stages - 1 ? 1.0 : 0.0}}) {
-      costs[s].forward.add(ops->forward, times);
-      costs[s].input.add(ops->backward_input, times);
-      costs[s].weight.add(ops->backward_weight, times);
+      const double dispatch = hw.gpu.dispatch_us * 1e-6;
+      costs[s].forward.add(ops->forward, times, dispatch);
+      costs[s].input.add(ops->backward_input, times, dispatch);
+      costs[s].weight.add(ops->backward_weight, times, dispatch);
     }
   }
   return costs;
@@ -308,7 +311,9 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
     }
   }
   p.memory = profiling::project_memory(model_shape(config.model), l.memory);
-  p.optimizer_s = profiling::optimizer_seconds(hw, double(p.memory.parameters_per_gpu));
+  // A tensor-parallel rank holds a shard of each of its stage's tensors: as many tensors.
+  const double tensors = double(profiling::parameter_tensors(model_shape(config.model))) / l.pp;
+  p.optimizer_s = profiling::optimizer_seconds(hw, double(p.memory.parameters_per_gpu), tensors);
   if (l.dp > 1) {
     // Gradients in fp32 (or the reduce dtype) over the data-parallel group after backward, not
     // overlapped: the ZeRO stages move the same bytes (reduce-scatter then all-gather), and

@@ -83,11 +83,12 @@ struct TimelineView::Frame {
 // One rank's band of rows while it is drawn top to bottom; `next_row` carries on to the next
 // rank, since the index's rows are sorted by rank.
 struct TimelineView::RankBand {
-  size_t index = 0;       // into Trace::ranks and the index's per-rank tables
-  float top = 0;          // its first row
-  float host_bottom = 0;  // the bottom of its host rows, where a pipeline bubble is shaded
-  float y = 0;            // the top of what is drawn next
-  size_t next_row = 0;    // into TimelineIndex::rows
+  size_t index = 0;                // into Trace::ranks and the index's per-rank tables
+  float top = 0;                   // its first row
+  float host_bottom = 0;           // the bottom of its host rows, where a pipeline bubble is shaded
+  float y = 0;                     // the top of what is drawn next
+  size_t next_row = 0;             // into TimelineIndex::rows
+  float labels_free_from = -1e9f;  // below the last lane label drawn: labels never overlap
 };
 
 void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root_failure) {
@@ -425,13 +426,16 @@ void TimelineView::draw_lanes(const Frame& f, const Trace& trace, const Timeline
     const float y = band->y;
     row_top_[r] = y;
     if (row.lane == profiling::kHostLane) band->host_bottom = y + row_height_;
-    if (row.lane != last_lane) {
+    // A lane's label where the lane begins, unless the rows are thinner than the text and the
+    // label above still covers this row (many thin lanes: a real GPU trace's streams).
+    if (row.lane != last_lane && y + 1 >= band->labels_free_from) {
       const std::string lane = row.lane < static_cast<int>(rank.lanes.size())
                                    ? rank.lanes[row.lane]
                                    : "lane " + std::to_string(row.lane);
       f.dl->AddText(ImVec2(f.origin.x + 60, y + 1), 0xFFA0A0A0, lane.c_str());
-      last_lane = row.lane;
+      band->labels_free_from = y + 1 + ImGui::GetFontSize();
     }
+    last_lane = row.lane;
     layout_row(rank, row, window_, f.canvas_w, kFoldPx, marks);
     f.dl->PushClipRect(f.clip_min, f.clip_max, true);
     draw_marks(f, trace, index, *band, *marks);

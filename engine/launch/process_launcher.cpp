@@ -352,6 +352,10 @@ ProcessLaunchOutcome read_rank_outcomes(const std::string& dir, int world,
     RankOutcome rank;
     const bool read = read_rank_outcome(dir, r, rank, *outcome.launch.logs[r]);
     outcome.launch.peak_allocated_bytes[r] = rank.peak_allocated_bytes;
+    for (auto& activity : rank.device_activity) {
+      activity.rank = r;  // the process is the rank, whatever thread launched the kernel
+      outcome.device_activity.push_back(std::move(activity));
+    }
     const RankExit ended = exits.empty() ? RankExit{} : exits[r];
     const bool exited_cleanly =
         !ended.seen || (WIFEXITED(ended.wait_status) && WEXITSTATUS(ended.wait_status) == 0);

@@ -7,12 +7,15 @@
 #include "engine/launch/launcher.h"
 #include "engine/train/config.h"
 #include "engine/train/trainer.h"
+#include "profiling/record/device_tracer.h"
 
 namespace shardscope {
 
 struct ProcessLaunchOutcome {
   LaunchReport launch;              // logs restored from the rank processes' files
   std::vector<RankResult> results;  // per rank; empty weights where a rank failed
+  // What every rank process's CUPTI recorded, each activity with its rank (empty on a CPU).
+  std::vector<profiling::DeviceActivity> device_activity;
 };
 
 // Runs `config` as `config.world` rank processes of the shardscope binary (`shardscope worker`,

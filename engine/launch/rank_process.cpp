@@ -271,6 +271,10 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
     }
   } join_on_exit{keeping.finished, keeper};
   RankOutcome outcome;
+  // CUPTI sees only its own process: each rank process traces its kernels and sends them back.
+  profiling::DeviceTracer& device_tracer = profiling::DeviceTracer::instance();
+  std::string no_tracing;
+  const bool tracing_device = config.device != "cpu" && device_tracer.enable(&no_tracing);
   const c10::intrusive_ptr<c10d::TCPStore> store =
       connect_to_store(config, env, timeout, master, outcome);
   const c10::intrusive_ptr<c10d::Store> job_store =
@@ -299,6 +303,13 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   if (outcome.failure && reports.failed) reports.failed(*outcome.failure);
   keeping.finished = true;
   keeper.join();  // before the final write, which shares its temporary file name
+  if (tracing_device) {
+    try {
+      outcome.device_activity = device_tracer.collect();
+    } catch (const std::exception&) {
+      // A device that failed the run fails the flush too: the rank's outcome still goes back.
+    }
+  }
   write_rank_outcome(out_dir, env.rank, outcome, log);
   return outcome.failure ? 1 : 0;
 }

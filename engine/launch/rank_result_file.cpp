@@ -77,6 +77,12 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
   for (const auto& m : log.memory()) {
     memory.push_back({m.t_ns, static_cast<int>(m.kind), m.bytes});
   }
+  json device = json::array();
+  for (const auto& a : outcome.device_activity) {
+    device.push_back({a.rank, a.name, static_cast<int>(a.category), a.stream, a.t0_ns, a.t1_ns,
+                      a.bytes, a.correlation});
+  }
+  out["device_activity"] = std::move(device);
   out["events"] = std::move(events);
   out["spans"] = std::move(spans);
   out["memory_samples"] = std::move(memory);
@@ -117,6 +123,18 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
                               r.value("backward_passes_on_own_thread", int64_t{0}),
                               r.value("backward_hooks_off_own_thread", int64_t{0})};
     outcome.result = std::move(result);
+  }
+  for (const auto& a : in.value("device_activity", json::array())) {
+    profiling::DeviceActivity activity;
+    activity.rank = a.at(0);
+    activity.name = a.at(1);
+    activity.category = static_cast<profiling::Category>(a.at(2).get<int>());
+    activity.stream = a.at(3);
+    activity.t0_ns = a.at(4);
+    activity.t1_ns = a.at(5);
+    activity.bytes = a.at(6);
+    activity.correlation = a.at(7);
+    outcome.device_activity.push_back(std::move(activity));
   }
   std::vector<profiling::CommEvent> events;
   std::vector<profiling::HostSpan> spans;

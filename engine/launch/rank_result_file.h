@@ -6,8 +6,11 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <vector>
+
 #include "engine/launch/launcher.h"
 #include "engine/train/trainer.h"
+#include "profiling/record/device_tracer.h"
 
 namespace shardscope {
 
@@ -17,6 +20,9 @@ struct RankOutcome {
   std::optional<RankResult> result;
   std::optional<RankFailure> failure;
   int64_t peak_allocated_bytes = 0;
+  // On a GPU, the kernels, copies and runtime calls this process's CUPTI recorded (each rank
+  // process traces its own: CUPTI sees only its own process).
+  std::vector<profiling::DeviceActivity> device_activity;
   // Non-empty: written while the rank process was still running, and why (one of the two
   // below). The process's own end overwrites it.
   std::string partial;

@@ -387,7 +387,8 @@ namespace {
 void validate_placement(const Config& c) {
   require(c.world >= 1, "world", "must be at least 1, got " + std::to_string(c.world));
   require(c.world <= 64, "world", "at most 64 ranks on one node, got " + std::to_string(c.world));
-  require(c.mode == "threads" || c.mode == "processes", "mode",
+  // auto is resolved by finalize(); a config only validated keeps it.
+  require(c.mode == "auto" || c.mode == "threads" || c.mode == "processes", "mode",
           "unknown mode '" + c.mode + "' (auto, threads, processes)");
   require(c.device == "cpu" || is_cuda_device(c.device), "device",
           "expected cpu or cuda:N, got '" + c.device + "'");

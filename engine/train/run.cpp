@@ -28,6 +28,7 @@ namespace {
 struct TrainingOutcome {
   LaunchReport launch;
   std::vector<RankResult> results;
+  std::vector<profiling::DeviceActivity> device_activity;  // the rank processes' own
 };
 
 TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> corpus,
@@ -43,6 +44,7 @@ TrainingOutcome train(const Config& config, std::shared_ptr<const TokenCorpus> c
     auto processes = launch_rank_processes(config, on_step);
     outcome.launch = std::move(processes.launch);
     outcome.results = std::move(processes.results);
+    outcome.device_activity = std::move(processes.device_activity);
     return outcome;
   }
   outcome.results.resize(config.world);
@@ -232,7 +234,8 @@ RunSummary summarise_rank_folder(const Config& config, const std::string& dir,
   if (callbacks.on_step && !processes.results.empty()) {
     for (const auto& step : processes.results[0].steps) callbacks.on_step(step);
   }
-  TrainingOutcome outcome{std::move(processes.launch), std::move(processes.results)};
+  TrainingOutcome outcome{std::move(processes.launch), std::move(processes.results),
+                          std::move(processes.device_activity)};
   summarise(summary, config, std::move(outcome), corpus, callbacks);
   // The ranks' own time, not this reading's: rank 0's steps, as the run's table shows them.
   for (const auto& step : summary.steps) summary.wall_s += step.step_time_s;
@@ -271,7 +274,10 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
   for (const RankSummary& r : summary.ranks)
     summary.backward_thread = summary.backward_thread && r.backward_thread.all_on_second_thread();
   summary.trace = trace_of(config, outcome.launch);
-  profiling::add_device_activity(summary.trace, profiling::DeviceTracer::instance().collect());
+  // Threads: this process's CUPTI saw every rank. Processes: each rank process's did.
+  std::vector<profiling::DeviceActivity> device = profiling::DeviceTracer::instance().collect();
+  device.insert(device.end(), outcome.device_activity.begin(), outcome.device_activity.end());
+  profiling::add_device_activity(summary.trace, device);
   if (!outcome.launch.ok()) {
     summary.ok = false;
     summary.failed_rank = outcome.launch.root_failure()->rank;

@@ -312,7 +312,8 @@ class RankBuilder {
       if (is_backend_collective(r) || is_nccl_kernel(r)) {
         const std::string group = r.group.empty() ? file_.default_group : r.group;
         e.category = Category::kCollective;
-        e.lane = kCommLane;
+        // An NCCL kernel stays on its stream; the host's call of a collective is the comm lane.
+        e.lane = is_nccl_kernel(r) ? lane_of(out, r) : uint8_t(kCommLane);
         e.name = trace_.intern(collective_op(r));
         e.group = trace_.intern(group);
         const std::string op = collective_op(r);
@@ -383,15 +384,19 @@ class RankBuilder {
     // The runtime calls that launch kernels get a lane of their own, as in our CUPTI traces,
     // where a kernel finds its launch by correlation id (device_work).
     const bool runtime = r.cat == "cuda_runtime" || r.cat == "cuda_driver";
+    // A GPU annotation (the profiler's step, DDP's phases) spans many kernels of its stream: on
+    // a lane of its own, not over the kernels.
+    const bool gpu_annotation = r.cat == "gpu_user_annotation";
     const std::pair<std::string, std::string> thread =
-        runtime ? std::pair<std::string, std::string>{"", kCudaRuntimeLane}
-                : std::pair<std::string, std::string>{r.pid, r.tid};
+        runtime          ? std::pair<std::string, std::string>{"", kCudaRuntimeLane}
+        : gpu_annotation ? std::pair<std::string, std::string>{"", "gpu annotations"}
+                         : std::pair<std::string, std::string>{r.pid, r.tid};
     if (thread == host_) return kHostLane;
     if (auto it = lanes_.find(thread); it != lanes_.end()) return it->second;
     if (out.lanes.size() >= 255) return uint8_t(out.lanes.size() - 1);  // the last takes the rest
     std::string name;
-    if (runtime) {
-      name = kCudaRuntimeLane;
+    if (runtime || gpu_annotation) {
+      name = thread.second;
     } else if (is_device_event(r)) {
       name = "stream " + r.tid;
     } else if (auto it = file_.thread_names.find(thread); it != file_.thread_names.end()) {

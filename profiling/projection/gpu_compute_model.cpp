@@ -14,7 +14,8 @@ double ceil_div(double a, double b) {
 // shapes large bf16 GEMMs use. A tile's own padding is not counted: for a thin operand cuBLAS
 // has narrower tiles, and such a GEMM is bound by memory anyway.
 double wave_efficiency(const GpuCompute& gpu, int64_t m, int64_t n, int64_t batch) {
-  static const int kTiles[][2] = {{128, 256}, {256, 128}, {128, 128}};
+  static const int kTiles[][2] = {{128, 256}, {256, 128}, {128, 128},
+                                  {128, 64},  {64, 128},  {64, 64}};
   double best = 0;
   for (const auto& tile : kTiles) {
     const double tiles = ceil_div(double(m), tile[0]) * ceil_div(double(n), tile[1]) * batch;
@@ -25,6 +26,10 @@ double wave_efficiency(const GpuCompute& gpu, int64_t m, int64_t n, int64_t batc
 
 double floor_of_a_kernel(const GpuCompute& gpu) {
   return gpu.kernel_us * 1e-6;
+}
+
+double floor_of_a_gemm(const GpuCompute& gpu) {
+  return gpu.gemm_floor_us > 0 ? gpu.gemm_floor_us * 1e-6 : floor_of_a_kernel(gpu);
 }
 
 }  // namespace
@@ -39,7 +44,7 @@ double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int6
   const double compute =
       gemm_flops(m, n, k, batch) / (gpu.matmul_tflops * 1e12 * wave_efficiency(gpu, m, n, batch));
   const double moved = double(bytes) * batch * (double(m) * k + double(k) * n + double(m) * n);
-  return std::max({compute, memory_seconds(gpu, moved), floor_of_a_kernel(gpu)});
+  return std::max(floor_of_a_gemm(gpu) + compute, memory_seconds(gpu, moved));
 }
 
 double memory_seconds(const GpuCompute& gpu, double bytes) {

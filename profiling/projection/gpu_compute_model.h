@@ -17,6 +17,9 @@ struct GpuCompute {
   // Flash attention's rate as a fraction of the peak, forward and backward, measured.
   double attention_forward_fraction = 0, attention_backward_fraction = 0;
   double kernel_us = 0;  // the least a kernel takes on the device, start to end of the next
+  // The least a GEMM takes, measured on the smallest shapes of a sweep (a GEMM's set-up, its
+  // pipeline filling and draining, its epilogue); 0: kernel_us.
+  double gemm_floor_us = 0;
   // Host time to dispatch one operator (PyTorch eager); a device waits when kernels are shorter.
   double dispatch_us = 0;
   std::string sources;  // where each figure comes from
@@ -24,11 +27,11 @@ struct GpuCompute {
   bool known() const { return sms > 0 && matmul_tflops > 0 && memory_gbps > 0; }
 };
 
-// Seconds of a batched GEMM C[m x n] = A[m x k] B[k x n] in `bytes`-byte elements. Its tiles
-// (128 x 256, 256 x 128 or 128 x 128, whichever leaves the fewest SMs idle, as cuBLAS's
-// heuristics pick) run in waves over the SMs at the measured large-GEMM rate, so a GEMM whose
-// last wave is partly empty pays for the whole wave; one that moves more bytes than it can
-// compute on in that time runs at memory speed; none takes less than a kernel.
+// Seconds of a batched GEMM C[m x n] = A[m x k] B[k x n] in `bytes`-byte elements: the GEMM's
+// floor (gemm_floor_us) plus its tiles' time. The tiles (128 x 256 down to 64 x 64, whichever
+// leaves the fewest SMs idle, as cuBLAS's heuristics pick) run in waves over the SMs at the
+// measured large-GEMM rate, so a GEMM whose last wave is partly empty pays for the whole wave;
+// one that moves more bytes than it can compute on in that time runs at memory speed.
 double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
                     int bytes = 2);
 double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch = 1);

@@ -94,6 +94,7 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
     throw std::runtime_error(where + ": 'matmul_tflops' needs a peak_bf16_tflops at least as high");
   gpu.kernel_us = optional_non_negative(j, "kernel_us", where);
   gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
+  gpu.gemm_floor_us = optional_non_negative(j, "gemm_floor_us", where);
   gpu.sources = optional_text(j, "sources", where);
   if (gpu.sources.empty())
     throw std::runtime_error(where + ": 'sources' is missing (where each figure was measured)");

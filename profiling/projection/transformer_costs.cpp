@@ -220,8 +220,19 @@ HardwareProfile group_profile(const HardwareProfile& hw, int size, int stride) {
   return group;
 }
 
-double optimizer_seconds(const HardwareProfile& hw, double parameters) {
-  return memory_seconds(hw.gpu, 30.0 * parameters);
+double optimizer_seconds(const HardwareProfile& hw, double parameters, double tensors) {
+  // mul_ (decay), mul_ add_ (first moment), mul_ addcmul_ (second), sqrt div add_ (denominator),
+  // addcdiv_ (update): torch::optim::AdamW's step, one parameter at a time.
+  const double host = tensors * kAdamWKernelsPerTensor * hw.gpu.dispatch_us * 1e-6;
+  return std::max(memory_seconds(hw.gpu, 30.0 * parameters), host);
+}
+
+int64_t parameter_tensors(const ModelShape& model) {
+  return 12 * model.layers + 4 + (model.tie_embeddings ? 0 : 1);
+}
+
+double host_or_device_seconds(const std::vector<PricedOp>& ops, double dispatch_s) {
+  return std::max(total_seconds(ops), double(ops.size()) * dispatch_s);
 }
 
 }  // namespace shardscope::profiling

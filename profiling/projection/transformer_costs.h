@@ -30,6 +30,9 @@ struct PassOps {
 
 double total_seconds(const std::vector<PricedOp>& ops);
 double total_seconds(const std::vector<PricedOp>& ops, PricedOp::Kind kind);
+// The ops' time when the host dispatches each in `dispatch_s` while the device runs those before
+// it: the longer of the two totals (the queue between them is deep enough for a block).
+double host_or_device_seconds(const std::vector<PricedOp>& ops, double dispatch_s);
 
 // The model's shape and what one micro-batch of one GPU holds.
 struct PassShape {
@@ -53,8 +56,14 @@ PassOps head_ops(const PassShape& shape, const HardwareProfile& hw,
 // share a node as fit in one, and the rest of the group is on other nodes.
 HardwareProfile group_profile(const HardwareProfile& hw, int size, int stride);
 
-// The optimizer step over `parameters` fp32 master weights (AdamW: weights, gradients and both
-// moments read, weights and moments written, the bf16 copy written: 30 bytes a parameter).
-double optimizer_seconds(const HardwareProfile& hw, double parameters);
+// The optimizer step over `parameters` fp32 master weights in `tensors` tensors (AdamW: weights,
+// gradients and both moments read, weights and moments written, the bf16 copy written: 30 bytes
+// a parameter), or, when longer, the host's dispatch of its kernels: LibTorch's AdamW runs
+// kAdamWKernelsPerTensor of them per parameter tensor.
+constexpr int kAdamWKernelsPerTensor = 9;
+double optimizer_seconds(const HardwareProfile& hw, double parameters, double tensors = 0);
+// The parameter tensors of our GPT: per block two LayerNorms and four Linears, each a weight and
+// a bias; the token and position embeddings, the final LayerNorm's two, and an untied head.
+int64_t parameter_tensors(const ModelShape& model);
 
 }  // namespace shardscope::profiling

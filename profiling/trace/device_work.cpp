@@ -84,6 +84,12 @@ std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
 
   bool on_gpu = false, nccl_kernels = false;
   int64_t last_correlation = 0;
+  // A profiler trace's NCCL kernel is read as a collective (so it links across ranks) on its own
+  // stream's lane: a communication kernel that was recorded.
+  auto recorded_collective = [&](const Event& e) {
+    return e.category == Category::kCollective && e.lane < rank.lanes.size() &&
+           stream_of_lane(rank.lanes[e.lane]) >= 0;
+  };
   std::map<int64_t, const Event*> launches;  // correlation id -> runtime call
   for (const auto& e : rank.events) {
     const std::string& lane = e.lane < rank.lanes.size() ? rank.lanes[e.lane] : std::string();
@@ -91,6 +97,7 @@ std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
       on_gpu = true;
       nccl_kernels = nccl_kernels || is_nccl_kernel(trace.str(e.name));
     }
+    nccl_kernels = nccl_kernels || recorded_collective(e);
     if (e.category == Category::kKernel || e.category == Category::kMemcpy ||
         lane == kCudaRuntimeLane) {
       last_correlation = std::max(last_correlation, e.seq);
@@ -120,6 +127,13 @@ std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
       w.kind = e.category == Category::kMemcpy     ? WorkKind::kMemory
                : is_nccl_kernel(trace.str(e.name)) ? WorkKind::kCommunication
                                                    : WorkKind::kCompute;
+    } else if (recorded_collective(e)) {
+      w.step = step_at(w.t0_ns);  // its launch is not linked: it carries the collective's number
+      if (!measured(w.step)) continue;
+      w.stream = stream_of_lane(rank.lanes[e.lane]);
+      w.correlation = -1;
+      w.recorded = true;
+      w.kind = WorkKind::kCommunication;
     } else if (!recorded_only && ((is_compute(e.category) && !on_gpu) ||
                                   (is_communication(e.category) && !nccl_kernels))) {
       if (!measured(e.step)) continue;
@@ -137,8 +151,8 @@ std::vector<DeviceWork> device_work(const Trace& trace, const RankTrace& rank) {
   for (auto& w : out) {
     // A trace recorded before correlation ids were kept has -1 on its kernels too.
     if (w.correlation < 0) w.correlation = ++last_correlation;
-    const bool recorded =
-        w.event->category == Category::kKernel || w.event->category == Category::kMemcpy;
+    const bool recorded = w.recorded || w.event->category == Category::kKernel ||
+                          w.event->category == Category::kMemcpy;
     if (!recorded) (w.kind == WorkKind::kCompute ? implied_compute : implied_comm).push_back(&w);
   }
   assign_streams(implied_compute, kFirstComputeStream);

@@ -27,6 +27,7 @@ struct DeviceWork {
   int stream = 0;                 // no two kernels on one stream overlap
   int step = -1;
   WorkKind kind = WorkKind::kCompute;
+  bool recorded = false;  // a collective the GPU recorded as its kernel (see device_work)
   // When the host launched it: the runtime call's start, else the work's own start.
   int64_t launch_ns() const { return launch != nullptr ? launch->t0_ns : t0_ns; }
 };

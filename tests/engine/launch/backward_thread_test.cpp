@@ -22,16 +22,14 @@ namespace {
 
 class BackwardThread : public testing::Test {
  protected:
-  void SetUp() override {
-    setenv("SHARDSCOPE_WORKER", SHARDSCOPE_BINARY, 1);
-    setenv("SHARDSCOPE_BACKWARD_THREAD", "1", 1);
-  }
+  void SetUp() override { setenv("SHARDSCOPE_WORKER", SHARDSCOPE_BINARY, 1); }
   void TearDown() override { unsetenv("SHARDSCOPE_BACKWARD_THREAD"); }
 };
 
 Config in_processes(const std::string& strategy, int world) {
   Config c = test::tiny_config(strategy, world, 1);
   c.mode = "processes";
+  finalize(c);
   c.steps = 3;
   c.collective_timeout_s = 10;  // a hang fails within it, naming the rank that holds the device
   return c;
@@ -39,7 +37,10 @@ Config in_processes(const std::string& strategy, int world) {
 
 void expect_trained_on_second_threads(const Config& c, bool hooks_in_backward) {
   SCOPED_TRACE(c.strategy + " " + c.strategy_options.schedule);
+  // On only now: a config made under it in threads mode (tiny_config's) would be refused.
+  setenv("SHARDSCOPE_BACKWARD_THREAD", "1", 1);
   const RunSummary s = run_training(c);
+  unsetenv("SHARDSCOPE_BACKWARD_THREAD");
   test::expect_matches_reference(s);
   EXPECT_TRUE(s.backward_thread) << "not every backward ran on a second thread";
   for (const RankSummary& r : s.ranks) {

@@ -3,6 +3,11 @@
 // wave, a thin GEMM runs at memory speed, and a profile's rates come with their sources.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 #include "profiling/projection/gpu_compute_model.h"
 #include "profiling/projection/hardware_profile.h"
 #include "profiling/projection/transformer_costs.h"
@@ -33,9 +38,14 @@ TEST(GpuComputeModel, AFullWaveRunsAtTheMeasuredRateAndOneTileMoreCostsAWave) {
   // 2560 x 1280: 100 tiles of 128 x 256 (or of 256 x 128), one full wave at 250 TFLOPS.
   const int64_t m = 2560, n = 1280, k = 8192;
   EXPECT_NEAR(gemm_seconds(gpu, m, n, k), gemm_flops(m, n, k) / 250e12, 1e-12);
-  // 128 rows more: 105 or 110 tiles, or 210 of 128 x 128, the best of which fills 210 of the
-  // 300 slots of three waves: 1.05 times the work at 0.7 of the rate, 1.5 times the time.
-  EXPECT_NEAR(gemm_seconds(gpu, m + 128, n, k) / gemm_seconds(gpu, m, n, k), 1.5, 1e-9);
+  // 128 rows more: 105 or 110 tiles of 128 x 256, ... 840 of 64 x 64, the best of which fills
+  // 840 of the 900 slots of nine waves: 1.05 times the work at 14/15 of the rate.
+  EXPECT_NEAR(gemm_seconds(gpu, m + 128, n, k) / gemm_seconds(gpu, m, n, k), 1.05 * 15 / 14, 1e-9);
+  // No GEMM is quicker than its floor, which every GEMM pays on top of its tiles.
+  GpuCompute floored = gpu;
+  floored.gemm_floor_us = 3;
+  EXPECT_NEAR(gemm_seconds(floored, 64, 64, 64), 3e-6 + gemm_flops(64, 64, 64) / (250e12 / 100),
+              1e-12);
 }
 
 TEST(GpuComputeModel, AThinGemmRunsAtMemorySpeed) {
@@ -92,6 +102,31 @@ TEST(GpuComputeModel, EveryShippedGpuNamesTheSourceOfItsRates) {
   }
   EXPECT_TRUE(load_hardware_profile("8xA100").gpu.known());
   EXPECT_TRUE(load_hardware_profile("8xH100").gpu.known());
+}
+
+// The model against a GPU's own GEMMs: the bf16 sweep scripts/gpu-measure.py timed on an H200
+// (every matmul shape of a Table 5 layer at t = 8, forward and both gradients, the small presets'
+// and a square ladder from 256 to 16384), priced with the 8xH200 profile, whose rates are the
+// sweep's largest rate and smallest time (no other shape's time went into it).
+TEST(GpuComputeModel, PricesEveryGemmAnH200Ran) {
+  const HardwareProfile hw = load_hardware_profile("8xH200");
+  std::ifstream in(std::string(SHARDSCOPE_SOURCE_DIR) +
+                   "/assets/hardware/measured/h200-sxm-2026-11-26.json");
+  const nlohmann::json measured = nlohmann::json::parse(in);
+  double sum = 0, worst = 0;
+  int n = 0;
+  for (const auto& g : measured.at("gemm")) {
+    const double seconds = g.at("ms").get<double>() * 1e-3;
+    const double model = gemm_seconds(hw.gpu, g.at("m"), g.at("n"), g.at("k"));
+    const double error = std::abs(model / seconds - 1);
+    EXPECT_LT(error, 0.20) << g.at("name") << ": measured " << seconds * 1e6 << " us, model "
+                           << model * 1e6 << " us";
+    sum += error;
+    worst = std::max(worst, error);
+    ++n;
+  }
+  ASSERT_GT(n, 70);
+  EXPECT_LT(sum / n, 0.06) << "mean error over " << n << " shapes; worst " << worst;
 }
 
 }  // namespace

@@ -97,7 +97,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Offload, testing::Values("zero1", "torch_dd
 // Rank threads that share a CUDA device share autograd's one thread for it. A strategy that
 // waits for its peers inside backward holds that thread while the peers' backward waits behind
 // it: on an H100, zero2 and tp timed out so (fsdp and torch_ddp were already refused). The
-// refusal names the device; rank processes, NCCL and the CPU are not refused.
+// refusal names the mode and the way out; rank processes (what --mode auto picks there), NCCL
+// and the CPU are not refused.
 TEST(SharedCudaDevice, RankThreadsWhoseBackwardWaitsForPeersAreRefused) {
   for (const char* strategy : {"zero2", "tp", "fsdp", "torch_ddp"}) {
     Config c = tiny_config(strategy, 2, 1);
@@ -108,8 +109,13 @@ TEST(SharedCudaDevice, RankThreadsWhoseBackwardWaitsForPeersAreRefused) {
       validate(c);
       ADD_FAILURE() << strategy << " accepted on rank threads sharing cuda:0";
     } catch (const ConfigError& e) {
-      EXPECT_EQ(e.field(), "device") << strategy << ": " << e.what();
+      EXPECT_EQ(e.field(), "mode") << strategy << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find("--mode processes"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(strategy), std::string::npos) << e.what();
     }
+    c.mode = "auto";
+    finalize(c);
+    EXPECT_EQ(c.mode, "processes") << "auto, ranks sharing cuda:0";
     c.mode = "processes";
     EXPECT_NO_THROW(validate(c)) << strategy << " in processes mode";
     c.mode = "threads";
