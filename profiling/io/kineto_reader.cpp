@@ -294,6 +294,7 @@ class RankBuilder {
     out.lanes = {"host", "comm"};
     host_ = host_thread();
     std::vector<Event> host_events;
+    std::map<uint8_t, std::vector<Event>> thread_events;  // other CPU threads' operators
     std::map<std::string, int64_t> ordinal;  // per group: a collective's order on this rank
     std::map<std::pair<int, bool>, int64_t> p2p_ordinal;  // per peer and direction
     int last_peer = -1;  // of the latest c10d::send or recv_: gloo:send and gloo:recv follow it
@@ -339,11 +340,19 @@ class RankBuilder {
       }
       if (e.lane == kHostLane) {
         host_events.push_back(e);
+      } else if (r.cat == "cpu_op" || r.cat == "user_annotation") {
+        thread_events[e.lane].push_back(e);
       } else {
         out.events.push_back(e);
       }
     }
-    classify_host(host_events);
+    classify_host(host_events, Category::kForward);
+    // Other threads' operators (autograd's device thread runs a GPU's backward) are backward or
+    // optimizer inside PyTorch's spans of them; anything else there is no phase of the step.
+    for (auto& [lane, events] : thread_events) {
+      classify_host(events, Category::kOther);
+      out.events.insert(out.events.end(), events.begin(), events.end());
+    }
     // Every other lane's events belong to the step whose window they start in.
     std::vector<std::pair<int64_t, const Event*>> steps;
     for (const Event& e : host_events)
@@ -408,12 +417,12 @@ class RankBuilder {
     return lanes_[thread] = uint8_t(out.lanes.size() - 1);
   }
 
-  // The host thread's spans nest: a step holds operators, backward's evaluate_function and the
+  // A thread's spans nest: a step holds operators, backward's evaluate_function and the
   // optimizer's step hold theirs. Only the innermost operators compute; a span that holds others
   // also holds the time its thread waited in between (for a collective, say), so it is drawn
   // but not counted as compute. An innermost operator is backward inside evaluate_function,
-  // optimizer inside Optimizer.*, and forward otherwise.
-  void classify_host(std::vector<Event>& events) {
+  // optimizer inside Optimizer.*, and `outside_phases` otherwise (forward on the host thread).
+  void classify_host(std::vector<Event>& events, Category outside_phases) {
     std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
       return a.t0_ns != b.t0_ns ? a.t0_ns < b.t0_ns : a.t1_ns > b.t1_ns;
     });
@@ -422,7 +431,7 @@ class RankBuilder {
       Event& e = events[i];
       while (!open.empty() && open.back()->t1_ns <= e.t0_ns) open.pop_back();
       const std::string& name = trace_.str(e.name);
-      Category phase = Category::kForward;
+      Category phase = outside_phases;
       int step = -1;
       for (const Event* o : open) {
         const std::string& outer = trace_.str(o->name);
