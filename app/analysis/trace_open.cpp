@@ -37,4 +37,29 @@ profiling::Trace open_trace_path(const std::string& path) {
   return profiling::read_trace_file(path);
 }
 
+profiling::Trace open_trace_paths(const std::vector<std::string>& paths) {
+  using profiling::TraceFormatError;
+  if (paths.size() == 1) return open_trace_path(paths.front());
+  if (paths.empty()) throw TraceFormatError("no file given");
+  namespace fs = std::filesystem;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) {
+      throw TraceFormatError(p + (fs::exists(p, ec) ? " is not a file" : " does not exist") +
+                             ": several traces are the PyTorch profiler's files of one job, one "
+                             "a rank");
+    }
+    const std::string name = fs::path(p).filename().string();
+    const auto ends = [&](const std::string& s) {
+      return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
+    };
+    if (!ends(".json") && !ends(".json.gz")) {
+      throw TraceFormatError(p +
+                             " is no PyTorch profiler trace (*.json, *.json.gz): several "
+                             "traces are the profiler's files of one job, one a rank");
+    }
+  }
+  return profiling::read_kineto_files(paths);
+}
+
 }  // namespace shardscope::analysis

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "profiling/trace/trace.h"
 
@@ -11,5 +12,8 @@ namespace shardscope::analysis {
 // Anything else throws profiling::TraceFormatError saying what the path is instead: missing,
 // an empty file, a directory without a trace, a worker's --out folder, a file of neither format.
 profiling::Trace open_trace_path(const std::string& path);
+// One path as above, or several: the PyTorch profiler's files of one job, one a rank (each
+// named; anything else among several is refused, naming it).
+profiling::Trace open_trace_paths(const std::vector<std::string>& paths);
 
 }  // namespace shardscope::analysis

@@ -52,7 +52,7 @@ struct BenchArgs {
 
 struct ReportArgs {
   CLI::App* app = nullptr;
-  std::string file;
+  std::vector<std::string> files;
   ReportOptions options;
 };
 
@@ -161,7 +161,10 @@ void add_report_subcommand(CLI::App& app, ReportArgs* report) {
   report->app =
       app.add_subcommand("report", "print per-rank overlap and collective metrics of a trace");
   CLI::App& sub = *report->app;
-  sub.add_option("trace", report->file, "trace file (native or Chrome JSON)")->required();
+  sub.add_option("trace", report->files,
+                 "trace file (native or Chrome JSON), a folder of them, or several PyTorch "
+                 "profiler files of one job (one a rank)")
+      ->required();
   sub.add_flag("--measured", report->options.measured,
                "the measured wall clock instead of device time (each rank on a device of its "
                "own)");
@@ -323,6 +326,9 @@ void add_perf_subcommand(CLI::App& app, PerfArgs* perf_args) {
                  "comma-separated sections: engine, tracing, collectives, ddp, startup, gui, "
                  "scaling (default: all)");
   sub.add_option("--format", perf_args->format, "table, markdown or json");
+  sub.add_option("--trace", perf_args->options.trace,
+                 "gui: time opening and drawing this trace instead of a synthetic one (a file, "
+                 "a folder of rank traces)");
 }
 
 // Parses `args`; an exit code when that is all there is to do (help, the version, an error).
@@ -489,7 +495,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   }
   if (app.got_subcommand("perf")) return dispatch_perf(cmd.perf, out, err);
   if (app.got_subcommand("report")) {
-    return report_command(cmd.report.file, cmd.report.options, out, err);
+    return report_command(cmd.report.files, cmd.report.options, out, err);
   }
   if (app.got_subcommand("worker")) return worker_command(cmd.worker.config, cmd.worker.out, err);
   if (app.got_subcommand("collect")) return collect_command(cmd.collect.options, out, err);

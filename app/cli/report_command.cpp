@@ -211,11 +211,13 @@ void print_collectives(const profiling::Trace& trace, std::ostream& out) {
 
 }  // namespace
 
-int report_command(const std::string& path, const ReportOptions& options, std::ostream& out,
-                   std::ostream& err) {
+int report_command(const std::vector<std::string>& paths, const ReportOptions& options,
+                   std::ostream& out, std::ostream& err) {
   profiling::Trace trace;
+  std::string path;
+  for (const auto& p : paths) path += (path.empty() ? "" : ", ") + p;
   try {
-    trace = analysis::open_trace_path(path);
+    trace = analysis::open_trace_paths(paths);
   } catch (const profiling::TraceFormatError& e) {
     err << "error: " << e.what() << "\n";
     return 2;

@@ -2,6 +2,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 namespace shardscope::cli {
 
@@ -15,7 +16,8 @@ struct ReportOptions {
   std::string hardware;  // device time's profile; empty: the trace's default
   bool json = false;     // only the per-rank figures (trace_figures.h), machine-readable
 };
-int report_command(const std::string& path, const ReportOptions& options, std::ostream& out,
-                   std::ostream& err);
+// `paths`: one trace (a file or a folder), or several PyTorch profiler files of one job.
+int report_command(const std::vector<std::string>& paths, const ReportOptions& options,
+                   std::ostream& out, std::ostream& err);
 
 }  // namespace shardscope::cli

@@ -224,7 +224,8 @@ bool start_launch(GuiSession& session) {
     session.message = std::string("cannot run: ") + e.what();
     return false;
   }
-  const std::string label = config.strategy + " w" + std::to_string(config.world);
+  const std::string label =
+      config.strategy + " w" + std::to_string(config.world) + " (" + config.mode + ")";
   session.launches.enqueue(config, label);
   session.message = "queued " + label;
   return true;
@@ -256,6 +257,11 @@ void draw_launch_window(GuiSession& session) {
     for (const FormField& f : section.fields) {
       draw_field(session, f);
       if (f.key == "strategy") strategy_notes(session);
+      // What auto chose, and why (rank threads sharing a GPU would share autograd's thread).
+      if (f.key == "mode" && valid && session.launch_form.value("mode", "auto") == "auto") {
+        ImGui::TextDisabled("  auto: %s%s", config.mode.c_str(),
+                            config.mode == "processes" ? " (ranks sharing a CUDA device)" : "");
+      }
       if (f.key == "strategy_options.bucket_mb" && valid) bucket_warning(session, config);
     }
   }
@@ -273,7 +279,12 @@ void draw_launch_window(GuiSession& session) {
   if (ImGui::Button("Run", ImVec2(120, 0))) start_launch(session);
   if (!valid) ImGui::EndDisabled();
   ImGui::SameLine();
+  bool active = false;  // Stop stops something only while a run runs or waits
+  for (const auto& p : session.launches.progress())
+    active = active || p.status == "running" || p.status == "queued";
+  if (!active) ImGui::BeginDisabled();
   if (ImGui::Button("Stop", ImVec2(120, 0))) session.launches.stop_all();
+  if (!active) ImGui::EndDisabled();
   if (!valid) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "fix the fields in red to run");
   ImGui::Separator();
   ImGui::TextDisabled("runs (one at a time)");

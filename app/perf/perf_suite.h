@@ -25,6 +25,8 @@ struct PerfOptions {
   bool quick = false;                 // fewer repetitions and smaller cases (CI, smoke tests)
   std::vector<std::string> sections;  // empty: all
   std::function<void(const std::string&)> progress;  // one line per case as it starts
+  // gui: also time opening this trace (a file, a folder, a job's profiler files) and drawing it.
+  std::string trace;
 };
 
 // Sections; each appends its rows.

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "app/cli/exit_code.h"
 #include "tests/support/cli_runner.h"
@@ -48,6 +50,24 @@ TEST(CliTraceDirectory, AFileWhereTheDirectoryShouldBeIsBadInputBeforeTheRun) {
   EXPECT_NE(r.err.find("--trace"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("is a file, not a directory"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("step "), std::string::npos) << "the run started:\n" << r.out;
+}
+
+// A job's PyTorch profiler files given one by one (issue 36): one job, a rank a file; anything
+// else among them is refused, naming it.
+TEST(CliTraceDirectory, SeveralProfilerFilesAreOneJob) {
+  const fs::path folder = fs::path(SHARDSCOPE_SOURCE_DIR) / "assets/traces/kineto/ddp-w2";
+  std::vector<std::string> args = {"report"};
+  for (const auto& entry : fs::directory_iterator(folder)) args.push_back(entry.path().string());
+  ASSERT_EQ(args.size(), 3u);
+  auto r = cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(": 2 ranks"), std::string::npos) << r.out;
+  const fs::path notes = test::test_temp_dir() / "notes.txt";
+  std::ofstream(notes) << "x";
+  args.push_back(notes.string());
+  r = cli(args);
+  EXPECT_EQ(r.code, cli::kExitBadInput);
+  EXPECT_NE(r.err.find("notes.txt is no PyTorch profiler trace"), std::string::npos) << r.err;
 }
 
 }  // namespace
