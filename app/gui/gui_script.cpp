@@ -25,15 +25,15 @@ void check_range(const ScriptAction& action) {
       used = 0;
     }
     if (used != s.size() || !std::isfinite(t[i]) || std::fabs(t[i]) > kLongestMs) {
-      throw std::runtime_error("script line " + std::to_string(action.line) +
-                               ": 'range' takes two finite times in milliseconds within a year, "
+      throw std::runtime_error("script line " + std::to_string(action.line) + ": '" + action.verb +
+                               "' takes two finite times in milliseconds within a year, "
                                "got '" +
                                s + "'");
     }
   }
   if (!(t[0] < t[1])) {
-    throw std::runtime_error("script line " + std::to_string(action.line) +
-                             ": 'range' needs its start before its end");
+    throw std::runtime_error("script line " + std::to_string(action.line) + ": '" + action.verb +
+                             "' needs its start before its end");
   }
 }
 
@@ -48,7 +48,7 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
       {"wheel", {3, 3}},   {"hover", {2, 3}},     {"select", {2, 3}},     {"set", {2, 2}},
       {"run", {0, 0}},     {"wait-runs", {0, 0}}, {"wait-live", {0, 0}},  {"stop", {0, 0}},
       {"project", {0, 2}}, {"frames", {1, 1}},    {"screenshot", {1, 1}}, {"state", {1, 1}},
-      {"resume", {1, 1}},  {"key", {1, 1}}};
+      {"resume", {1, 1}},  {"key", {1, 1}},       {"measure", {2, 2}}};
   std::vector<ScriptAction> actions;
   std::istringstream lines(text);
   std::string line;
@@ -74,7 +74,7 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
                                     : " to " + std::to_string(it->second.second)) +
                                " arguments");
     }
-    if (action.verb == "range") check_range(action);
+    if (action.verb == "range" || action.verb == "measure") check_range(action);
     actions.push_back(std::move(action));
   }
   return actions;

@@ -135,6 +135,9 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     session.select_run(static_cast<int>(number(args[0])));
   } else if (v == "range") {
     session.timeline.request_range(number(args[0]), number(args[1]));
+  } else if (v == "measure") {
+    session.timeline.request_measure(number(args[0]), number(args[1]));
+    wait_frames_ = 1;
   } else if (v == "lens") {
     // lens measured | lens device [HARDWARE]
     analysis::Lens lens;

@@ -154,6 +154,14 @@ nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& inde
       {"search_at", matches_.position(selected_)}};
   if (measure_[1] != measure_[0]) {
     s["measured_ms"] = std::fabs(double(measure_[1] - measure_[0])) * 1e-6;
+    nlohmann::json totals = nlohmann::json::array();
+    for (const auto& m : range_totals_) {
+      totals.push_back({{"rank", m.rank},
+                        {"compute_ms", m.compute_ns * 1e-6},
+                        {"comm_ms", m.comm_ns * 1e-6},
+                        {"exposed_ms", m.exposed_comm_ns * 1e-6}});
+    }
+    s["range_totals"] = totals;
   }
   return s;
 }

@@ -99,6 +99,7 @@ void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root
   const Frame frame = begin_canvas(trace, index);
   handle_canvas_input(frame);
   handle_keys(trace, frame);
+  update_range_totals(trace, index);
   keep_trace_in_view(index, frame.canvas_w);
   draw_time_axis(frame, index);
   const float bottom = draw_ranks(frame, trace, index, root_failure);
@@ -125,7 +126,8 @@ void TimelineView::draw_toolbar(const Trace& trace, const TimelineIndex& index) 
   ImGui::TextDisabled("keys (?)");
   if (ImGui::IsItemHovered()) {
     ImGui::SetTooltip(
-        "wheel or W/S: zoom\ndrag or A/D: pan\nF: fit\nright-drag: measure\nclick: select\n"
+        "wheel or W/S: zoom\ndrag or A/D: pan\nF: fit\nright-drag: measure (totals per "
+        "rank)\nclick: select\n"
         "Esc: clear\nCtrl+F: search, N/P: next and previous match");
   }
   ImGui::SameLine();
@@ -617,6 +619,7 @@ void TimelineView::draw_selection_and_links(const Frame& f, const Trace& trace,
     dl->AddRectFilled(ImVec2(a, f.top), ImVec2(b, bottom), 0x40FFFF00);
     dl->AddText(ImVec2(b + 4, f.top + 2), 0xFF00FFFF,
                 format_ms(std::fabs(double(measure_[1] - measure_[0])) * 1e-6).c_str());
+    if (!measuring_) draw_range_totals(dl, trace, index, b + 4);
   }
   dl->PopClipRect();
 }

@@ -11,6 +11,8 @@
 #include "app/gui/timeline_search.h"
 #include "profiling/trace/trace.h"
 
+struct ImDrawList;
+
 namespace shardscope::gui {
 
 // The per-rank timeline: a group of rows per rank (host lane, communication lane, device
@@ -35,6 +37,12 @@ class TimelineView {
     pending_fit_ = kFitRange;
     range_ms_[0] = t0_ms;
     range_ms_[1] = t1_ms;
+  }
+  // The measured range (what a right-drag marks), in milliseconds from the trace's first event.
+  void request_measure(double t0_ms, double t1_ms) {
+    measure_requested_ = true;
+    measure_ms_[0] = t0_ms;
+    measure_ms_[1] = t1_ms;
   }
   void select(const profiling::Trace& trace, EventRef ref);
   // A pipeline run's (p - 1) / (m + p - 1): its bubble is shaded and given next to this; < 0
@@ -108,6 +116,15 @@ class TimelineView {
   bool linked_point_to_point_ = false;
   bool measuring_ = false;
   int64_t measure_[2] = {0, 0};
+  bool measure_requested_ = false;
+  double measure_ms_[2] = {0, 0};
+  // Each rank's compute, communication and exposed communication in the measured range,
+  // recomputed when the range changes (timeline_range.cpp).
+  std::vector<profiling::RangeMetrics> range_totals_;
+  int64_t totals_of_[2] = {0, 0};
+  void update_range_totals(const profiling::Trace& trace, const TimelineIndex& index);
+  void draw_range_totals(ImDrawList* dl, const profiling::Trace& trace, const TimelineIndex& index,
+                         float x) const;
   // Geometry of the last frame, for script targets and the state.
   float canvas_x_ = 0;
   std::vector<float> row_top_;

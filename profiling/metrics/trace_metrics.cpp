@@ -15,6 +15,20 @@ int64_t total(const Intervals& disjoint) {
   return sum;
 }
 
+// Where an event counts toward a rank's compute (less the host's waits inside it) and its
+// communication: one definition for a step's figures and a range's.
+struct RankIntervals {
+  Intervals compute, comm, waits;
+  void add(const Event& e) {
+    if (is_compute(e.category)) compute.push_back({e.t0_ns, e.t1_ns});
+    if (is_communication(e.category)) comm.push_back({e.t0_ns, e.t1_ns});
+    // A host span that blocked (on a peer, or for its turn on the device) computed nothing
+    // meanwhile, though it sits inside a forward or backward span.
+    if (e.lane == kHostLane && e.category == Category::kWait) waits.push_back({e.t0_ns, e.t1_ns});
+  }
+  Intervals computing() const { return difference(merged(compute), merged(waits)); }
+};
+
 }  // namespace
 
 Intervals merged(Intervals v) {
@@ -80,8 +94,7 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
   std::vector<StepMetrics> out;
   const auto windows = pipeline_windows(trace);
   for (const auto& r : trace.ranks) {
-    struct Raw {
-      Intervals compute, comm, waits;
+    struct Raw : RankIntervals {
       int64_t first = 0, last = 0;
       bool seen = false;
     };
@@ -96,16 +109,11 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       }
       raw.first = std::min(raw.first, e.t0_ns);
       raw.last = std::max(raw.last, e.t1_ns);
-      if (is_compute(e.category)) raw.compute.push_back({e.t0_ns, e.t1_ns});
-      if (is_communication(e.category)) raw.comm.push_back({e.t0_ns, e.t1_ns});
-      // A host span that blocked (on a peer, or for its turn on the device) computed nothing
-      // meanwhile, though it sits inside a forward or backward span.
-      if (e.lane == kHostLane && e.category == Category::kWait)
-        raw.waits.push_back({e.t0_ns, e.t1_ns});
+      raw.add(e);
     }
     for (auto& [step, raw] : steps) {
       const int64_t first = raw.first, last = raw.last;
-      const Intervals compute = difference(merged(raw.compute), merged(raw.waits));
+      const Intervals compute = raw.computing();
       const Intervals comm = merged(raw.comm);
       Intervals both = compute;
       both.insert(both.end(), comm.begin(), comm.end());
@@ -124,6 +132,27 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       }
       out.push_back(m);
     }
+  }
+  return out;
+}
+
+std::vector<RangeMetrics> range_metrics(const Trace& trace, int64_t t0_ns, int64_t t1_ns) {
+  std::vector<RangeMetrics> out;
+  const Intervals range = {{std::min(t0_ns, t1_ns), std::max(t0_ns, t1_ns)}};
+  for (const auto& r : trace.ranks) {
+    RankIntervals raw;
+    for (const auto& e : r.events) {
+      if (e.t1_ns > range[0].first && e.t0_ns < range[0].second) raw.add(e);
+    }
+    // Clipped to the range: the parts of each that fall inside it.
+    const Intervals compute = difference(raw.computing(), difference(raw.computing(), range));
+    const Intervals comm = difference(merged(raw.comm), difference(merged(raw.comm), range));
+    RangeMetrics m;
+    m.rank = r.rank;
+    m.compute_ns = total(compute);
+    m.comm_ns = total(comm);
+    m.exposed_comm_ns = m.comm_ns - intersection_length(compute, comm);
+    out.push_back(m);
   }
   return out;
 }

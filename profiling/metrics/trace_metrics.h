@@ -35,6 +35,16 @@ struct StepMetrics {
   }
 };
 std::vector<StepMetrics> step_metrics(const Trace& trace);
+
+// The same definitions over any stretch of time [t0, t1] (a range the user measures on the
+// timeline), per rank: compute, communication, and the communication no compute hides.
+struct RangeMetrics {
+  int rank = 0;
+  int64_t compute_ns = 0;
+  int64_t comm_ns = 0;
+  int64_t exposed_comm_ns = 0;
+};
+std::vector<RangeMetrics> range_metrics(const Trace& trace, int64_t t0_ns, int64_t t1_ns);
 // Per step, its pipeline window: from the first micro-batch span of any rank to the end of the
 // last one.
 std::map<int, std::pair<int64_t, int64_t>> pipeline_windows(const Trace& trace);

@@ -40,6 +40,25 @@ TEST(StepMetrics, OverlapExposedAndIdleOnAHandBuiltStep) {
   EXPECT_DOUBLE_EQ(m[0].overlap_fraction(), 0.5);
 }
 
+// A range the user measures: the same definitions, clipped to it. Forward [0, 1000) with a wait
+// for the device [600, 700) inside it, a collective [500, 1500); the range [400, 1200).
+TEST(RangeMetrics, ComputeCommAndExposedClippedToTheRange) {
+  Trace t;
+  RankTrace r;
+  r.lanes = {"host", "comm"};
+  r.events.push_back(event(t, "forward", Category::kForward, 0, 1000));
+  r.events.push_back(event(t, "wait for the device", Category::kWait, 600, 700));
+  r.events.push_back(event(t, "all_reduce", Category::kCollective, 500, 1500, kCommLane));
+  t.ranks.push_back(r);
+  const auto m = range_metrics(t, 1200, 400);  // either order
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].compute_ns, 500);       // [400, 600) and [700, 1000)
+  EXPECT_EQ(m[0].comm_ns, 700);          // [500, 1200)
+  EXPECT_EQ(m[0].exposed_comm_ns, 300);  // [600, 700) and [1000, 1200)
+  const auto outside = range_metrics(t, 2000, 3000);
+  EXPECT_EQ(outside[0].compute_ns + outside[0].comm_ns, 0);
+}
+
 TEST(StepMetrics, SampleTraceBothRanks) {
   auto m = step_metrics(test::sample_trace());
   ASSERT_EQ(m.size(), 2u);
