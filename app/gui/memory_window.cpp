@@ -104,8 +104,9 @@ void draw_bars(const char* id, const std::vector<Bar>& bars, float height, float
     dl->AddText(ImVec2(x, base + 4), 0xFFD0D0D0, bars[i].label.c_str());
     if (ImGui::IsMouseHoveringRect(ImVec2(x, p.y), ImVec2(x + bar_w, base))) {
       ImGui::BeginTooltip();
+      // The formula's bar is named "formula" already: "formula (formula)" said it twice.
       ImGui::Text("%s%s", bars[i].label.c_str(),
-                  bars[i].prediction ? " (formula)" : " (measured at peak)");
+                  bars[i].prediction ? ": the formula's prediction" : " (measured at peak)");
       for (int k = 0; k < 6; ++k) {
         ImGui::Text("%-21s %8.3f MB", memory_kind_label(kStacked[k]), bars[i].bytes[k] / 1e6);
       }
