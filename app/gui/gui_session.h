@@ -89,6 +89,13 @@ struct GuiSession {
   std::string save_path;
   std::string export_path = "comparison.md";
   nlohmann::json launch_errors = nlohmann::json::object();  // field -> why, in the Launch form
+  // The Launch tab's projection of the form's configuration onto real GPUs, never run.
+  struct LaunchProjection {
+    std::vector<std::string> hardware_names;
+    int hardware = 0, nodes = 1;
+    bool requested = false;
+    std::string text, error;  // the last projection, or why it could not be made
+  } launch_projection;
   // field -> a warning that does not stop the run (one bucket leaves nothing to overlap)
   nlohmann::json launch_warnings = nlohmann::json::object();
   std::vector<nlohmann::json> launches_progress_snapshot;  // refreshed every frame

@@ -200,10 +200,12 @@ void set_launch_field(GuiSession& session, const std::string& key, const std::st
   if (key == "preset") session.launch_form.erase("model");
   field(session.launch_form, key) = value;
   if (key == "preset") {
-    Config c;
-    nlohmann::json errors;
-    if (validated(session.launch_form, &c, &errors) || errors.empty()) {
+    // The preset's model fills the form even when it cannot run here (gpt3-175b is for
+    // projections): the model's fields were left empty, each "expected an integer".
+    try {
       session.launch_form = to_json(config_from_json(session.launch_form));
+    } catch (const std::exception&) {
+      // A form that does not parse keeps its fields, each with its error beside it.
     }
   }
 }
@@ -286,6 +288,7 @@ void draw_launch_window(GuiSession& session) {
   if (ImGui::Button("Stop", ImVec2(120, 0))) session.launches.stop_all();
   if (!active) ImGui::EndDisabled();
   if (!valid) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "fix the fields in red to run");
+  draw_launch_projection(session);
   ImGui::Separator();
   ImGui::TextDisabled("runs (one at a time)");
   for (const auto& p : session.launches.progress()) {

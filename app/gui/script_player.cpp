@@ -187,6 +187,9 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     move_onto_event(session, a, v == "select");
   } else if (v == "set") {
     set_launch_field(session, args[0], args[1]);
+  } else if (v == "project-config") {  // HARDWARE [NODES]: the Launch form's configuration
+    const int nodes = args.size() > 1 ? static_cast<int>(number(args[1])) : 1;
+    if (!project_launch_form(session, args[0], nodes)) throw std::runtime_error(session.message);
   } else if (v == "run") {
     if (!start_launch(session)) throw std::runtime_error(session.message);
   } else if (v == "wait-runs") {

@@ -66,12 +66,6 @@ void project(GuiSession& session, LoadedRun& run) {
 
 void draw_what_if_window(GuiSession& session) {
   WhatIfState& w = session.what_if;
-  if (w.hardware_names.empty()) {
-    w.hardware_names = profiling::hardware_profile_names();
-    for (size_t i = 0; i < w.hardware_names.size(); ++i) {
-      if (w.hardware_names[i] == "8xH100") w.hardware = static_cast<int>(i);
-    }
-  }
   how_to_read(
       "What the measured run would do on real GPUs: each rank's recorded chain (compute, "
       "collectives, waits) is re-scheduled onto its own device of the chosen hardware, compute "
@@ -79,19 +73,11 @@ void draw_what_if_window(GuiSession& session) {
       "The projected timeline below has the same rows as the measured one.");
   LoadedRun* run = run_or_hint(session);
   if (run == nullptr) return;
-  if (w.hardware_names.empty()) {
+  ImGui::SetNextItemWidth(200);
+  if (!hardware_combo("hardware", &w.hardware_names, &w.hardware)) {
     ImGui::TextWrapped("No hardware profiles found in %s.",
                        profiling::hardware_profile_directory().c_str());
     return;
-  }
-  ImGui::SetNextItemWidth(200);
-  if (ImGui::BeginCombo("hardware", w.hardware_names[w.hardware].c_str())) {
-    for (size_t i = 0; i < w.hardware_names.size(); ++i) {
-      if (ImGui::Selectable(w.hardware_names[i].c_str(), static_cast<int>(i) == w.hardware)) {
-        w.hardware = static_cast<int>(i);
-      }
-    }
-    ImGui::EndCombo();
   }
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);

@@ -17,6 +17,9 @@ void draw_what_if_window(GuiSession& session);
 void how_to_read(const char* text);
 // A problem, wrapped, in red.
 void error_text(const std::string& text);
+// A hardware profile picker (labelled `label`; "##..." for none): the profiles found, loaded on
+// first use, with 8xH100 chosen at first. False when there is none to pick.
+bool hardware_combo(const char* label, std::vector<std::string>* names, int* chosen);
 // The run a window shows, or null after saying how to get one.
 LoadedRun* run_or_hint(GuiSession& session);
 
@@ -26,4 +29,11 @@ namespace shardscope::gui {
 // The Launch form's actions, also driven by scripts.
 void set_launch_field(GuiSession& session, const std::string& key, const std::string& text);
 bool start_launch(GuiSession& session);
+// The Launch tab's "project onto GPUs" panel (launch_projection.cpp): the form's configuration
+// priced kernel by kernel on a hardware profile; the step opens as a run.
+void draw_launch_projection(GuiSession& session);
+// Projects the form now onto the panel's chosen profile, or onto `hardware` x `nodes` (the
+// script's project-config); false, with the reason in session.message, when it cannot.
+bool project_launch_form(GuiSession& session);
+bool project_launch_form(GuiSession& session, const std::string& hardware, int nodes);
 }  // namespace shardscope::gui
