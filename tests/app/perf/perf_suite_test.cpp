@@ -58,8 +58,10 @@ TEST(PerfSuite, EngineOverheadComparesTheTrainerWithAPlainLoop) {
   EXPECT_GT(rows[0].ours, 0);
   EXPECT_GT(rows[0].baseline, 0);
   EXPECT_EQ(rows[0].unit, "ms/step");
-  EXPECT_EQ(rows[0].target, "<= 1.05");
-  EXPECT_EQ(rows[0].met, rows[0].ratio <= 1.05);
+  // Issue 38's target for a rank alone on its device.
+  EXPECT_EQ(rows[0].target, "<= 1.03");
+  EXPECT_EQ(rows[0].met, rows[0].ratio <= 1.03);
+  EXPECT_NE(rows[0].what.find("(tiny)"), std::string::npos) << rows[0].what;
 }
 
 TEST(PerfSuite, RowsPrintAsATableMarkdownAndJson) {
