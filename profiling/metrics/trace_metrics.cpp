@@ -145,8 +145,11 @@ std::vector<RangeMetrics> range_metrics(const Trace& trace, int64_t t0_ns, int64
       if (e.t1_ns > range[0].first && e.t0_ns < range[0].second) raw.add(e);
     }
     // Clipped to the range: the parts of each that fall inside it.
-    const Intervals compute = difference(raw.computing(), difference(raw.computing(), range));
-    const Intervals comm = difference(merged(raw.comm), difference(merged(raw.comm), range));
+    auto clipped = [&](const Intervals& disjoint) {
+      return difference(disjoint, difference(disjoint, range));
+    };
+    const Intervals compute = clipped(raw.computing());
+    const Intervals comm = clipped(merged(raw.comm));
     RangeMetrics m;
     m.rank = r.rank;
     m.compute_ns = total(compute);
