@@ -2,12 +2,10 @@
 #include "app/analysis/median.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <vector>
 
-#include "app/analysis/configuration_projection.h"
 #include "engine/state/recorded_config.h"
 #include "engine/train/config_bounds.h"
 #include "engine/train/device_speed.h"
@@ -34,20 +32,6 @@ profiling::Trace same_work(const profiling::Trace& measured, const std::optional
     model.push_back(known ? classes[rank] : -1 - static_cast<int>(i));
   }
   return profiling::same_work_same_time(measured, model);
-}
-
-// A rank's compute in one step of `config` on the target's GPU, by our per-kernel model of it
-// (configuration_projection.h, in bf16 as a GPU runs it): its kernels or, where they are quicker,
-// the host's dispatch of them, and the optimizer's step. 0 where the model cannot price it.
-double modelled_compute_s(Config config, const profiling::HardwareProfile& hw) {
-  if (!hw.gpu.known()) return 0;
-  config.strategy_options.precision = "bf16";
-  try {
-    const ConfigurationProjection p = project_configuration(config, hw, hw.nodes);
-    return p.compute_s + p.optimizer_s;
-  } catch (const std::exception&) {
-    return 0;  // a strategy or layout it does not project (cp, ep, more ranks than GPUs)
-  }
 }
 
 }  // namespace
@@ -78,33 +62,7 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   TraceProjection t;
   t.compute_scale = compute_scale;
   t.scale_source = "given";
-  t.measured_summary = summarise(measured);
-  const std::optional<Config> config = recorded_config(measured.run);
-  // What the replay re-times: with devices ahead of their hosts, each piece of work at its
-  // median (device_model.h); else the recorded device kernels.
-  const bool on_host_lanes = profiling::device_work_on_host_lanes(measured);
-  const profiling::Trace base = on_host_lanes ? same_work(measured, config) : measured;
-  // A rank's compute per step there (the summary sums the ranks').
-  const double measured_compute =
-      base.ranks.empty() ? 0 : summarise(base).compute_s / double(base.ranks.size());
-  // Only for a recording on a CPU: one made on a GPU already paid that GPU's launches and
-  // shapes, and the ratio of the two GPUs' matmul rates carries it over (within 1 % on an H100).
-  const bool recorded_on_cpu = measured.run.device == "cpu";
-  const double modelled =
-      t.compute_scale <= 0 && config && recorded_on_cpu && !hw.compute_as_measured
-          ? modelled_compute_s(*config, hw)
-          : 0;
-  if (t.compute_scale <= 0 && modelled > 0 && measured_compute > 0) {
-    // Our model of this very workload on the target's GPU (its kernels, launches and dispatch),
-    // against what the recording computed: not one matmul rate's ratio, which made a small model
-    // on an H100 all communication.
-    t.compute_scale = modelled / measured_compute;
-    t.scale_from_model = true;
-    char per_step[32];
-    std::snprintf(per_step, sizeof(per_step), "%.3g ms", modelled * 1e3);
-    t.scale_source = "our per-kernel model of this configuration on the target's GPU (bf16, " +
-                     std::string(per_step) + " of compute a rank's step) against the recorded";
-  } else if (t.compute_scale <= 0) {
+  if (t.compute_scale <= 0) {
     if (hw.name == "this-machine" || hw.compute_as_measured) {
       t.compute_scale = 1;
       t.scale_source = "compute as measured";
@@ -135,16 +93,18 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   }
   profiling::ReplayOptions options;
   options.compute_scale = t.compute_scale;
-  if (on_host_lanes) {
+  if (profiling::device_work_on_host_lanes(measured)) {
     options.device_ahead_of_host = true;
-    t.projected = profiling::replay_trace(base, hw, options);
+    t.projected =
+        profiling::replay_trace(same_work(measured, recorded_config(measured.run)), hw, options);
     t.device_model =
         "one device per rank: the same work takes its median time, and each device runs ahead "
         "of its host";
   } else {
-    t.projected = profiling::replay_trace(base, hw, options);
+    t.projected = profiling::replay_trace(measured, hw, options);
     t.device_model = "the recorded device kernels";
   }
+  t.measured_summary = summarise(measured);
   t.projected_summary = summarise(t.projected);
   const size_t n = measured.ranks.size();
   // Scaling efficiency: one GPU would do every rank's compute itself.
@@ -154,7 +114,7 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   t.measured_efficiency = efficiency(t.measured_summary);
   t.projected_efficiency = efficiency(t.projected_summary);
   // A trace without our run description has no model, so no MFU.
-  const std::optional<Config>& c = config;
+  const std::optional<Config> c = recorded_config(measured.run);
   if (c && t.projected_summary.step_s > 0 && hw.peak_bf16_tflops > 0) {
     const profiling::ModelShape shape = model_shape(c->model);
     const double tokens = double(c->micro_batch) * c->world * c->grad_accum * shape.seq;

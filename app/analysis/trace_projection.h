@@ -20,9 +20,6 @@ StepSummary summarise(const profiling::Trace& trace);
 struct TraceProjection {
   double compute_scale = 1;
   std::string scale_source;
-  // The scale is our per-kernel model of the recorded configuration on the target GPU against
-  // the recorded compute (not one matmul rate's ratio).
-  bool scale_from_model = false;
   // How the devices are modelled, for titles (profiling/projection/steady_device.h).
   std::string device_model;
   profiling::Trace projected;

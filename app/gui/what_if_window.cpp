@@ -36,13 +36,7 @@ void project(GuiSession& session, LoadedRun& run) {
     // Every column names its lens: the recording's wall clock beside device time on the target.
     w.figures["measured_lens"] = "measured wall clock";
     w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
-    if (t.scale_from_model) {
-      w.figures["not_modelled"] =
-          "Compute is the recorded time x one scale: our per-kernel model of this run on the "
-          "target's GPU (each matrix's shape, each kernel's launch, the host's dispatch) against "
-          "the recorded compute. It still misses kernels eager PyTorch launches: at world 1 on "
-          "an H200 it was 55-73 % fast for tiny, small and gpt2-small.";
-    } else if (t.compute_scale != 1) {
+    if (t.compute_scale != 1) {
       w.figures["not_modelled"] =
           "Not modelled: what a GPU pays per kernel (launch and host dispatch) and how its "
           "efficiency depends on a matrix's shape. Compute is the recorded "
