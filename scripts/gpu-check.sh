@@ -60,7 +60,7 @@ fi
 status=0
 # GPU_SECTIONS picks sections of the run phase by name (default: all of them), to spend a lease
 # only on what changed: bench-threads bench-processes nccl cupti cupti-kineto cupti-processes
-# world1 world1-bf16 hang projection memory bench-small.
+# world1 world1-bf16 hang projection memory bench-small ep engine-cost world4.
 want() { [ -z "${GPU_SECTIONS:-}" ] || [[ " $GPU_SECTIONS " == *" $1 "* ]]; }
 bench() {
   local name="$1"; shift
@@ -155,9 +155,10 @@ step "what-if: the world-4 ddp_bucketed run onto 8xH100"
 
 want memory && {
 step "memory: our allocator hook against torch.cuda.max_memory_allocated, a process per rank"
-for strategy in ddp_flat ddp_flat+zero1 ddp_bucketed ddp_bucketed+zero1 zero1 zero2 fsdp tp pp torch_ddp \
-    torch_ddp+zero1 cp; do
+for strategy in ${GPU_MEMORY_STRATEGIES:-ddp_flat ddp_flat+zero1 ddp_bucketed ddp_bucketed+zero1 zero1 zero2 \
+    fsdp tp pp torch_ddp torch_ddp+zero1 cp ep hybrid}; do
   world=4; [ "$strategy" = tp ] && world=2  # small's 6 heads split over 2 ranks, not 4
+  extra=(); [ "$strategy" = ep ] && extra=(--experts 4 --top-k 2)
   file="${strategy//+/-}"
   # What nvidia-smi shows per process (the seed's "peak per process"): the CUDA context and the
   # caching allocator's reserve on top of the tensors, sampled while the run goes.
@@ -165,7 +166,7 @@ for strategy in ddp_flat ddp_flat+zero1 ddp_bucketed ddp_bucketed+zero1 zero1 ze
     >"${BUILD_LOGS}/smi-$file.csv" 2>/dev/null &
   sampler=$!
   "$BIN" run --strategy "$strategy" --world "$world" --mode processes --device "$DEV" --backend gloo \
-    --preset small --steps 3 --timeout 30 --trace "${BUILD_LOGS}/mem-$file.sst" \
+    --preset small --steps 3 --timeout 30 --trace "${BUILD_LOGS}/mem-$file.sst" "${extra[@]}" \
     --json "${BUILD_LOGS}/mem-$file.json" 2>&1 | grep -E "^(reference|ranks agree|run failed|  then)" || status=1
   kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
   sort -t, -k2 -n "${BUILD_LOGS}/smi-$file.csv" | awk -F, '{m[$1]=$2} END {n=0; for (p in m) {printf "%s%s MiB", (n++ ? ", " : "nvidia-smi peak per process: "), m[p]+0}; print ""}'
@@ -183,6 +184,47 @@ print(f"{sys.argv[2]}: largest gap {worst*100:.2f} % ({'within' if worst <= 0.05
 sys.exit(0 if worst <= 0.05 else 1)
 PY
 done
+}
+
+# Issue 37: expert parallelism, the one strategy bench --quick skips (its tiny model has no experts).
+want ep && bench "ep, processes, 4 ranks on $DEV" --quick --world 4 --device "$DEV" --backend gloo \
+  --mode processes --strategies ep --experts 4 --top-k 2
+
+# Issue 34: what our engine costs per step on a GPU, beside the plain LibTorch loop, and how much of
+# it is CUPTI and how much our own recording (spans, memory tracking): world 1, `small`, bf16.
+median_step() {
+  "$PY" -c 'import json,sys,statistics as s; d=json.load(open(sys.argv[1])); t=[x["step_time_s"] for x in d["steps"]][2:]; print(f"{sys.argv[2]:34s} median step {s.median(t)*1e3:7.2f} ms over {len(t)} steps")' "$@"
+}
+want engine-cost && {
+for precision in fp32 bf16; do
+  step "engine against the plain LibTorch loop on $DEV, $precision"
+  "$BIN" perf --only engine --device "$DEV" --precision "$precision" --format markdown || status=1
+done
+step "engine cost split: small, world 1, bf16, on $DEV"
+for how in traced no-cupti no-tracing; do
+  env=(); flag=()
+  [ "$how" = no-cupti ] && env=(SHARDSCOPE_CUPTI=off)
+  [ "$how" = no-tracing ] && flag=(--no-tracing)
+  env "${env[@]}" "$BIN" run --preset small --world 1 --device "$DEV" --steps 20 --no-reference \
+    --precision bf16 "${flag[@]}" --json "$BUILD_LOGS/cost-$how.json" >/dev/null || status=1
+  median_step "$BUILD_LOGS/cost-$how.json" "$how" || status=1
+done
+}
+
+# Issue 34: 4 rank processes sharing $DEV, each preset, traced, for the projection to be checked.
+want world4 && {
+mkdir -p "$BUILD_LOGS/world4"
+for precision in bf16 fp32; do
+  for preset in tiny small gpt2-small; do
+    step "world 4 processes on $DEV: ddp_bucketed, $preset, $precision"
+    "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend gloo \
+      --preset "$preset" --steps 10 --no-reference --precision "$precision" --timeout 60 \
+      --trace "$BUILD_LOGS/world4/w4-$preset-$precision.sst" --json "$BUILD_LOGS/world4/w4-$preset-$precision.json" |
+      grep -E "^(ranks agree|run failed|device tracing)" || status=1
+    median_step "$BUILD_LOGS/world4/w4-$preset-$precision.json" "w4 $preset $precision" || status=1
+  done
+done
+tar czf "$OUT/world4.tgz" -C "$BUILD_LOGS" world4 || status=1
 }
 
 want bench-small && bench "small, processes, 4 ranks on $DEV" --preset small --steps 10 --world 4 --device "$DEV" --backend gloo --mode processes

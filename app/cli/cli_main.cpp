@@ -26,6 +26,7 @@
 #include "engine/state/weights.h"
 #include "engine/state/weights_file.h"
 #include "engine/train/config.h"
+#include "engine/train/run.h"
 #include "engine/train/strategy_registry.h"
 #include "profiling/io/trace_io.h"
 
@@ -329,6 +330,12 @@ void add_perf_subcommand(CLI::App& app, PerfArgs* perf_args) {
   sub.add_option("--trace", perf_args->options.trace,
                  "gui: time opening and drawing this trace instead of a synthetic one (a file, "
                  "a folder of rank traces)");
+  sub.add_option("--device", perf_args->options.device,
+                 "engine: train both loops on this device (cpu or cuda:N)")
+      ->capture_default_str();
+  sub.add_option("--precision", perf_args->options.precision,
+                 "engine: fp32, or bf16 autocast as `run --precision bf16`")
+      ->capture_default_str();
 }
 
 // Parses `args`; an exit code when that is all there is to do (help, the version, an error).
@@ -395,6 +402,21 @@ int dispatch_perf(PerfArgs& perf_args, std::ostream& out, std::ostream& err) {
     return kExitBadInput;
   }
   split_commas(perf_args.only, &perf_args.options.sections);
+  try {
+    // The engine section's device and precision, checked as `run` checks them, before any work.
+    Config config =
+        config_from_json({{"device", perf_args.options.device},
+                          {"strategy_options", {{"precision", perf_args.options.precision}}}});
+    finalize(config);
+    check_environment(config);
+  } catch (const ConfigError& e) {
+    err << "error: " << (e.field() == "device" ? "--device" : "--precision") << ": "
+        << std::string(e.what()).substr(e.field().size() + 2) << "\n";
+    return kExitBadInput;
+  } catch (const std::exception& e) {
+    err << "error: --device: " << e.what() << "\n";
+    return kExitBadInput;
+  }
   perf_args.options.progress = [&err](const std::string& line) { err << line << "\n"; };
   try {
     const auto rows = perf::run_suite(perf_args.options);

@@ -27,6 +27,9 @@ struct PerfOptions {
   std::function<void(const std::string&)> progress;  // one line per case as it starts
   // gui: also time opening this trace (a file, a folder, a job's profiler files) and drawing it.
   std::string trace;
+  // engine: where both loops train, and in what precision: a GPU's per-kernel host cost.
+  std::string device = "cpu";
+  std::string precision = "fp32";
 };
 
 // Sections; each appends its rows.

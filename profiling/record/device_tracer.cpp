@@ -1,6 +1,7 @@
 #include "profiling/record/device_tracer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -161,6 +162,11 @@ bool DeviceTracer::built_with_cupti() {
 
 bool DeviceTracer::enable(std::string* why) {
   if (enabled_) return true;
+  // To measure what CUPTI itself costs a run (docs/running-on-a-gpu.md).
+  if (const char* off = std::getenv("SHARDSCOPE_CUPTI"); off && std::string(off) == "off") {
+    if (why) *why = "SHARDSCOPE_CUPTI=off: device tracing is off, host tracing goes on";
+    return false;
+  }
   if (!torch::cuda::is_available()) {
     if (why) *why = "no CUDA device or driver: device tracing is off, host tracing goes on";
     return false;
