@@ -60,7 +60,7 @@ fi
 status=0
 # GPU_SECTIONS picks sections of the run phase by name (default: all of them), to spend a lease
 # only on what changed: bench-threads bench-processes nccl cupti cupti-kineto cupti-processes
-# world1 world1-bf16 hang projection memory bench-small ep engine-cost world4.
+# world1 world1-bf16 hang projection memory bench-small ep engine-cost world4 world4-untraced.
 want() { [ -z "${GPU_SECTIONS:-}" ] || [[ " $GPU_SECTIONS " == *" $1 "* ]]; }
 bench() {
   local name="$1"; shift
@@ -197,18 +197,39 @@ median_step() {
 }
 want engine-cost && {
 for precision in fp32 bf16; do
-  step "engine against the plain LibTorch loop on $DEV, $precision"
+  step "engine against the plain LibTorch loop on $DEV, $precision (both without CUPTI)"
   "$BIN" perf --only engine --device "$DEV" --precision "$precision" --format markdown || status=1
 done
-step "engine cost split: small, world 1, bf16, on $DEV"
-for how in traced no-cupti no-tracing; do
-  env=(); flag=()
-  [ "$how" = no-cupti ] && env=(SHARDSCOPE_CUPTI=off)
-  [ "$how" = no-tracing ] && flag=(--no-tracing)
-  env "${env[@]}" "$BIN" run --preset small --world 1 --device "$DEV" --steps 20 --no-reference \
-    --precision bf16 "${flag[@]}" --json "$BUILD_LOGS/cost-$how.json" >/dev/null || status=1
-  median_step "$BUILD_LOGS/cost-$how.json" "$how" || status=1
+# What CUPTI costs, taken apart: every variant of device tracing, then none, then no tracing at all.
+for preset in small tiny gpt2-small; do
+  for precision in bf16 fp32; do
+    step "what tracing costs a step: $preset, world 1, $precision, on $DEV"
+    for how in traced no-runtime no-op-callback no-device-tracing no-tracing; do
+      [ "$preset" != small ] && [[ "$how" == no-runtime || "$how" == no-op-callback || "$how" == no-tracing ]] && continue
+      env=(); flag=()
+      [[ "$how" == no-runtime || "$how" == no-op-callback ]] && env=(SHARDSCOPE_CUPTI="$how")
+      [ "$how" = no-device-tracing ] && flag=(--no-device-tracing)
+      [ "$how" = no-tracing ] && flag=(--no-tracing)
+      env "${env[@]}" "$BIN" run --preset "$preset" --world 1 --device "$DEV" --steps 20 --no-reference \
+        --precision "$precision" "${flag[@]}" --json "$BUILD_LOGS/cost-$how.json" >/dev/null || status=1
+      median_step "$BUILD_LOGS/cost-$how.json" "$preset $precision $how" || status=1
+    done
+  done
 done
+step "what torch.profiler (Kineto, CPU+CUDA) costs eager PyTorch per operator on $DEV"
+"$PY" - <<'PY' || status=1
+import time, torch
+x = torch.randn(256, 256, device="cuda"); w = torch.randn(256, 256, device="cuda")
+def loop(n=3000):
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(n): torch.nn.functional.linear(x, w).relu_()
+    torch.cuda.synchronize(); return (time.perf_counter() - t) / n / 2 * 1e6
+loop(); plain = min(loop() for _ in range(3))
+acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+with torch.profiler.profile(activities=acts) as prof:
+    loop(); traced = min(loop() for _ in range(3))
+print(f"eager op: {plain:.2f} us plain, {traced:.2f} us under torch.profiler: +{traced-plain:.2f} us an op")
+PY
 }
 
 # Issue 34: 4 rank processes sharing $DEV, each preset, traced, for the projection to be checked.
@@ -226,6 +247,15 @@ for precision in bf16 fp32; do
 done
 tar czf "$OUT/world4.tgz" -C "$BUILD_LOGS" world4 || status=1
 }
+
+# The same without CUPTI: what 4 rank processes sharing $DEV take a step when no kernel is traced.
+want world4-untraced && for preset in tiny small gpt2-small; do
+  step "world 4 processes on $DEV: ddp_bucketed, $preset, bf16, no device tracing"
+  "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend gloo \
+    --preset "$preset" --steps 10 --no-reference --precision bf16 --timeout 60 --no-device-tracing \
+    --json "$BUILD_LOGS/w4u-$preset.json" | grep -E "^(ranks agree|run failed|device tracing)" || status=1
+  median_step "$BUILD_LOGS/w4u-$preset.json" "w4 $preset bf16 untraced" || status=1
+done
 
 want bench-small && bench "small, processes, 4 ranks on $DEV" --preset small --steps 10 --world 4 --device "$DEV" --backend gloo --mode processes
 echo; echo "=== gpu-check run phase ends with status $status ($(date +%T))"

@@ -198,6 +198,9 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "by default they take turns, so each rank's compute is timed as on a device of its own"},
       {"--no-tracing", "tracing", Kind::BoolOff,
        "record no trace (to measure what tracing costs); bytes per step are then unknown"},
+      {"--no-device-tracing", "device_tracing", Kind::BoolOff,
+       "on a GPU: record host spans but no kernels (CUPTI adds about 20 us to each kernel "
+       "launch; docs/running-on-a-gpu.md)"},
       {"--inject-fault", "inject_fault", Kind::String,
        "make a rank fail: rank=R,step=S,kind=throw|exit|hang|stop (not throw: --mode processes)"},
       {"--checkpoint-every", "checkpoint_every", Kind::Int,

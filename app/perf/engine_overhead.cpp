@@ -49,10 +49,15 @@ std::vector<double> plain_loop(const Config& c) {
 // One preset's row: `single` through the trainer against the plain loop, interleaved.
 void measure_preset(const PerfOptions& options, const std::string& preset, int steps, int rounds,
                     std::vector<PerfRow>& rows) {
-  nlohmann::json overrides = {
-      {"strategy", "single"},     {"world", 1},
-      {"preset", preset},         {"steps", steps},
-      {"device", options.device}, {"strategy_options", {{"precision", options.precision}}}};
+  nlohmann::json overrides = {{"strategy", "single"},
+                              {"world", 1},
+                              {"preset", preset},
+                              {"steps", steps},
+                              {"device", options.device},
+                              {"strategy_options", {{"precision", options.precision}}},
+                              // CUPTI's cost is tracing's, not the engine's; and once on, it would
+                              // slow this process's plain loop as well.
+                              {"device_tracing", false}};
   Config config = config_from_json(overrides);
   finalize(config);
   const Comparison c = interleaved(

@@ -274,8 +274,8 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
   // CUPTI sees only its own process: each rank process traces its kernels and sends them back.
   profiling::DeviceTracer& device_tracer = profiling::DeviceTracer::instance();
   std::string no_tracing;
-  const bool tracing_device =
-      config.device != "cpu" && config.tracing && device_tracer.enable(&no_tracing);
+  const bool tracing_device = config.device != "cpu" && config.tracing && config.device_tracing &&
+                              device_tracer.enable(&no_tracing);
   const c10::intrusive_ptr<c10d::TCPStore> store =
       connect_to_store(config, env, timeout, master, outcome);
   const c10::intrusive_ptr<c10d::Store> job_store =

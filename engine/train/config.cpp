@@ -101,6 +101,7 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"collective_timeout_s", SHARDSCOPE_FIELD(int, collective_timeout_s)},
       {"memory_limit_mb", SHARDSCOPE_FIELD(double, memory_limit_mb)},
       {"tracing", SHARDSCOPE_FIELD(bool, tracing)},
+      {"device_tracing", SHARDSCOPE_FIELD(bool, device_tracing)},
       {"contended", SHARDSCOPE_FIELD(bool, contended)},
       {"reference", SHARDSCOPE_FIELD(bool, reference)},
       {"checkpoint_every", SHARDSCOPE_FIELD(int, checkpoint_every)},

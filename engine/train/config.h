@@ -120,6 +120,8 @@ struct Config {
   double memory_limit_mb = 0;
   bool reference = true;  // train the single-device reference and compare
   bool tracing = true;    // record host spans and communication calls (the trace)
+  // On a GPU, also record kernels, copies and runtime calls with CUPTI (when tracing is on).
+  bool device_tracing = true;
   // Ranks that share one device (rank threads, or rank processes on one host, over Gloo) take
   // turns on it for their compute, so each rank's compute is timed as if it had the device to
   // itself: the clean durations device time is built from. `contended` lets them compute at once,

@@ -209,8 +209,9 @@ RunSummary run_training(const Config& requested, const RunCallbacks& callbacks,
 
   auto& device_tracer = profiling::DeviceTracer::instance();
   if (config.device != "cpu") {
-    std::string why = "off: --no-tracing";
-    summary.device_tracing = config.tracing && device_tracer.enable(&why) ? "on" : why;
+    std::string why = config.tracing ? "off: --no-device-tracing" : "off: --no-tracing";
+    const bool wanted = config.tracing && config.device_tracing;
+    summary.device_tracing = wanted && device_tracer.enable(&why) ? "on" : why;
   }
   phase("training");
   TrainingOutcome outcome = train(config, corpus, callbacks.on_step, &callbacks);

@@ -162,8 +162,12 @@ bool DeviceTracer::built_with_cupti() {
 
 bool DeviceTracer::enable(std::string* why) {
   if (enabled_) return true;
-  // To measure what CUPTI itself costs a run (docs/running-on-a-gpu.md).
-  if (const char* off = std::getenv("SHARDSCOPE_CUPTI"); off && std::string(off) == "off") {
+  // To take apart what CUPTI costs a run (docs/running-on-a-gpu.md): off, no-runtime (no runtime
+  // calls recorded, so kernels lose their launching call) or no-op-callback (kernels launched on
+  // autograd's device thread lose their rank).
+  const char* env = std::getenv("SHARDSCOPE_CUPTI");
+  const std::string variant = env != nullptr ? env : "";
+  if (variant == "off") {
     if (why) *why = "SHARDSCOPE_CUPTI=off: device tracing is off, host tracing goes on";
     return false;
   }
@@ -175,6 +179,7 @@ bool DeviceTracer::enable(std::string* why) {
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                   CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
                                   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
+    if (kind == CUPTI_ACTIVITY_KIND_RUNTIME && variant == "no-runtime") continue;
     if (r == CUPTI_SUCCESS) r = cuptiActivityEnable(kind);
   }
   if (r != CUPTI_SUCCESS) {
@@ -184,7 +189,8 @@ bool DeviceTracer::enable(std::string* why) {
   uint64_t device_now = 0;
   cuptiGetTimestamp(&device_now);
   collected().host_minus_device_ns = now_ns() - static_cast<int64_t>(device_now);
-  op_callback = at::addGlobalCallback(at::RecordFunctionCallback(op_begins, op_ends));
+  if (variant != "no-op-callback")
+    op_callback = at::addGlobalCallback(at::RecordFunctionCallback(op_begins, op_ends));
   enabled_ = true;
   return true;
 }
@@ -230,7 +236,8 @@ std::vector<DeviceActivity> DeviceTracer::collect() {
 
 void DeviceTracer::disable() {
   if (!enabled_) return;
-  at::removeCallback(op_callback);
+  if (op_callback != 0) at::removeCallback(op_callback);
+  op_callback = 0;
   for (CUpti_ActivityKind kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
                                   CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_RUNTIME,
                                   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION}) {
