@@ -85,7 +85,7 @@ struct GuiArgs {
   CLI::App* view_app = nullptr;
   gui::GuiOptions options;
   std::string size;  // WIDTHxHEIGHT, parsed after CLI11
-  std::string view_file;
+  std::vector<std::string> view_files;
 };
 
 struct PerfArgs {
@@ -200,8 +200,9 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
   project->ranks =
       sub.add_option("--ranks", options.ranks, "ranks (default: every GPU)")->group("Projection");
   sub.add_option("--algorithm", options.algorithm, "ring, tree or auto")->group("Projection");
-  sub.add_option("trace", options.trace,
-                 "a recorded trace to replay onto the hardware (native or Chrome JSON)");
+  sub.add_option("trace", options.traces,
+                 "a recorded trace to replay onto the hardware (native or Chrome JSON), a folder "
+                 "of rank traces, or several PyTorch profiler files of one job (one a rank)");
   sub.add_option("--compute-scale", options.compute_scale,
                  "trace replay: projected / measured compute time (default: the measuring "
                  "device's matmul rate against the target's, or half its peak)")
@@ -308,7 +309,10 @@ void add_view_subcommand(CLI::App& app, GuiArgs* gui_args) {
   gui_args->view_app = app.add_subcommand(
       "view", "open a trace in the desktop app (one recorded on a GPU machine, on a laptop)");
   CLI::App& sub = *gui_args->view_app;
-  sub.add_option("trace", gui_args->view_file, "trace file (native or Chrome JSON)")->required();
+  sub.add_option("trace", gui_args->view_files,
+                 "trace file (native or Chrome JSON), a folder of rank traces, or several "
+                 "PyTorch profiler files of one job (one a rank)")
+      ->required();
   sub.add_option("--screenshot", gui_args->options.screenshot, "write a PNG and exit");
   sub.add_option("--tab", gui_args->options.tab, "tab to show first");
   sub.add_flag("--measured", gui_args->options.measured, "show the measured wall clock");
@@ -376,7 +380,13 @@ std::optional<int> parse_args(CLI::App& app, const std::vector<CLI::App*>& with_
 
 // `gui`, `view` or no subcommand at all.
 int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std::ostream& err) {
-  if (app.got_subcommand("view")) gui_args.options.open_files.push_back(gui_args.view_file);
+  if (app.got_subcommand("view")) {
+    auto& o = gui_args.options;
+    if (gui_args.view_files.size() == 1)
+      o.open_files.push_back(gui_args.view_files[0]);
+    else
+      o.open_job = gui_args.view_files;  // one job: a rank a file
+  }
   if (!gui_args.size.empty()) {
     const size_t x = gui_args.size.find('x');
     try {

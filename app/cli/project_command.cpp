@@ -125,13 +125,15 @@ int project_memory(const ProjectOptions& o, const Config& config,
 
 int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
                   std::ostream& out) {
-  const profiling::Trace measured = analysis::open_trace_path(o.trace);
+  const profiling::Trace measured = analysis::open_trace_paths(o.traces);
+  std::string named;  // the paths as given, for the reader
+  for (const auto& path : o.traces) named += (named.empty() ? "" : " ") + path;
   const analysis::TraceProjection t =
       analysis::project_recorded_trace(measured, hw, o.compute_scale);
   if (o.json) {
     // Both traces' figures (trace_figures.h), machine-readable: what was measured and what the
     // hardware would do.
-    const nlohmann::json j = {{"trace", o.trace},
+    const nlohmann::json j = {{"trace", named},
                               {"hardware", hw.name},
                               {"compute_scale", t.compute_scale},
                               {"compute_scale_source", t.scale_source},
@@ -143,7 +145,7 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
     return 0;
   }
   const analysis::StepSummary &m = t.measured_summary, &p = t.projected_summary;
-  out << "projection of " << o.trace << " (" << measured.ranks.size() << " ranks) onto " << hw.name
+  out << "projection of " << named << " (" << measured.ranks.size() << " ranks) onto " << hw.name
       << "\n"
       << "compute scale " << fmt("%.4g", t.compute_scale) << " (" << t.scale_source << ")\n\n"
       << pad("", 26) << pad("measured", 14) << "projected\n"
@@ -209,7 +211,7 @@ int project_command(const ProjectOptions& o, const Config& config, std::ostream&
                                   fmt("%g", o.compute_scale));
     }
     const auto hw = profiling::load_hardware_profile(o.hardware);
-    if (!o.trace.empty()) return project_trace(o, hw, out);
+    if (!o.traces.empty()) return project_trace(o, hw, out);
     if (!o.collective.empty()) return project_collective(o, hw, out);
     if (o.memory) return project_memory(o, config, hw, out);
     return project_configured(o, config, hw, out);

@@ -2,6 +2,7 @@
 
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "engine/train/config.h"
 
@@ -14,11 +15,12 @@ struct ProjectOptions {
   int ranks = 0;           // when ranks_given; else every GPU of the profile
   bool ranks_given = false;
   std::string algorithm = "auto";
-  bool memory = false;       // project per-GPU memory for the model in `config`
-  int micro_batch = 1;       // sequences per micro-batch for the memory projection
-  int micro_batches = 0;     // pipeline micro-batches (0: the pipeline degree)
-  bool fp32 = false;         // fp32 Adam instead of bf16 mixed precision
-  std::string trace;         // a recorded trace to replay onto the hardware
+  bool memory = false;    // project per-GPU memory for the model in `config`
+  int micro_batch = 1;    // sequences per micro-batch for the memory projection
+  int micro_batches = 0;  // pipeline micro-batches (0: the pipeline degree)
+  bool fp32 = false;      // fp32 Adam instead of bf16 mixed precision
+  // A recorded trace to replay onto the hardware: a file, a folder, or one job's profiler files.
+  std::vector<std::string> traces;
   double compute_scale = 0;  // projected / measured compute time (0: from the profiles)
   std::string out;           // where to write the projected trace
   bool json = false;         // the figures as JSON instead of the table

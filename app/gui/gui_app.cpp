@@ -75,7 +75,9 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
   if (save_popup) ImGui::OpenPopup("Save trace");
   for (const char* popup : {"Open trace", "Save trace"}) {
     if (ImGui::BeginPopupModal(popup, nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
-      ImGui::TextUnformatted("File (.json: Chrome trace JSON; anything else: the native format)");
+      ImGui::TextUnformatted(
+          "File (.json: Chrome trace JSON; anything else: the native format), a folder, or one "
+          "job's profiler files separated by ';'");
       ImGui::SetNextItemWidth(480);
       ImGui::InputText("##path", path, sizeof(path));
       if (ImGui::Button("OK", ImVec2(100, 0))) {
@@ -211,6 +213,15 @@ bool prepare(const GuiOptions& options, StartUp* start, std::ostream& err) {
     }
   }
   // The files first: a file that is not a trace is the user's error to hear about, display or not.
+  if (!options.open_job.empty()) {
+    try {
+      start->opened.push_back(make_loaded_run(analysis::open_trace_paths(options.open_job),
+                                              job_label(options.open_job)));
+    } catch (const std::exception& e) {
+      err << "error: " << e.what() << "\n";
+      return false;
+    }
+  }
   for (const auto& file : options.open_files) {
     try {
       start->opened.push_back(make_loaded_run(analysis::open_trace_path(file), file));
@@ -381,6 +392,7 @@ int run_session(const GuiOptions& options, StartUp& start, GLFWwindow* window, s
   session.lens.measured = options.measured;
   session.lens.hardware = options.hardware;
   for (auto& run : start.opened) session.add_run(std::move(run));
+  if (!options.open_job.empty()) session.message = "opened " + job_label(options.open_job);
   if (!options.open_files.empty()) session.message = "opened " + options.open_files.back();
   session.requested_tab = !start.first_tab.empty() ? start.first_tab
                           : session.runs.empty()   ? "Launch"

@@ -8,6 +8,7 @@ namespace shardscope::gui {
 
 struct GuiOptions {
   std::vector<std::string> open_files;  // traces to load at start
+  std::vector<std::string> open_job;    // one job's profiler files (one a rank), loaded as one run
   std::string screenshot;               // write a PNG of the last frame here, then exit
   int frames = 0;         // frames to render after the script (0: until the window is closed,
                           // or 3 when a screenshot or script is given)

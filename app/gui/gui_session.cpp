@@ -11,6 +11,27 @@
 
 namespace shardscope::gui {
 
+std::vector<std::string> split_paths(const std::string& text) {
+  std::vector<std::string> paths;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(';', start);
+    if (end == std::string::npos) end = text.size();
+    std::string part = text.substr(start, end - start);
+    const size_t first = part.find_first_not_of(" \t");
+    const size_t last = part.find_last_not_of(" \t");
+    if (first != std::string::npos) paths.push_back(part.substr(first, last - first + 1));
+    start = end + 1;
+  }
+  return paths;
+}
+
+std::string job_label(const std::vector<std::string>& paths) {
+  if (paths.empty()) return "";
+  if (paths.size() == 1) return paths[0];
+  return paths[0] + " and " + std::to_string(paths.size() - 1) + " more";
+}
+
 std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source) {
   auto run = std::make_unique<LoadedRun>();
   run->source = source;
@@ -116,6 +137,13 @@ void GuiSession::replace_run(int index, std::unique_ptr<LoadedRun> run) {
 
 bool GuiSession::open_trace(const std::string& path) {
   try {
+    // "a.json; b.json": one job's profiler files, one a rank, read as one run.
+    const std::vector<std::string> paths = split_paths(path);
+    if (paths.size() > 1) {
+      add_run(make_loaded_run(analysis::open_trace_paths(paths), job_label(paths)));
+      message = "opened " + job_label(paths);
+      return true;
+    }
     add_run(make_loaded_run(analysis::open_trace_path(path), path));
     message = "opened " + path;
     return true;

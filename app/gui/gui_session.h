@@ -41,6 +41,10 @@ struct LoadedRun {
   std::unique_ptr<Lensed> lensed;
 };
 std::unique_ptr<LoadedRun> make_loaded_run(profiling::Trace trace, const std::string& source);
+// The paths of the Open dialog's "a.json; b.json" (one job's files), trimmed, empty ones dropped.
+std::vector<std::string> split_paths(const std::string& text);
+// How a run read from several files is named: "a.json and 3 more".
+std::string job_label(const std::vector<std::string>& paths);
 
 struct WhatIfState {
   int hardware = 0;  // index into hardware_names

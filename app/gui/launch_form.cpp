@@ -75,6 +75,9 @@ const std::vector<FormSection>& launch_form_sections() {
        {flag("contended",
              "ranks compute at once, contending for the device (off: they take "
              "turns, for clean device time)"),
+        flag("device_tracing",
+             "on a GPU, record kernels with CUPTI (off: host spans only; CUPTI adds about 10 us "
+             "to each kernel launch)"),
         integer("threads_per_rank", "threads per rank (0: all cores but one, taking turns)"),
         integer("collective_timeout_s", "collective timeout s (0: adaptive)"),
         real("memory_limit_mb", "memory limit MB per rank (0: none)"),

@@ -158,17 +158,19 @@ TEST(DeviceTimePhysics, OverlapIsNeverSlowerAndHidesCommunicationOnEveryProfile)
       std::printf("%s on %s: step %.4f ms with overlap, %.4f without; exposed %.4f / %.4f ms\n",
                   strategy, hw.c_str(), a.step_s * 1e3, b.step_s * 1e3, a.exposed_s * 1e3,
                   b.exposed_s * 1e3);
-      // What overlap changes is the step's time beside its compute: never more with it on. The
-      // compute of two recordings differs by what their medians give, up to 3 % on a machine
-      // doing other work (zero2's gain on tiny is about that), so the whole step is held to
-      // being no slower beyond that.
+      // What overlap changes is the step's time beside its compute: never more with it on.
       EXPECT_LE(a.step_s - a.compute_s, (b.step_s - b.compute_s) * 1.01 + 1e-9)
           << strategy << " on " << hw << ": beside compute, overlap on "
           << (a.step_s - a.compute_s) * 1e3 << " ms, off " << (b.step_s - b.compute_s) * 1e3
           << " ms";
-      EXPECT_LE(a.step_s, b.step_s * 1.05)
-          << strategy << " on " << hw << ": overlap on " << a.step_s * 1e3 << " ms, off "
-          << b.step_s * 1e3 << " ms";
+      // The whole step, allowing for what the two recordings' compute differs by: it can differ
+      // by 18 % when the machine is busy (zero2 on cpu-10GbE once computed 4.15 ms with overlap
+      // and 3.50 without, under ctest -j2), which says nothing about overlap.
+      const double more_compute = std::max(0.0, a.compute_s - b.compute_s);
+      EXPECT_LE(a.step_s, (b.step_s + more_compute) * 1.01)
+          << strategy << " on " << hw << ": overlap on " << a.step_s * 1e3 << " ms a step for "
+          << a.compute_s * 1e3 << " ms of compute, off " << b.step_s * 1e3 << " ms for "
+          << b.compute_s * 1e3 << " ms";
       const auto exposed_with = exposed_by_rank(with, hw),
                  exposed_without = exposed_by_rank(without, hw);
       for (const auto& [rank, e] : exposed_with) {

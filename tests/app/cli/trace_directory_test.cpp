@@ -70,5 +70,30 @@ TEST(CliTraceDirectory, SeveralProfilerFilesAreOneJob) {
   EXPECT_NE(r.err.find("notes.txt is no PyTorch profiler trace"), std::string::npos) << r.err;
 }
 
+// `project` replays one job's profiler files as one run, as `report` reads them.
+TEST(CliTraceDirectory, ProjectReplaysSeveralProfilerFilesAsOneJob) {
+  const fs::path folder = fs::path(SHARDSCOPE_SOURCE_DIR) / "assets/traces/kineto/ddp-w2";
+  std::vector<std::string> args = {"project", "--hardware", "8xH100"};
+  for (const auto& entry : fs::directory_iterator(folder)) args.push_back(entry.path().string());
+  auto r = cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(2 ranks) onto 8xH100"), std::string::npos) << r.out;
+  const auto from_folder = cli({"project", "--hardware", "8xH100", folder.string(), "--json"});
+  args.push_back("--json");
+  r = cli(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(from_folder.code, 0) << from_folder.err;
+  // The same job, read from its files or its folder, projects the same step.
+  const auto projected = [](const std::string& out) {
+    const size_t from = out.find("\"projected\""), to = out.find("\"trace\"");
+    return out.substr(from, to - from);  // the paths, named as given, differ
+  };
+  EXPECT_EQ(projected(r.out), projected(from_folder.out));
+  args.push_back((test::test_temp_dir() / "missing.json").string());
+  r = cli(args);
+  EXPECT_EQ(r.code, cli::kExitBadInput);
+  EXPECT_NE(r.err.find("missing.json"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace shardscope

@@ -117,6 +117,24 @@ TEST(GuiOpen, SaysWhatAPathIsInsteadOfATrace) {
   EXPECT_THAT(run->label, HasSubstr("pytorch.json"));
 }
 
+// The Open dialog takes one job's profiler files separated by ';' and reads them as one run of
+// a rank a file, as `report a.json b.json` does; a bad name among them is named.
+TEST(GuiOpen, SeveralProfilerFilesOfOneJobAreOneRun) {
+  const auto folder = std::filesystem::path(SHARDSCOPE_SOURCE_DIR) / "assets/traces/kineto/ddp-w2";
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(folder))
+    files.push_back(entry.path().string());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(split_paths(" a.json ;b.json; ;"), (std::vector<std::string>{"a.json", "b.json"}));
+  GuiSession session;
+  ASSERT_TRUE(session.open_trace(files[0] + " ; " + files[1])) << session.message;
+  const LoadedRun* run = session.current_run();
+  EXPECT_EQ(run->trace.ranks.size(), 2u);
+  EXPECT_THAT(run->label, HasSubstr("and 1 more"));
+  EXPECT_FALSE(session.open_trace(files[0] + ";" + (folder / "missing.json").string()));
+  EXPECT_THAT(session.message, HasSubstr("missing.json"));
+}
+
 // The Launch tab projects a configuration too big to run (issue 34): GPT-3 175B on 64 A100s,
 // laid out as Megatron's Table 5 row; the step's breakdown beside the form, its timeline a run.
 TEST_F(GuiLabels, LaunchProjectsAConfigurationTooBigToRun) {
