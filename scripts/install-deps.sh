@@ -30,7 +30,7 @@ DEBIAN_PACKAGES=(
   build-essential cmake ninja-build ccache python3 python3-venv
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev libsimdjson-dev libcli11-dev
   libspdlog-dev libfmt-dev libimgui-dev libglfw3-dev libstb-dev xvfb libgloo-dev
-  pkg-config libgl-dev libgl1-mesa-dri xauth iproute2 zlib1g-dev
+  pkg-config libgl-dev libgl1-mesa-dri xauth iproute2 zlib1g-dev libprotobuf-dev protobuf-compiler
 )
 # HTA 0.5 breaks on pandas 3; numpy silences torch's warning when Python loads exported weights.
 PYTHON_EXTRAS=(numpy "pandas<3" holistictraceanalysis safetensors)

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "engine/state/atomic_file.h"
+#include "profiling/io/chakra_trace.h"
 #include "profiling/io/kineto_trace.h"
 #include "profiling/io/trace_io.h"
 
@@ -47,20 +48,31 @@ std::string write_trace(const profiling::Trace& trace, const std::string& target
   const fs::path dir(target);
   fs::create_directories(dir);
   std::set<std::string> written;
+  int chakra = 0;
   for (const auto& rank : trace.ranks) {
     const std::string name = profiling::kineto_file_name(rank.rank);
     write_file_atomically((dir / name).string(), profiling::to_kineto_json(trace, rank));
     written.insert(name);
+    if (!profiling::chakra_export_built()) continue;
+    const std::string et = profiling::chakra_file_name(rank.rank);
+    write_file_atomically((dir / et).string(), profiling::to_chakra_et(trace, rank));
+    written.insert(et);
+    ++chakra;
   }
-  const std::regex rank_file(R"(rank-\d+\.json)");
+  // Rank files of an earlier, wider run would read as ranks of this one.
+  const std::regex rank_file(R"(rank-\d+\.(json|et))");
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
     if (std::regex_match(name, rank_file) && written.count(name) == 0) fs::remove(entry.path());
   }
   const std::string native = native_trace_in(target);
   write_file_atomically(native, profiling::to_native(trace));
-  return "trace written to " + target + ": " + std::to_string(written.size()) +
-         " Kineto rank files (Holistic Trace Analysis) and " + native;
+  const std::string chakra_note =
+      profiling::chakra_export_built()
+          ? std::to_string(chakra) + " Chakra execution traces (ASTRA-sim), "
+          : "no Chakra execution traces (built without protobuf), ";
+  return "trace written to " + target + ": " + std::to_string(trace.ranks.size()) +
+         " Kineto rank files (Holistic Trace Analysis), " + chakra_note + "and " + native;
 }
 
 }  // namespace shardscope::analysis

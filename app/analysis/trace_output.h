@@ -16,8 +16,9 @@ std::string trace_target_problem(const std::string& target);
 // Writes the run's trace to `--trace TARGET` and returns what was written, for the user:
 // - a directory: per rank DIR/rank-R.json in Kineto's shape (Holistic Trace Analysis,
 //   TensorBoard's profiler view), plus DIR/trace.sst, the native trace for `report`, the GUI and
-//   `project` (`shardscope report DIR` reads it). Rank files of an earlier, wider run are
-//   removed: HTA reads every .json in the directory as one run.
+//   `project` (`shardscope report DIR` reads it), and per rank DIR/rank-R.et, a Chakra execution
+//   trace for ASTRA-sim (profiling/io/chakra_trace.h; where built with protobuf). Rank files of
+//   an earlier, wider run are removed: HTA reads every .json in the directory as one run.
 // - FILE.json: Chrome trace JSON; any other name: the native format.
 std::string write_trace(const profiling::Trace& trace, const std::string& target);
 
