@@ -29,7 +29,19 @@ namespace shardscope::gui {
 
 namespace {
 
+// Ctrl + / Ctrl - / Ctrl 0, wherever the pointer is: the text size of the whole app.
+void text_size_keys(GuiSession& session) {
+  const ImGuiIO& io = ImGui::GetIO();
+  if (!io.KeyCtrl) return;
+  if (ImGui::IsKeyPressed(GLFW_KEY_EQUAL) || ImGui::IsKeyPressed(GLFW_KEY_KP_ADD))
+    session.change_text_scale(0.25f);
+  if (ImGui::IsKeyPressed(GLFW_KEY_MINUS) || ImGui::IsKeyPressed(GLFW_KEY_KP_SUBTRACT))
+    session.change_text_scale(-0.25f);
+  if (ImGui::IsKeyPressed(GLFW_KEY_0)) session.change_text_scale(1.0f - session.text_scale);
+}
+
 void draw_frame(GuiSession& session, GLFWwindow* window) {
+  text_size_keys(session);
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
   ImGui::SetNextWindowSize(viewport->WorkSize);
@@ -44,6 +56,15 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
       if (ImGui::MenuItem("Save trace as...", nullptr, false, session.current_run() != nullptr))
         save_popup = true;
       if (ImGui::MenuItem("Quit")) glfwSetWindowShouldClose(window, 1);
+      ImGui::EndMenu();
+    }
+    if (ImGui::BeginMenu("View")) {
+      float percent = session.text_scale * 100;
+      ImGui::SetNextItemWidth(200);
+      if (ImGui::SliderFloat("text size", &percent, GuiSession::kMinTextScale * 100,
+                             GuiSession::kMaxTextScale * 100, "%.0f %%"))
+        session.change_text_scale(percent / 100 - session.text_scale);
+      ImGui::TextDisabled("Ctrl + and Ctrl - change it, Ctrl 0 resets it");
       ImGui::EndMenu();
     }
     ImGui::SetNextItemWidth(360);
@@ -356,6 +377,13 @@ bool render_frame(GuiSession& session, ScriptPlayer& player, FrameLoop* loop, st
   ImGui_ImplOpenGL3_NewFrame();
   ImGui_ImplGlfw_NewFrame();
   if (unattended_run) player.before_frame(session);
+  {
+    // The monitor's content scale (2 on a HiDPI display), read each frame: the window may move.
+    float x = 1, y = 1;
+    glfwGetWindowContentScale(loop->window, &x, &y);
+    session.display_scale = std::max(1.0f, std::max(x, y));
+    ImGui::GetIO().FontGlobalScale = session.display_scale * session.text_scale;
+  }
   ImGui::NewFrame();
   draw_frame(session, loop->window);
   ImGui::Render();

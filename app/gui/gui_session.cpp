@@ -135,6 +135,11 @@ void GuiSession::replace_run(int index, std::unique_ptr<LoadedRun> run) {
   }
 }
 
+void GuiSession::change_text_scale(float by) {
+  text_scale = std::clamp(text_scale + by, kMinTextScale, kMaxTextScale);
+  message = "text size " + std::to_string(int(std::lround(text_scale * 100))) + " %";
+}
+
 bool GuiSession::open_trace(const std::string& path) {
   try {
     // "a.json; b.json": one job's profiler files, one a rank, read as one run.
@@ -173,6 +178,8 @@ bool GuiSession::save_trace(const std::string& path) {
 nlohmann::json GuiSession::state() const {
   nlohmann::json s;
   s["tab"] = tab;
+  s["text_scale"] = text_scale;
+  s["font_px"] = 13.0f * display_scale * text_scale;
   s["message"] = message;
   s["current"] = current;
   nlohmann::json list = nlohmann::json::array();

@@ -78,7 +78,12 @@ struct GuiSession {
   std::vector<std::unique_ptr<LoadedRun>> runs;
   int current = -1;
   std::string tab = "Timeline";  // the tab shown
-  std::string requested_tab;     // a tab to switch to on the next frame
+  // Text size: the display's own scale (a HiDPI monitor's content scale) times the user's setting
+  // (View > Text size, Ctrl + / Ctrl -, Ctrl 0), so a lecture hall can read the 13 px default.
+  float display_scale = 1.0f, text_scale = 1.0f;
+  static constexpr float kMinTextScale = 1.0f, kMaxTextScale = 3.0f;
+  void change_text_scale(float by);
+  std::string requested_tab;  // a tab to switch to on the next frame
   TimelineView timeline;
   LaunchQueue launches;
   WhatIfState what_if;

@@ -87,6 +87,18 @@ uint32_t rank_colour(int rank) {
                                      0xFF30C8E6, 0xFFC0C040, 0xFF8080FF, 0xFFD0D0D0};
   return palette[((rank % 8) + 8) % 8];
 }
+uint32_t stage_shade(uint32_t colour, int stage) {
+  if (stage < 0) return colour;
+  constexpr float kShade[4] = {1.0f, 0.72f, 0.5f, 0.86f};
+  const float k = kShade[stage % 4];
+  uint32_t out = colour & 0xFF000000u;
+  for (int shift = 0; shift < 24; shift += 8) {
+    const float c = float((colour >> shift) & 0xFF) * k;
+    out |= uint32_t(c) << shift;
+  }
+  return out;
+}
+
 uint32_t load_colour(double load, double mean) {
   if (mean <= 0) return 0xFF404040;
   const double x = std::clamp(load / mean, 0.0, 2.0);

@@ -53,12 +53,15 @@ void ScriptPlayer::before_frame(GuiSession& session) {
   }
   if (held_key_ != 0) {
     io.KeysDown[held_key_] = false;
+    io.KeyCtrl = false;
     held_key_ = 0;
     return;
   }
   if (!pending_keys_.empty()) {
     held_key_ = pending_keys_.front();
     pending_keys_.erase(pending_keys_.begin());
+    io.KeyCtrl = pending_ctrl_.front();
+    pending_ctrl_.erase(pending_ctrl_.begin());
     io.KeysDown[held_key_] = true;
     return;
   }
@@ -173,15 +176,21 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     pending_moves_.push_back({float(number(args[0])), float(number(args[1])), -1, false});
     wheel_ = float(number(args[2]));
   } else if (v == "key") {
-    // key W | S | A | D | F | N | P | Escape: what a person presses over the timeline.
+    // key W | S | A | D | F | N | P | Escape: what a person presses over the timeline;
+    // Ctrl+Plus | Ctrl+Minus | Ctrl+0: the text size, anywhere.
     // The platform's key codes, as Dear ImGui 1.86 reads them (GLFW's letters are ASCII).
     const std::map<std::string, int> keys = {
-        {"W", 'W'}, {"S", 'S'}, {"A", 'A'}, {"D", 'D'},
-        {"F", 'F'}, {"N", 'N'}, {"P", 'P'}, {"Escape", ImGui::GetKeyIndex(ImGuiKey_Escape)}};
+        {"W", 'W'},         {"S", 'S'},
+        {"A", 'A'},         {"D", 'D'},
+        {"F", 'F'},         {"N", 'N'},
+        {"P", 'P'},         {"Escape", ImGui::GetKeyIndex(ImGuiKey_Escape)},
+        {"Ctrl+Plus", '='}, {"Ctrl+Minus", '-'},
+        {"Ctrl+0", '0'}};
     auto key = keys.find(args[0]);
     if (key == keys.end() || key->second <= 0)
-      throw std::runtime_error("key: W, S, A, D, F, N, P or Escape");
+      throw std::runtime_error("key: W, S, A, D, F, N, P, Escape, Ctrl+Plus, Ctrl+Minus or Ctrl+0");
     pending_keys_.push_back(key->second);
+    pending_ctrl_.push_back(args[0].rfind("Ctrl+", 0) == 0);
     wait_frames_ = 2;
   } else if (v == "hover" || v == "select") {
     move_onto_event(session, a, v == "select");

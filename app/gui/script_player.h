@@ -54,6 +54,7 @@ class ScriptPlayer {
   // Keys to press, one a frame, each released the frame after (the platform's key codes).
   std::vector<int> pending_keys_;
   int held_key_ = 0;
+  std::vector<bool> pending_ctrl_;  // with Ctrl held, one per pending key
   float mouse_x_ = -1, mouse_y_ = -1, wheel_ = 0;
   bool down_[2] = {false, false};
   std::string error_;

@@ -10,8 +10,9 @@
 
 namespace shardscope::gui {
 
-std::string step_figures_text(const profiling::StepMetrics& m, double bubble_formula,
-                              bool compact) {
+std::string step_figures_text(const profiling::StepMetrics& m, double bubble_formula, bool compact,
+                              bool in_progress) {
+  if (in_progress) return compact ? "running" : "step in progress";
   char buf[160];
   std::string text;
   if (bubble_formula >= 0) {
@@ -32,8 +33,8 @@ const profiling::StepMetrics* draw_figures_row(ImDrawList* dl,
                                                const std::vector<profiling::StepMetrics>& figures,
                                                const std::vector<StepSpan>& steps,
                                                const TimeWindow& window, const Strip& strip,
-                                               double bubble_formula, float mouse_x,
-                                               float mouse_y) {
+                                               double bubble_formula, float mouse_x, float mouse_y,
+                                               int in_progress) {
   const profiling::StepMetrics* hovered = nullptr;
   const int64_t t_hi = window.t_of(strip.canvas_w);
   auto it = std::partition_point(steps.begin(), steps.end(),
@@ -52,9 +53,10 @@ const profiling::StepMetrics* draw_figures_row(ImDrawList* dl,
     double at = 0;
     if (!label_x(x0, x1, strip.canvas_w, 30, &at)) continue;
     const double room = std::min(x1, double(strip.canvas_w)) - at - 3;
-    std::string text = step_figures_text(*m, bubble_formula, false);
+    const bool running = it->step == in_progress;
+    std::string text = step_figures_text(*m, bubble_formula, false, running);
     if (ImGui::CalcTextSize(text.c_str()).x > room)
-      text = step_figures_text(*m, bubble_formula, true);
+      text = step_figures_text(*m, bubble_formula, true, running);
     dl->AddRectFilled(ImVec2(sx0, strip.y + 1), ImVec2(sx1, strip.y + strip.height - 1),
                       0x30FFFFFF);
     dl->PushClipRect(ImVec2(sx0, strip.y), ImVec2(sx1, strip.y + strip.height), true);

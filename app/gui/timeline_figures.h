@@ -12,8 +12,10 @@ namespace shardscope::gui {
 
 // The figures drawn on the timeline for one rank and step, in one line: overlap and exposed
 // communication (or that there was none), and for a pipeline run (`bubble_formula` >= 0) the
-// bubble next to the formula's. `compact`: the short form for a narrow step.
-std::string step_figures_text(const profiling::StepMetrics& m, double bubble_formula, bool compact);
+// bubble next to the formula's. `compact`: the short form for a narrow step. `in_progress`: a live
+// run's step still being recorded, whose communication is not in yet: it says so instead.
+std::string step_figures_text(const profiling::StepMetrics& m, double bubble_formula, bool compact,
+                              bool in_progress = false);
 
 // Where a rank's strip is drawn: the canvas' left edge and width, the strip's top and height.
 struct Strip {
@@ -21,12 +23,14 @@ struct Strip {
 };
 
 // One rank's figures row: each step's text over the step's span, at its visible left edge and
-// clipped to the span. Returns the figures under (mouse_x, mouse_y), or null.
+// clipped to the span; `in_progress` (a live run's last step, or -1) says so instead of figures
+// that are not in yet. Returns the figures under (mouse_x, mouse_y), or null.
 const profiling::StepMetrics* draw_figures_row(ImDrawList* dl,
                                                const std::vector<profiling::StepMetrics>& figures,
                                                const std::vector<StepSpan>& steps,
                                                const TimeWindow& window, const Strip& strip,
-                                               double bubble_formula, float mouse_x, float mouse_y);
+                                               double bubble_formula, float mouse_x, float mouse_y,
+                                               int in_progress = -1);
 
 // A rank's pipeline bubble, shaded over its rows (from strip.y, strip.height tall).
 void draw_bubble(ImDrawList* dl, const profiling::Intervals& idle, const TimeWindow& window,

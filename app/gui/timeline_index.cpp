@@ -126,7 +126,9 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
   }
   index.pipeline_idle = profiling::pipeline_idle(trace);
   index.weight_pass_names.resize(trace.strings.size());
+  index.pass_labels.resize(trace.strings.size());
   for (size_t id = 0; id < trace.strings.size(); ++id) {
+    index.pass_labels[id] = profiling::pass_label(trace.strings[id]);
     index.weight_pass_names[id] =
         profiling::is_pass_span(trace.strings[id], profiling::kWeightPassSpan);
     index.has_weight_passes = index.has_weight_passes || index.weight_pass_names[id];

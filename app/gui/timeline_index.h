@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "profiling/metrics/trace_metrics.h"
+#include "profiling/trace/pipeline_pass_names.h"
 #include "profiling/trace/trace.h"
 
 namespace shardscope::gui {
@@ -45,6 +46,8 @@ struct TimelineIndex {
   // By interned name: whether it names a split backward's weight pass, which gets its own colour
   // (the input pass, which the previous stage waits for, keeps backward's).
   std::vector<bool> weight_pass_names;
+  // Per string: a pipeline pass's short label and stage (pipeline_pass_names.h), else empty.
+  std::vector<profiling::PassLabel> pass_labels;
   bool has_weight_passes = false;
 };
 TimelineIndex build_timeline_index(const profiling::Trace& trace);

@@ -256,10 +256,14 @@ TimelineView::Frame TimelineView::begin_canvas(const Trace& trace, const Timelin
   Frame f;
   f.origin = ImGui::GetCursorScreenPos();
   f.avail = ImGui::GetContentRegionAvail();
-  f.canvas_w = std::max(50.0f, f.avail.x - kGutter);
+  // Labels and rows grow with the text size (View > text size): 13 px is the default font.
+  const float grow = std::max(1.0f, ImGui::GetFontSize() / 13.0f);
+  const float gutter = kGutter * grow;
+  f.canvas_w = std::max(50.0f, f.avail.x - gutter);
   const float canvas_h = std::max(50.0f, f.avail.y - kAxisHeight);
   width_px_ = f.canvas_w;
-  canvas_x_ = f.origin.x + kGutter;
+  canvas_x_ = f.origin.x + gutter;
+  lane_label_x_ = 60 * grow;
   if (pending_fit_ != kNone) apply_fit(index, width_px_);
 
   // Vertical layout: rows per rank plus a memory strip, shrunk to fit the window.
@@ -267,7 +271,7 @@ TimelineView::Frame TimelineView::begin_canvas(const Trace& trace, const Timelin
   // Per rank: its rows, a figures row, the memory strip and a gap.
   const float units =
       static_cast<float>(index.rows.size()) + (1 + kMemoryStrip + 0.4f) * static_cast<float>(ranks);
-  row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, 22.0f);
+  row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, 22.0f * grow);
   f.top = f.origin.y + kAxisHeight;
 
   ImGui::InvisibleButton("timeline_canvas", ImVec2(f.avail.x, std::max(f.avail.y, 60.0f)),
@@ -434,7 +438,7 @@ void TimelineView::draw_lanes(const Frame& f, const Trace& trace, const Timeline
       const std::string lane = row.lane < static_cast<int>(rank.lanes.size())
                                    ? rank.lanes[row.lane]
                                    : "lane " + std::to_string(row.lane);
-      f.dl->AddText(ImVec2(f.origin.x + 60, y + 1), 0xFFA0A0A0, lane.c_str());
+      f.dl->AddText(ImVec2(f.origin.x + lane_label_x_, y + 1), 0xFFA0A0A0, lane.c_str());
       band->labels_free_from = y + 1 + ImGui::GetFontSize();
     }
     last_lane = row.lane;
@@ -465,6 +469,12 @@ void TimelineView::draw_marks(const Frame& f, const Trace& trace, const Timeline
     if (m.count == 1 && e.category == Category::kBackward &&
         e.name < index.weight_pass_names.size() && index.weight_pass_names[e.name])
       colour = kWeightPassColour;
+    // A pipeline pass: its stage's shade, and "F s2 mb3" for a label (the full name on hover).
+    const profiling::PassLabel* pass =
+        m.count == 1 && e.name < index.pass_labels.size() && !index.pass_labels[e.name].text.empty()
+            ? &index.pass_labels[e.name]
+            : nullptr;
+    if (pass != nullptr) colour = stage_shade(colour, pass->stage);
     if (!search.empty() && (m.count > 1 || trace.str(e.name).find(search) == std::string::npos)) {
       colour = dimmed(colour);
     }
@@ -472,7 +482,11 @@ void TimelineView::draw_marks(const Frame& f, const Trace& trace, const Timeline
     // The label at the visible start of the span: one cut at the left edge stays readable.
     if (double tx = 0;
         m.count == 1 && row_height_ >= 12 && label_x(m.x0, m.x1, f.canvas_w, 40, &tx)) {
-      const std::string& name = trace.str(e.name);
+      const bool tight = pass != nullptr &&
+                         ImGui::CalcTextSize(pass->text.c_str()).x > m.x1 - std::max(m.x0, 0.0) - 4;
+      const std::string& name = pass == nullptr ? trace.str(e.name)
+                                : tight         ? pass->compact
+                                                : pass->text;
       f.dl->PushClipRect(ImVec2(std::max(x0, canvas_x_), y), ImVec2(x1, y + row_height_), true);
       f.dl->AddText(
           ImVec2(canvas_x_ + static_cast<float>(tx), y + (row_height_ - ImGui::GetFontSize()) / 2),
@@ -516,16 +530,17 @@ void TimelineView::draw_exposed_comm(const Frame& f, const profiling::Intervals&
 void TimelineView::draw_step_figures(const Frame& f, const TimelineIndex& index, RankBand* band) {
   const size_t rank_index = band->index;
   const float y = band->y;
-  f.dl->AddText(ImVec2(f.origin.x + 60, y + 1), 0xFFA0A0A0, "per step");
+  f.dl->AddText(ImVec2(f.origin.x + lane_label_x_, y + 1), 0xFFA0A0A0, "per step");
   f.dl->PushClipRect(f.clip_min, f.clip_max, true);
   if (bubble_formula_ >= 0 && rank_index < index.pipeline_idle.size()) {
     draw_bubble(f.dl, index.pipeline_idle[rank_index], window_,
                 Strip{canvas_x_, f.canvas_w, band->top + 1, band->host_bottom - band->top - 1});
   }
   if (rank_index < index.step_figures.size()) {
-    if (const auto* fig = draw_figures_row(f.dl, index.step_figures[rank_index], index.steps,
-                                           window_, Strip{canvas_x_, f.canvas_w, y, row_height_},
-                                           bubble_formula_, f.mouse.x, f.mouse.y);
+    if (const auto* fig = draw_figures_row(
+            f.dl, index.step_figures[rank_index], index.steps, window_,
+            Strip{canvas_x_, f.canvas_w, y, row_height_}, bubble_formula_, f.mouse.x, f.mouse.y,
+            live_ && !index.steps.empty() ? index.steps.back().step : -1);
         fig != nullptr && f.hovered) {
       hovered_figures_ = *fig;
       hovered_figures_valid_ = true;

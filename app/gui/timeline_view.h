@@ -48,6 +48,8 @@ class TimelineView {
   // A pipeline run's (p - 1) / (m + p - 1): its bubble is shaded and given next to this; < 0
   // for a run without pipeline stages.
   void set_bubble_formula(double formula) { bubble_formula_ = formula; }
+  // A live run: its last step is still being recorded.
+  void set_live(bool live) { live_ = live; }
   std::string search;
 
   // The k-th event named `name` on rank `rank` (by start), or an invalid ref.
@@ -129,8 +131,10 @@ class TimelineView {
   float canvas_x_ = 0;
   std::vector<float> row_top_;
   float row_height_ = 0;
+  float lane_label_x_ = 60;  // lane names, right of the rank's name
   int drawn_marks_ = 0, folded_marks_ = 0, drawn_step_marks_ = 0;
   double bubble_formula_ = -1;
+  bool live_ = false;
   profiling::StepMetrics hovered_figures_;
   bool hovered_figures_valid_ = false;
   const profiling::Trace* last_trace_ = nullptr;

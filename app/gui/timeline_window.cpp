@@ -35,6 +35,7 @@ void draw_timeline_window(GuiSession& session) {
     ImGui::TextColored(ImVec4(1.0f, 0.75f, 0.3f, 1.0f), "%s", view.note.c_str());
   const int root = run->trace.run.result ? run->trace.run.result->failed_rank : -1;
   session.timeline.set_bubble_formula(run->bubble_formula);
+  session.timeline.set_live(run->live);
   session.timeline.draw(*view.trace, *view.index, root);
 }
 

@@ -272,8 +272,10 @@ TEST(DeviceTimePhysics, EqualPipelineStagesIdleTheTextbookBubble) {
                   formula * 100);
       // "Equal" stages are equal in blocks, not quite in work: the first embeds, the last
       // computes the loss and sends nothing, and a stage that computes 3 % less idles about 2
-      // points more (1F1B's last stage measures 28-31 %). That is the stage's own, and stays.
-      EXPECT_NEAR(bubble, formula, 0.05) << schedule << ", stage " << rank << ": bubble "
+      // points more. That is the stage's own, and stays. 1F1B's last stage, whose spans no other
+      // stage shares, measured 27-34 % over six runs beside a busy core, so a stage is held to 7
+      // points and the mean over the stages to the 3.
+      EXPECT_NEAR(bubble, formula, 0.07) << schedule << ", stage " << rank << ": bubble "
                                          << bubble * 100 << " %, formula " << formula * 100 << " %";
     }
     mean[schedule] = mean_of(bubbles);

@@ -135,6 +135,22 @@ TEST(GuiOpen, SeveralProfilerFilesOfOneJobAreOneRun) {
   EXPECT_THAT(session.message, HasSubstr("missing.json"));
 }
 
+// Text size for a lecture hall: Ctrl + grows every text of the app in quarter steps from the
+// 13 px default (times the display's own scale), Ctrl - shrinks it but never below 13 px, Ctrl 0
+// resets it.
+TEST_F(GuiLabels, CtrlPlusAndMinusScaleTheText) {
+  const std::string state = dir_ + "/text.json";
+  play("open " + asset("ddp_bucketed-w2.sst") + "\nkey Ctrl+Plus\nkey Ctrl+Plus\nstate " + state +
+       "\n");
+  auto read = [&] { return nlohmann::json::parse(std::ifstream(state)); };
+  EXPECT_DOUBLE_EQ(read()["text_scale"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(read()["font_px"].get<double>(), 13 * 1.5);  // Xvfb's content scale is 1
+  play("key Ctrl+Minus\nstate " + state + "\n");
+  EXPECT_DOUBLE_EQ(read()["text_scale"].get<double>(), 1.0);  // a fresh app, at its floor
+  play("key Ctrl+Plus\nkey Ctrl+Plus\nkey Ctrl+Plus\nkey Ctrl+0\nstate " + state + "\n");
+  EXPECT_DOUBLE_EQ(read()["text_scale"].get<double>(), 1.0);
+}
+
 // The Launch tab projects a configuration too big to run (issue 34): GPT-3 175B on 64 A100s,
 // laid out as Megatron's Table 5 row; the step's breakdown beside the form, its timeline a run.
 TEST_F(GuiLabels, LaunchProjectsAConfigurationTooBigToRun) {

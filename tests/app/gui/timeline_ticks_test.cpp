@@ -112,5 +112,13 @@ TEST(TimelineFigures, StepTextSaysOverlapAndExposedCommunication) {
   EXPECT_EQ(step_figures_text(m, -1, true), "25 % | 3.00 ms");
 }
 
+// A live run's last step has recorded no communication yet: "no communication" would be false.
+TEST(TimelineFigures, AStepInProgressSaysSoNotNoCommunication) {
+  profiling::StepMetrics m;  // nothing recorded yet
+  EXPECT_EQ(step_figures_text(m, -1, false), "no communication");
+  EXPECT_EQ(step_figures_text(m, -1, false, true), "step in progress");
+  EXPECT_EQ(step_figures_text(m, 3.0 / 11.0, true, true), "running");
+}
+
 }  // namespace
 }  // namespace shardscope::gui
