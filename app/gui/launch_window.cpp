@@ -22,24 +22,42 @@ nlohmann::json default_form() {
   return to_json(config_from_json(base));
 }
 
-nlohmann::json& field(nlohmann::json& form, const std::string& key) {
+nlohmann::json::json_pointer pointer_of(const std::string& key) {
   std::string pointer = "/" + key;
   for (auto& c : pointer) c = c == '.' ? '/' : c;
-  return form[nlohmann::json::json_pointer(pointer)];
+  return nlohmann::json::json_pointer(pointer);
 }
 
-// The form as a Config, with the first problem by field; false when it cannot run.
+nlohmann::json& field(nlohmann::json& form, const std::string& key) {
+  return form[pointer_of(key)];
+}
+
+// The form as a Config, with every problem by field; false when it cannot run. Validation stops
+// at the first problem, so each field found wrong is set back to its default and the form
+// checked again, until it passes or a field repeats: the user sees all at once.
 bool validated(const nlohmann::json& form, Config* config, nlohmann::json* errors) {
   *errors = nlohmann::json::object();
-  try {
-    *config = config_from_json(form);
-    finalize(*config);
-    return true;
-  } catch (const ConfigError& e) {
-    const std::string what = e.what();
-    (*errors)[e.field()] = what.substr(std::min(what.size(), e.field().size() + 2));
-  } catch (const std::exception& e) {
-    (*errors)["form"] = e.what();
+  nlohmann::json trial = form;
+  static const nlohmann::json defaults = to_json(Config{});
+  for (int round = 0; round < 64; ++round) {
+    try {
+      Config checked = config_from_json(trial);
+      finalize(checked);
+      if (!errors->empty()) return false;
+      *config = checked;
+      return true;
+    } catch (const ConfigError& e) {
+      const std::string& key = e.field();
+      if (errors->contains(key)) return false;  // its default did not help: nothing more to learn
+      const std::string what = e.what();
+      (*errors)[key] = what.substr(std::min(what.size(), key.size() + 2));
+      const auto at = pointer_of(key);
+      if (!defaults.contains(at)) return false;
+      trial[at] = defaults[at];
+    } catch (const std::exception& e) {
+      (*errors)["form"] = e.what();
+      return false;
+    }
   }
   return false;
 }
@@ -217,7 +235,10 @@ bool start_launch(GuiSession& session) {
   if (!validated(session.launch_form, &config, &errors)) {
     session.launch_errors = errors;
     session.message =
-        "cannot run: " + errors.begin().key() + ": " + errors.begin()->get<std::string>();
+        "cannot run: " + errors.begin().key() + ": " + errors.begin()->get<std::string>() +
+        (errors.size() > 1
+             ? " (and " + std::to_string(errors.size() - 1) + " more, beside their fields)"
+             : "");
     return false;
   }
   try {
@@ -287,7 +308,14 @@ void draw_launch_window(GuiSession& session) {
   if (!active) ImGui::BeginDisabled();
   if (ImGui::Button("Stop", ImVec2(120, 0))) session.launches.stop_all();
   if (!active) ImGui::EndDisabled();
-  if (!valid) ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "fix the fields in red to run");
+  if (!valid) {
+    std::string keys;  // every wrong field, as the form lists them beside each
+    for (const auto& [key, why] : session.launch_errors.items())
+      keys += (keys.empty() ? "" : ", ") + key;
+    const size_t wrong = session.launch_errors.size();
+    ImGui::TextColored(ImVec4(1, 0.35f, 0.35f, 1), "fix the %zu field%s in red to run: %s", wrong,
+                       wrong == 1 ? "" : "s", keys.c_str());
+  }
   draw_launch_projection(session);
   ImGui::Separator();
   ImGui::TextDisabled("runs (one at a time)");

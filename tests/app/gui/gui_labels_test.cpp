@@ -151,6 +151,16 @@ TEST_F(GuiLabels, CtrlPlusAndMinusScaleTheText) {
   EXPECT_DOUBLE_EQ(read()["text_scale"].get<double>(), 1.0);
 }
 
+// The Launch form lists every wrong field at once, each beside its field, not one per try.
+TEST_F(GuiLabels, LaunchListsEveryErrorAtOnce) {
+  const auto state = play("tab launch\nset steps 0\nset optimizer.lr -1\nset seed 7\nframes 1\n");
+  const auto& errors = state["launch_errors"];
+  EXPECT_TRUE(errors.contains("steps")) << errors;
+  EXPECT_TRUE(errors.contains("optimizer.lr")) << errors;
+  EXPECT_FALSE(errors.contains("seed")) << errors;  // a good field is not blamed
+  EXPECT_EQ(errors.size(), 2u) << errors;
+}
+
 // The Launch tab projects a configuration too big to run (issue 34): GPT-3 175B on 64 A100s,
 // laid out as Megatron's Table 5 row; the step's breakdown beside the form, its timeline a run.
 TEST_F(GuiLabels, LaunchProjectsAConfigurationTooBigToRun) {
