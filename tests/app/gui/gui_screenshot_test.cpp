@@ -203,10 +203,22 @@ TEST_F(GuiScreenshot, AWeightPassHasItsOwnColour) {
   ASSERT_EQ(zbv.code, 0) << zbv.err;
   // Below the toolbar and its legend (whose weight-pass swatch alone is 100 pixels), each rank.
   const int top = 140, mid = 330;
+  // Each stage a rank holds has its own shade of a pass colour (ZBV: rank 0 stages 0 and 3, rank
+  // 1 stages 1 and 2), so a colour is counted over its four shades.
+  const auto shades = [&](uint32_t colour, int y0, int y1) {
+    size_t n = 0;
+    for (int stage = 0; stage < 4; ++stage)
+      n += zbv.image.count(stage_shade(colour, stage), 0, y0, -1, y1);
+    return n;
+  };
   EXPECT_GT(zbv.image.count(kWeightPassColour, 0, 0, -1, top), 0u);  // the legend says it
-  EXPECT_GT(zbv.image.count(kWeightPassColour, 0, top, -1, mid), 200u);
-  EXPECT_GT(zbv.image.count(kWeightPassColour, 0, mid, -1, -1), 200u);
-  EXPECT_GT(zbv.image.count(category_colour(Category::kBackward), 0, top, -1, mid), 200u);
+  EXPECT_GT(shades(kWeightPassColour, top, mid), 200u);
+  EXPECT_GT(shades(kWeightPassColour, mid, -1), 200u);
+  const uint32_t backward = category_colour(Category::kBackward);
+  EXPECT_GT(shades(backward, top, mid), 200u);
+  // Rank 1's two stages in two shades of backward's colour: which stage ran shows unhovered.
+  EXPECT_GT(zbv.image.count(stage_shade(backward, 1), 0, mid, -1, -1), 100u);
+  EXPECT_GT(zbv.image.count(stage_shade(backward, 2), 0, mid, -1, -1), 100u);
   const Session gpipe = play("open " + asset("pp-gpipe-w2.sst") + "\ntab timeline\nfit-step 2\n");
   ASSERT_EQ(gpipe.code, 0) << gpipe.err;
   EXPECT_EQ(gpipe.image.count(kWeightPassColour), 0u);
