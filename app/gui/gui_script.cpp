@@ -42,16 +42,16 @@ void check_range(const ScriptAction& action) {
 std::vector<ScriptAction> parse_script(const std::string& text) {
   // verb -> (fewest, most) arguments.
   static const std::map<std::string, std::pair<size_t, size_t>> arity = {
-      {"open", {1, 1}},          {"save", {1, 1}},       {"tab", {1, 1}},
-      {"run-select", {1, 1}},    {"lens", {1, 2}},       {"range", {2, 2}},
-      {"fit", {0, 0}},           {"fit-step", {1, 1}},   {"search", {0, 1}},
-      {"mouse", {2, 2}},         {"click", {2, 2}},      {"drag", {4, 5}},
-      {"wheel", {3, 3}},         {"hover", {2, 3}},      {"select", {2, 3}},
-      {"set", {2, 2}},           {"run", {0, 0}},        {"wait-runs", {0, 0}},
-      {"wait-live", {0, 0}},     {"stop", {0, 0}},       {"project", {0, 2}},
-      {"frames", {1, 1}},        {"screenshot", {1, 1}}, {"state", {1, 1}},
-      {"resume", {1, 1}},        {"key", {1, 1}},        {"measure", {2, 2}},
-      {"project-config", {1, 2}}};
+      {"open", {1, 1}},       {"save", {1, 1}},       {"tab", {1, 1}},
+      {"run-select", {1, 1}}, {"lens", {1, 2}},       {"range", {2, 2}},
+      {"fit", {0, 0}},        {"fit-step", {1, 1}},   {"search", {0, 1}},
+      {"mouse", {2, 2}},      {"click", {2, 2}},      {"drag", {4, 5}},
+      {"wheel", {3, 3}},      {"hover", {2, 3}},      {"select", {2, 3}},
+      {"set", {2, 2}},        {"run", {0, 0}},        {"wait-runs", {0, 0}},
+      {"wait-live", {0, 0}},  {"stop", {0, 0}},       {"project", {0, 2}},
+      {"frames", {1, 1}},     {"screenshot", {1, 1}}, {"state", {1, 1}},
+      {"resume", {1, 1}},     {"key", {1, 1}},        {"fold", {1, 1}},
+      {"pin", {1, 1}},        {"measure", {2, 2}},    {"project-config", {1, 2}}};
   std::vector<ScriptAction> actions;
   std::istringstream lines(text);
   std::string line;

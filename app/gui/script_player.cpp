@@ -194,6 +194,20 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     wait_frames_ = 2;
   } else if (v == "hover" || v == "select") {
     move_onto_event(session, a, v == "select");
+  } else if (v == "fold" || v == "pin") {
+    // fold R / pin R: what a click / Shift+click on rank R's name does.
+    const LoadedRun* run = session.current_run();
+    const int wanted = static_cast<int>(number(args[0]));
+    int index = -1;
+    for (size_t r = 0; run != nullptr && r < run->trace.ranks.size(); ++r)
+      if (run->trace.ranks[r].rank == wanted) index = static_cast<int>(r);
+    if (index < 0) throw std::runtime_error(v + ": no rank " + args[0] + " in the open run");
+    if (v == "fold") {
+      session.timeline.toggle_folded(index);
+    } else {
+      session.timeline.toggle_pinned(index);
+    }
+    wait_frames_ = 1;
   } else if (v == "set") {
     set_launch_field(session, args[0], args[1]);
   } else if (v == "project-config") {  // HARDWARE [NODES]: the Launch form's configuration

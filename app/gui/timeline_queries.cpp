@@ -149,6 +149,27 @@ nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& inde
       {"ns_per_px", window_.ns_per_px},
       {"folded_marks", folded_marks_},
       {"rows", index.rows.size()},
+      {"rank_order",
+       [&] {
+         nlohmann::json order = nlohmann::json::array();
+         for (size_t r : rank_order(trace.ranks.size())) order.push_back(trace.ranks[r].rank);
+         return order;
+       }()},
+      {"rank_top_px",
+       [&] {  // where each rank's band began on the last frame, by rank
+         nlohmann::json tops = nlohmann::json::object();
+         for (size_t r = 0; r < index.rows.size() && r < row_top_.size(); ++r) {
+           const std::string rank = std::to_string(trace.ranks[index.rows[r].rank].rank);
+           if (!tops.contains(rank)) tops[rank] = row_top_[r];
+         }
+         return tops;
+       }()},
+      {"folded_ranks",
+       [&] {
+         nlohmann::json folded = nlohmann::json::array();
+         for (int r : folded_) folded.push_back(trace.ranks[r].rank);
+         return folded;
+       }()},
       {"search", search},
       {"search_matches", matches_.count()},
       {"search_at", matches_.position(selected_)}};

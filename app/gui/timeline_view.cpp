@@ -8,6 +8,7 @@
 
 #include "app/gui/gui_style.h"
 #include "app/gui/timeline_figures.h"
+#include "app/gui/timeline_parts.h"
 #include "app/gui/timeline_ticks.h"
 #include "profiling/metrics/figure_text.h"
 #include "profiling/metrics/trace_metrics.h"
@@ -31,10 +32,9 @@ void draw_arrow_head(ImDrawList* dl, ImVec2 from, ImVec2 to, ImU32 colour) {
       ImVec2(to.x - ux * size + uy * size / 2, to.y - uy * size - ux * size / 2), colour);
 }
 
-constexpr float kGutter = 150;        // rank and lane labels
-constexpr float kAxisHeight = 22;     // time axis
-constexpr float kMemoryStrip = 1.5f;  // memory strip height, in rows
-constexpr double kFoldPx = 3;         // events narrower than this are folded
+constexpr float kGutter = 150;     // rank and lane labels
+constexpr float kAxisHeight = 22;  // time axis
+constexpr double kFoldPx = 3;      // events narrower than this are folded
 
 ImU32 dimmed(ImU32 colour) {
   return (colour & 0x00FFFFFF) | 0x50000000;
@@ -49,6 +49,8 @@ void TimelineView::reset() {
   measure_[0] = measure_[1] = 0;
   pending_fit_ = kFitAll;
   search.clear();
+  folded_.clear();  // by rank index: another trace's ranks are others
+  pinned_ = -1;
 }
 
 void TimelineView::apply_fit(const TimelineIndex& index, double width_px) {
@@ -67,29 +69,6 @@ void TimelineView::apply_fit(const TimelineIndex& index, double width_px) {
       std::clamp(double(b - a + 2 * margin) / std::max(width_px, 1.0), kMinNsPerPx, kMaxNsPerPx);
   pending_fit_ = kNone;
 }
-
-// The frame's geometry and the mouse over its canvas: what every part of draw() reads.
-struct TimelineView::Frame {
-  ImDrawList* dl = nullptr;
-  ImVec2 origin, avail;       // the whole area: gutter and canvas, axis and rows
-  float canvas_w = 0;         // the canvas starts at canvas_x_, right of the gutter
-  float top = 0;              // the first rank's top, below the axis
-  ImVec2 clip_min, clip_max;  // the canvas, axis included: what is drawn in time is clipped to it
-  ImVec2 mouse;
-  double mouse_x = 0;  // from the canvas's left edge
-  bool hovered = false, active = false, released = false;
-};
-
-// One rank's band of rows while it is drawn top to bottom; `next_row` carries on to the next
-// rank, since the index's rows are sorted by rank.
-struct TimelineView::RankBand {
-  size_t index = 0;                // into Trace::ranks and the index's per-rank tables
-  float top = 0;                   // its first row
-  float host_bottom = 0;           // the bottom of its host rows, where a pipeline bubble is shaded
-  float y = 0;                     // the top of what is drawn next
-  size_t next_row = 0;             // into TimelineIndex::rows
-  float labels_free_from = -1e9f;  // below the last lane label drawn: labels never overlap
-};
 
 void TimelineView::draw(const Trace& trace, const TimelineIndex& index, int root_failure) {
   last_trace_ = &trace;
@@ -269,8 +248,7 @@ TimelineView::Frame TimelineView::begin_canvas(const Trace& trace, const Timelin
   // Vertical layout: rows per rank plus a memory strip, shrunk to fit the window.
   const size_t ranks = trace.ranks.size();
   // Per rank: its rows, a figures row, the memory strip and a gap.
-  const float units =
-      static_cast<float>(index.rows.size()) + (1 + kMemoryStrip + 0.4f) * static_cast<float>(ranks);
+  const float units = layout_units(index, ranks);
   row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, 22.0f * grow);
   f.top = f.origin.y + kAxisHeight;
 
@@ -387,38 +365,6 @@ void TimelineView::draw_time_axis(const Frame& f, const TimelineIndex& index) {
     }
   }
   dl->PopClipRect();
-}
-
-// Every rank's band: its lanes, its figures per step, its memory strip, its failure if any.
-// Returns the bottom of the last band.
-float TimelineView::draw_ranks(const Frame& f, const Trace& trace, const TimelineIndex& index,
-                               int root_failure) {
-  row_top_.assign(index.rows.size(), 0);
-  hovered_ = EventRef{};
-  drawn_marks_ = folded_marks_ = 0;
-  std::vector<TimelineMark> marks;  // reused by every row
-  hovered_figures_valid_ = false;
-  int64_t memory_scale = 1;
-  for (int64_t p : index.memory_peak) memory_scale = std::max(memory_scale, p);
-  RankBand band;
-  band.y = f.top;
-  for (size_t rank_index = 0; rank_index < trace.ranks.size(); ++rank_index) {
-    const auto& rank = trace.ranks[rank_index];
-    const bool failed = !rank.failure.empty();
-    const bool root = failed && (root_failure < 0 || rank.rank == root_failure);
-    const ImU32 failure_colour = root ? kFailedColour : kStoppedColour;
-    band.index = rank_index;
-    band.top = band.host_bottom = band.y;
-    f.dl->AddLine(ImVec2(f.origin.x, band.y), ImVec2(f.origin.x + f.avail.x, band.y), 0x40FFFFFF);
-    std::string label = "rank " + std::to_string(rank.rank);
-    f.dl->AddText(ImVec2(f.origin.x + 4, band.y + 1), failed ? failure_colour : 0xFFFFFFFF,
-                  label.c_str());
-    draw_lanes(f, trace, index, &band, &marks);
-    draw_step_figures(f, index, &band);
-    draw_rank_memory(f, trace, index, memory_scale, &band);
-    if (failed) draw_failure(f, rank, band, root);
-  }
-  return band.y;
 }
 
 // The rank's rows, each labelled with its lane where the lane changes.
@@ -571,7 +517,7 @@ void TimelineView::draw_rank_memory(const Frame& f, const Trace& trace, const Ti
       }
     }
   }
-  band->y += strip + 0.4f * row_height_;
+  band->y += strip + kRankGap * row_height_;
 }
 
 // A failed rank's band framed, in red for the failure that stopped the run (`root`) and amber

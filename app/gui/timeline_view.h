@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,10 @@ class TimelineView {
   void set_bubble_formula(double formula) { bubble_formula_ = formula; }
   // A live run: its last step is still being recorded.
   void set_live(bool live) { live_ = live; }
+  // Rank bands a person folds to one row (a click on the rank's name) or pins on top
+  // (Shift+click; again to unpin), by index into Trace::ranks: many ranks stay readable.
+  void toggle_folded(int rank_index);
+  void toggle_pinned(int rank_index);
   std::string search;
 
   // The k-th event named `name` on rank `rank` (by start), or an invalid ref.
@@ -91,6 +96,14 @@ class TimelineView {
   void draw_time_axis(const Frame& f, const TimelineIndex& index);
   float draw_ranks(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
                    int root_failure);
+  // The order bands are drawn in (the pinned rank first), and the rows they take, folded ones
+  // counting one (timeline_rank_bands.cpp).
+  std::vector<size_t> rank_order(size_t ranks) const;
+  float layout_units(const TimelineIndex& index, size_t ranks) const;
+  // A folded rank's one row: its rows all point there, so links and the selection still land.
+  void draw_folded(const Frame& f, const TimelineIndex& index, RankBand* band);
+  // A click on a rank's name folds it, Shift+click pins it.
+  void handle_rank_label_click(const Frame& f, const RankBand& band);
   void draw_lanes(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
                   RankBand* band, std::vector<TimelineMark>* marks);
   void draw_marks(const Frame& f, const profiling::Trace& trace, const TimelineIndex& index,
@@ -135,6 +148,8 @@ class TimelineView {
   int drawn_marks_ = 0, folded_marks_ = 0, drawn_step_marks_ = 0;
   double bubble_formula_ = -1;
   bool live_ = false;
+  std::set<int> folded_;  // by index into Trace::ranks
+  int pinned_ = -1;
   profiling::StepMetrics hovered_figures_;
   bool hovered_figures_valid_ = false;
   const profiling::Trace* last_trace_ = nullptr;

@@ -224,6 +224,38 @@ TEST_F(GuiScreenshot, AWeightPassHasItsOwnColour) {
   EXPECT_EQ(gpipe.image.count(kWeightPassColour), 0u);
 }
 
+// Many ranks stay readable: a click on a rank's name folds its band to one row, Shift+click
+// pins it on top; a collective on a folded rank still links to it.
+TEST_F(GuiScreenshot, RankBandsFoldAndOneIsPinnedOnTop) {
+  auto at = [&](const std::string& name) { return timeline_at(name); };
+  const std::string d = dir_ + "/";
+  const Session s =
+      play("open " + asset("torch_ddp-w4.sst") + "\ntab timeline\nfit-step 2\nstate " + d +
+           "b0.json\nfold 1\nfold 2\npin 3\nstate " + d + "b1.json\nselect 0 all_reduce 5\nstate " +
+           d + "b2.json\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto b0 = at("b0.json"), b1 = at("b1.json");
+  EXPECT_EQ(b0["rank_order"], nlohmann::json({0, 1, 2, 3}));
+  EXPECT_EQ(b1["rank_order"], nlohmann::json({3, 0, 1, 2}));
+  EXPECT_EQ(b1["folded_ranks"], nlohmann::json({1, 2}));
+  const auto top = [](const nlohmann::json& state, int rank) {
+    return state["rank_top_px"][std::to_string(rank)].get<double>();
+  };
+  EXPECT_LT(top(b1, 3), top(b1, 0));  // pinned first
+  // A folded band is one row and a gap: ranks 1 and 2 take far less than an open band.
+  const double open_band = top(b1, 1) - top(b1, 0), folded_band = top(b1, 2) - top(b1, 1);
+  EXPECT_LT(folded_band * 3, open_band);
+  EXPECT_EQ(at("b2.json")["linked_ranks"].size(), 4u);  // folded ranks' copies are still linked
+  // And as a person does it: a click on rank 0's name folds it, a second unfolds it.
+  const double y0 = top(b0, 0);
+  const Session c = play("open " + asset("torch_ddp-w4.sst") + "\ntab timeline\nclick 20 " +
+                         std::to_string(y0 + 5) + "\nframes 1\nstate " + d + "c1.json\nclick 20 " +
+                         std::to_string(y0 + 5) + "\nframes 1\nstate " + d + "c2.json\n");
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(at("c1.json")["folded_ranks"], nlohmann::json({0}));
+  EXPECT_EQ(at("c2.json")["folded_ranks"], nlohmann::json::array());
+}
+
 TEST_F(GuiScreenshot, WheelZoomsDragPansRightDragMeasures) {
   const std::string dir = dir_;
   const Session s =
