@@ -15,6 +15,8 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
+#include "app/gui/gui_style.h"
+
 #include "app/analysis/trace_open.h"
 #include "app/gui/gui_script.h"
 #include "app/gui/gui_session.h"
@@ -60,14 +62,14 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
     }
     if (ImGui::BeginMenu("View")) {
       float percent = session.text_scale * 100;
-      ImGui::SetNextItemWidth(200);
+      ImGui::SetNextItemWidth(scaled(200));
       if (ImGui::SliderFloat("text size", &percent, GuiSession::kMinTextScale * 100,
                              GuiSession::kMaxTextScale * 100, "%.0f %%"))
         session.change_text_scale(percent / 100 - session.text_scale);
       ImGui::TextDisabled("Ctrl + and Ctrl - change it, Ctrl 0 resets it");
       ImGui::EndMenu();
     }
-    ImGui::SetNextItemWidth(360);
+    ImGui::SetNextItemWidth(scaled(360));
     LoadedRun* current = session.current_run();
     if (ImGui::BeginCombo("run", current ? current->label.c_str() : "(no run loaded)")) {
       for (size_t i = 0; i < session.runs.size(); ++i) {
@@ -99,9 +101,9 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
       ImGui::TextUnformatted(
           "File (.json: Chrome trace JSON; anything else: the native format), a folder, or one "
           "job's profiler files separated by ';'");
-      ImGui::SetNextItemWidth(480);
+      ImGui::SetNextItemWidth(scaled(480));
       ImGui::InputText("##path", path, sizeof(path));
-      if (ImGui::Button("OK", ImVec2(100, 0))) {
+      if (ImGui::Button("OK", ImVec2(scaled(100), 0))) {
         if (std::string(popup) == "Open trace") {
           session.open_trace(path);
         } else {
@@ -110,7 +112,7 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
         ImGui::CloseCurrentPopup();
       }
       ImGui::SameLine();
-      if (ImGui::Button("Cancel", ImVec2(100, 0))) ImGui::CloseCurrentPopup();
+      if (ImGui::Button("Cancel", ImVec2(scaled(100), 0))) ImGui::CloseCurrentPopup();
       ImGui::EndPopup();
     }
   }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <imgui.h>
+
 namespace shardscope::gui {
 
 using profiling::Category;
@@ -87,6 +89,10 @@ uint32_t rank_colour(int rank) {
                                      0xFF30C8E6, 0xFFC0C040, 0xFF8080FF, 0xFFD0D0D0};
   return palette[((rank % 8) + 8) % 8];
 }
+float scaled(float px) {
+  return px * std::max(1.0f, ImGui::GetFontSize() / 13.0f);
+}
+
 uint32_t stage_shade(uint32_t colour, int stage) {
   if (stage < 0) return colour;
   constexpr float kShade[4] = {1.0f, 0.72f, 0.5f, 0.86f};

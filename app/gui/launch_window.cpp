@@ -3,6 +3,8 @@
 
 #include <imgui.h>
 
+#include "app/gui/gui_style.h"
+
 #include "app/gui/launch_form.h"
 #include "app/gui/windows.h"
 #include "engine/model/gpt_model.h"
@@ -83,7 +85,7 @@ void combo(GuiSession& s, const char* label, const std::string& key,
            const std::vector<std::string>& choices) {
   nlohmann::json& v = field(s.launch_form, key);
   const std::string current = v.is_string() ? v.get<std::string>() : "";
-  ImGui::SetNextItemWidth(200);
+  ImGui::SetNextItemWidth(scaled(200));
   if (ImGui::BeginCombo(label, current.c_str())) {
     for (const auto& c : choices) {
       // Through set_launch_field, which also re-derives the model when the preset changes.
@@ -97,7 +99,7 @@ void combo(GuiSession& s, const char* label, const std::string& key,
 void integer(GuiSession& s, const char* label, const std::string& key) {
   nlohmann::json& v = field(s.launch_form, key);
   int value = v.is_number() ? v.get<int>() : 0;
-  ImGui::SetNextItemWidth(200);
+  ImGui::SetNextItemWidth(scaled(200));
   if (ImGui::InputInt(label, &value)) v = value;
   error_for(s, key);
 }
@@ -105,7 +107,7 @@ void integer(GuiSession& s, const char* label, const std::string& key) {
 void real(GuiSession& s, const char* label, const std::string& key) {
   nlohmann::json& v = field(s.launch_form, key);
   double value = v.is_number() ? v.get<double>() : 0.0;
-  ImGui::SetNextItemWidth(200);
+  ImGui::SetNextItemWidth(scaled(200));
   if (ImGui::InputDouble(label, &value, 0, 0, "%.3g")) v = value;
   error_for(s, key);
 }
@@ -114,7 +116,7 @@ void text(GuiSession& s, const char* label, const std::string& key, const char* 
   nlohmann::json& v = field(s.launch_form, key);
   char buffer[1024] = {};
   if (v.is_string()) std::snprintf(buffer, sizeof(buffer), "%s", v.get<std::string>().c_str());
-  ImGui::SetNextItemWidth(200);
+  ImGui::SetNextItemWidth(scaled(200));
   if (ImGui::InputTextWithHint(label, hint, buffer, sizeof(buffer))) v = std::string(buffer);
   error_for(s, key);
 }
@@ -299,14 +301,14 @@ void draw_launch_window(GuiSession& session) {
   ImGui::SameLine();
   ImGui::BeginChild("queue", ImVec2(0, 0), true);
   if (!valid) ImGui::BeginDisabled();
-  if (ImGui::Button("Run", ImVec2(120, 0))) start_launch(session);
+  if (ImGui::Button("Run", ImVec2(scaled(120), 0))) start_launch(session);
   if (!valid) ImGui::EndDisabled();
   ImGui::SameLine();
   bool active = false;  // Stop stops something only while a run runs or waits
   for (const auto& p : session.launches.progress())
     active = active || p.status == "running" || p.status == "queued";
   if (!active) ImGui::BeginDisabled();
-  if (ImGui::Button("Stop", ImVec2(120, 0))) session.launches.stop_all();
+  if (ImGui::Button("Stop", ImVec2(scaled(120), 0))) session.launches.stop_all();
   if (!active) ImGui::EndDisabled();
   if (!valid) {
     std::string keys;  // every wrong field, as the form lists them beside each

@@ -91,7 +91,7 @@ void TimelineView::draw_toolbar(const Trace& trace, const TimelineIndex& index) 
   ImGui::SameLine();
   if (ImGui::Button("Fit step") && !index.steps.empty()) request_fit_step(fit_step_);
   ImGui::SameLine();
-  ImGui::SetNextItemWidth(90);
+  ImGui::SetNextItemWidth(scaled(90));
   if (!index.steps.empty()) {
     // The steps' own numbers: a run resumed at step 3 shows 3 to 5.
     const int first = index.steps.front().step, last = index.steps.back().step;
@@ -114,7 +114,7 @@ void TimelineView::draw_toolbar(const Trace& trace, const TimelineIndex& index) 
 }
 
 void TimelineView::draw_search(const Trace& trace) {
-  ImGui::SetNextItemWidth(160);
+  ImGui::SetNextItemWidth(scaled(160));
   if (focus_search_) {
     ImGui::SetKeyboardFocusHere();
     focus_search_ = false;
