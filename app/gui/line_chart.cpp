@@ -9,7 +9,7 @@
 namespace shardscope::gui {
 
 void line_chart(const char* id, const std::vector<ChartSeries>& series, float width, float height,
-                const char* y_unit, const char* x_unit) {
+                const char* y_unit, const char* x_unit, const std::vector<ChartMark>& marks) {
   ImGui::PushID(id);
   const ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::Dummy(ImVec2(width, height));
@@ -56,6 +56,17 @@ void line_chart(const char* id, const std::vector<ChartSeries>& series, float wi
       const float w = ImGui::CalcTextSize(buf).x;
       const float tx = std::clamp(at.x - w / 2, a.x + 2, b.x - w - 2);
       dl->AddText(ImVec2(tx, b.y - 4 - ImGui::GetFontSize()), 0xFF909090, buf);
+    }
+  }
+  // The marks behind the lines, labelled left to right wherever the last label leaves room.
+  float free_from = a.x;
+  for (const auto& m : marks) {
+    if (m.x < x_lo || m.x > x_hi) continue;
+    const float sx = to_screen(m.x, y_lo).x;
+    dl->AddLine(ImVec2(sx, a.y), ImVec2(sx, b.y), 0x7000D7FF, 1.0f);
+    if (!m.label.empty() && sx >= free_from) {
+      dl->AddText(ImVec2(sx + 3, a.y + 1), 0xFF00D7FF, m.label.c_str());
+      free_from = sx + 3 + ImGui::CalcTextSize(m.label.c_str()).x + 6;
     }
   }
   float legend_x = a.x + 6;

@@ -15,10 +15,17 @@ struct ChartSeries {
   bool held = false;
 };
 
+// A vertical mark at x, with a label where there is room: where each step began.
+struct ChartMark {
+  float x = 0;
+  std::string label;
+};
+
 // A small line chart drawn with ImDrawList: shared axes over every series, a legend, the y range
-// printed at the left and, with `x_unit`, ticks along the x axis. Used for memory over time and
-// loss curves.
+// printed at the left and, with `x_unit`, ticks along the x axis; `marks` as the timeline draws
+// its steps. Used for memory over time and loss curves.
 void line_chart(const char* id, const std::vector<ChartSeries>& series, float width, float height,
-                const char* y_unit, const char* x_unit = nullptr);
+                const char* y_unit, const char* x_unit = nullptr,
+                const std::vector<ChartMark>& marks = {});
 
 }  // namespace shardscope::gui

@@ -234,8 +234,12 @@ void draw_memory_window(GuiSession& session) {
     }
     series.push_back(std::move(s));
   }
-  ImGui::Text("memory over time (ms)");
-  line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB", "ms");
+  std::vector<ChartMark> steps;  // where each step began, as on the timeline
+  for (const auto& s : run->index.steps)
+    steps.push_back({static_cast<float>((s.t0_ns - run->index.t_min) * 1e-6),
+                     "step " + std::to_string(s.step)});
+  ImGui::Text("memory over time (ms), each step marked where it began");
+  line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB", "ms", steps);
   category_lines(*run);
 
   if (session.runs.size() > 1) {

@@ -317,6 +317,14 @@ TEST_F(GuiScreenshot, MemoryBarsShowEachCategoryAndStrategiesSideBySide) {
   }
 }
 
+// Memory over time marks where each step began, in the timeline's step colour and words: a
+// ramp inside a step reads as that step's forward, not as a trend.
+TEST_F(GuiScreenshot, MemoryOverTimeMarksTheSteps) {
+  const Session s = play("open " + asset("zero2-w4.sst") + "\ntab memory\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_GT(s.image.count(0xFF00D7FF), 40u);  // "step 0", "step 1", "step 2" over the chart
+}
+
 TEST_F(GuiScreenshot, WeightSyncGridIsGreenWhenTheRunMatchesTheReference) {
   const Session s = play("open " + asset("torch_ddp-w4.sst") + "\ntab sync\n");
   ASSERT_EQ(s.code, 0) << s.err;
