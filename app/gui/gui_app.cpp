@@ -15,11 +15,10 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 
-#include "app/gui/gui_style.h"
-
 #include "app/analysis/trace_open.h"
 #include "app/gui/gui_script.h"
 #include "app/gui/gui_session.h"
+#include "app/gui/gui_style.h"
 #include "app/gui/screenshot.h"
 #include "app/gui/script_player.h"
 #include "app/gui/windows.h"

@@ -6,6 +6,7 @@
 #include "app/analysis/trace_figures.h"
 #include "app/analysis/trace_open.h"
 #include "app/analysis/trace_projection.h"
+#include "app/gui/gui_style.h"
 #include "engine/state/atomic_file.h"
 #include "profiling/io/trace_io.h"
 
@@ -179,7 +180,7 @@ nlohmann::json GuiSession::state() const {
   nlohmann::json s;
   s["tab"] = tab;
   s["text_scale"] = text_scale;
-  s["font_px"] = 13.0f * display_scale * text_scale;
+  s["font_px"] = kBaseFontPx * display_scale * text_scale;
   s["message"] = message;
   s["current"] = current;
   nlohmann::json list = nlohmann::json::array();

@@ -90,7 +90,7 @@ uint32_t rank_colour(int rank) {
   return palette[((rank % 8) + 8) % 8];
 }
 float scaled(float px) {
-  return px * std::max(1.0f, ImGui::GetFontSize() / 13.0f);
+  return px * std::max(1.0f, ImGui::GetFontSize() / kBaseFontPx);
 }
 
 uint32_t stage_shade(uint32_t colour, int stage) {

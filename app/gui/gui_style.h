@@ -21,8 +21,10 @@ constexpr uint32_t kSelectionColour = 0xFFFFFFFF;
 constexpr uint32_t kFoldColour = 0xFF909090;
 constexpr uint32_t kWeightPassColour = 0xFFF5D09C;  // light blue: a split backward's weight pass
 
-// A width in pixels at the 13 px default text, grown with the text size (View > text size) so
-// that fields and buttons keep fitting what they hold.
+// The default text's height in pixels (Dear ImGui's own font), from which the text size grows.
+constexpr float kBaseFontPx = 13.0f;
+// A width in pixels at the default text, grown with the text size (View > text size) so that
+// fields, buttons and the timeline's rows keep fitting what they hold.
 float scaled(float px);
 
 // A pipeline stage's shade of a pass colour: stages a rank holds (interleaved, ZBV's V, DualPipeV)

@@ -235,21 +235,20 @@ TimelineView::Frame TimelineView::begin_canvas(const Trace& trace, const Timelin
   Frame f;
   f.origin = ImGui::GetCursorScreenPos();
   f.avail = ImGui::GetContentRegionAvail();
-  // Labels and rows grow with the text size (View > text size): 13 px is the default font.
-  const float grow = std::max(1.0f, ImGui::GetFontSize() / 13.0f);
-  const float gutter = kGutter * grow;
+  // Labels and rows grow with the text size (View > text size).
+  const float gutter = scaled(kGutter);
   f.canvas_w = std::max(50.0f, f.avail.x - gutter);
   const float canvas_h = std::max(50.0f, f.avail.y - kAxisHeight);
   width_px_ = f.canvas_w;
   canvas_x_ = f.origin.x + gutter;
-  lane_label_x_ = 60 * grow;
+  lane_label_x_ = scaled(60);
   if (pending_fit_ != kNone) apply_fit(index, width_px_);
 
   // Vertical layout: rows per rank plus a memory strip, shrunk to fit the window.
   const size_t ranks = trace.ranks.size();
   // Per rank: its rows, a figures row, the memory strip and a gap.
   const float units = layout_units(index, ranks);
-  row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, 22.0f * grow);
+  row_height_ = std::clamp(canvas_h / std::max(units, 1.0f), 8.0f, scaled(22.0f));
   f.top = f.origin.y + kAxisHeight;
 
   ImGui::InvisibleButton("timeline_canvas", ImVec2(f.avail.x, std::max(f.avail.y, 60.0f)),
