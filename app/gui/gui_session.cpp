@@ -215,6 +215,7 @@ nlohmann::json GuiSession::state() const {
   s["what_if"] = what_if.figures;
   s["experts"] = experts.figures;
   s["launch_errors"] = launch_errors;
+  s["launch_fields"] = launch_fields;
   s["launch_projection"] = {{"text", launch_projection.text}, {"error", launch_projection.error}};
   s["launch_warnings"] = launch_warnings;
   s["live_run"] = live_index;

@@ -106,6 +106,7 @@ struct GuiSession {
     std::string text, error;  // the last projection, or why it could not be made
   } launch_projection;
   // field -> a warning that does not stop the run (one bucket leaves nothing to overlap)
+  nlohmann::json launch_fields = nlohmann::json::array();  // keys the form shows, in order
   nlohmann::json launch_warnings = nlohmann::json::object();
   std::vector<nlohmann::json> launches_progress_snapshot;  // refreshed every frame
   std::string message;  // the last thing that went wrong or was done, shown in the status bar

@@ -170,11 +170,31 @@ void draw_field(GuiSession& s, const FormField& f) {
   }
 }
 
+std::string form_strategy(const GuiSession& session) {
+  const nlohmann::json& strategy = session.launch_form["strategy"];
+  return strategy.is_string() ? strategy.get<std::string>() : "";
+}
+
+// The form holds only what the chosen strategy reads (its traits say which): an option of
+// another strategy goes back to its default, so that nothing hidden changes or blocks the run.
+// Returns how many fields the strategy does not read.
+int keep_only_read_options(GuiSession& session) {
+  static const nlohmann::json defaults = to_json(Config{});
+  const OptionSupport read = strategy_traits(form_strategy(session)).options;
+  int hidden = 0;
+  for (const FormSection& section : launch_form_sections()) {
+    for (const FormField& f : section.fields) {
+      if (read.offers(f.key)) continue;
+      ++hidden;
+      const auto at = pointer_of(f.key);
+      if (defaults.contains(at)) session.launch_form[at] = defaults[at];
+    }
+  }
+  return hidden;
+}
+
 void strategy_notes(GuiSession& session) {
-  const std::string strategy = field(session.launch_form, "strategy").is_string()
-                                   ? field(session.launch_form, "strategy").get<std::string>()
-                                   : "";
-  if (const StrategyInfo* info = StrategyRegistry::instance().find(strategy)) {
+  if (const StrategyInfo* info = StrategyRegistry::instance().find(form_strategy(session))) {
     ImGui::TextWrapped("%s", info->description.c_str());
     if (!info->traits.teaching.empty()) ImGui::TextWrapped("%s", info->traits.teaching.c_str());
   }
@@ -258,6 +278,7 @@ bool start_launch(GuiSession& session) {
 
 void draw_launch_window(GuiSession& session) {
   if (!session.launch_form.is_object()) session.launch_form = default_form();
+  const int hidden = keep_only_read_options(session);
   how_to_read(
       "Pick a model, a world size and a strategy, then Run: ranks train as threads (or "
       "processes) on this machine, and the run is checked against one device trained on the "
@@ -271,6 +292,7 @@ void draw_launch_window(GuiSession& session) {
 
   ImGui::BeginChild("form", ImVec2(ImGui::GetContentRegionAvail().x * 0.62f, 0), true);
   shown_keys().clear();
+  session.launch_fields = nlohmann::json::array();
   session.launch_warnings = nlohmann::json::object();
   for (const FormSection& section : launch_form_sections()) {
     if (section.collapsed) {
@@ -279,9 +301,18 @@ void draw_launch_window(GuiSession& session) {
       ImGui::Separator();
       ImGui::TextDisabled("%s", section.title.c_str());
     }
+    const OptionSupport read = strategy_traits(form_strategy(session)).options;
     for (const FormField& f : section.fields) {
+      if (!read.offers(f.key)) continue;
       draw_field(session, f);
-      if (f.key == "strategy") strategy_notes(session);
+      session.launch_fields.push_back(f.key);
+      if (f.key == "strategy") {
+        strategy_notes(session);
+        if (hidden > 0) {
+          ImGui::TextDisabled("%d options of other strategies are not shown: %s does not read them",
+                              hidden, form_strategy(session).c_str());
+        }
+      }
       // What auto chose, and why (rank threads sharing a GPU would share autograd's thread).
       if (f.key == "mode" && valid && session.launch_form.value("mode", "auto") == "auto") {
         ImGui::TextDisabled("  auto: %s%s", config.mode.c_str(),

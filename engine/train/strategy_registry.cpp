@@ -43,7 +43,11 @@ const StrategyInfo* StrategyRegistry::find(const std::string& name) const {
 
 StrategyTraits strategy_traits(const std::string& name) {
   const StrategyInfo* info = StrategyRegistry::instance().find(name);
-  return info != nullptr ? info->traits : StrategyTraits{};
+  if (info == nullptr) return StrategyTraits{};
+  StrategyTraits traits = info->traits;
+  if (!traits.options_base.empty())
+    traits.options = strategy_traits(traits.options_base).options.joined(traits.options);
+  return traits;
 }
 
 std::vector<int> work_classes(const Config& config) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/train/option_support.h"
+
 namespace shardscope {
 
 class Strategy;
@@ -45,6 +47,12 @@ struct StrategyTraits {
   // device time gives the same work the same time (profiling/projection/steady_device.h).
   // Unset: by family (work_classes).
   std::function<int(const Config& config, int rank)> work_class;
+  // The strategy options it reads: the Launch form shows only these, and its validation starts
+  // from them (refining what depends on the configuration, such as offload under a dp sync).
+  OptionSupport options;
+  // A composition (zero1 over torch_ddp): the strategy it is built on. strategy_traits() then
+  // gives the base's options joined with `options`, which hold only the additions.
+  std::string options_base;
 };
 
 // What the engine knows of a strategy without building one: kept free of LibTorch so that

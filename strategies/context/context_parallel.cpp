@@ -83,6 +83,23 @@ class ContextParallel final : public BucketedDataParallel {
   torch::Tensor positions_;  // of this rank's tokens in their sequences
 };
 
+// What cp reads: its degree, a dp sync for the replicas (whose buckets and offload it takes on).
+OptionSupport context_parallel_options() {
+  OptionSupport support;
+  support.reduce_dtype = true;
+  support.offload = true;  // under --dp-sync zero1 only (validate_context_parallel)
+  // A block recomputed in backward runs its ring again there: every rank recomputes the same
+  // blocks in the same order, so the sends still pair up.
+  support.activation_checkpointing = true;
+  support.data_parallel_sync = true;
+  support.context_parallel = true;
+  support.buckets = true;
+  support.overlap = true;
+  support.find_unused_parameters = true;
+  support.blocks_in_backward = "its ring's send/recv inside attention's backward";
+  return support;
+}
+
 void validate_context_parallel(const Config& config) {
   const int c = context_parallel_degree(config);
   const std::string field = "strategy_options.context_parallel";
@@ -112,21 +129,15 @@ void validate_context_parallel(const Config& config) {
                       "would deadlock under nccl)");
   }
   ReplicatedStrategy::validate_unused_parameters(config);
-  OptionSupport support;
-  support.reduce_dtype = true;
+  OptionSupport support = context_parallel_options();
   support.offload = sync == "zero1";
-  // A block recomputed in backward runs its ring again there: every rank recomputes the same
-  // blocks in the same order, so the sends still pair up.
-  support.activation_checkpointing = true;
-  support.data_parallel_sync = true;
-  support.context_parallel = true;
-  support.blocks_in_backward = "its ring's send/recv inside attention's backward";
   validate_option_support(config, support);
 }
 
 StrategyTraits traits() {
   StrategyTraits t;
   t.family = StrategyFamily::kContextParallel;
+  t.options = context_parallel_options();
   t.world_dimension = "context";
   t.teaching =
       "Context parallelism (ring attention): each sequence is split over --cp ranks, each "

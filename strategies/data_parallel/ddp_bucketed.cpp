@@ -16,6 +16,10 @@ class DdpBucketed final : public BucketedDataParallel {};
 StrategyTraits traits() {
   StrategyTraits t;
   t.data_parallel_sync = true;
+  t.options.reduce_dtype = true;
+  t.options.buckets = true;
+  t.options.overlap = true;
+  t.options.find_unused_parameters = true;
   t.teaching =
       "Gradients are grouped into buckets, each all_reduced while backward goes on. With "
       "overlap on, the orange collectives sit under the blue backward spans and the red "
@@ -29,9 +33,7 @@ const StrategyRegistrar registrar({
     [] { return std::unique_ptr<Strategy>(std::make_unique<DdpBucketed>()); },
     [](const Config& config) {
       ReplicatedStrategy::validate_unused_parameters(config);
-      OptionSupport support;
-      support.reduce_dtype = true;
-      validate_option_support(config, support);
+      validate_option_support(config, traits().options);
     },
     traits(),
 });

@@ -46,6 +46,7 @@ class DdpFlat final : public HookedDataParallel {
 
 StrategyTraits traits() {
   StrategyTraits t;
+  t.options.find_unused_parameters = true;
   t.teaching =
       "One all_reduce per parameter, launched as soon as its gradient is ready: many small "
       "collectives overlap backward but each pays the latency.";
@@ -58,7 +59,7 @@ const StrategyRegistrar registrar({
     [] { return std::unique_ptr<Strategy>(std::make_unique<DdpFlat>()); },
     [](const Config& config) {
       ReplicatedStrategy::validate_unused_parameters(config);
-      validate_option_support(config, {});
+      validate_option_support(config, traits().options);
     },
     traits(),
 });

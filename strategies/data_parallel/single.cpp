@@ -12,6 +12,7 @@ class SingleDevice final : public ReplicatedStrategy {};
 StrategyTraits traits() {
   StrategyTraits t;
   t.family = StrategyFamily::kReference;
+  // Only recomputation: one device has nothing to synchronize.
   t.teaching = "One device trains on the whole batch: the reference every strategy must match.";
   return t;
 }
@@ -25,7 +26,7 @@ const StrategyRegistrar registrar({
         throw ConfigError("world", "strategy 'single' runs on exactly one rank, got world " +
                                        std::to_string(config.world));
       }
-      validate_option_support(config, {});
+      validate_option_support(config, traits().options);
     },
     traits(),
 });

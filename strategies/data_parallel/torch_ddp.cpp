@@ -58,6 +58,13 @@ StrategyTraits traits() {
   StrategyTraits t;
   t.baseline = true;
   t.data_parallel_sync = true;
+  // The Reducer always overlaps; it finalises backward when the (inner) backward of a
+  // recomputed block ends: PyTorch needs static_graph for reentrant checkpointing, which this
+  // engine does not set.
+  t.options.activation_checkpointing = false;
+  t.options.buckets = true;
+  t.options.find_unused_parameters = true;
+  t.options.blocks_in_backward = "its Reducer's end-of-backward callback";
   t.teaching =
       "PyTorch's own DDP engine (c10d::Reducer): buckets in reverse order, reduced during "
       "backward. The baseline the others are compared with.";
@@ -70,12 +77,7 @@ const StrategyRegistrar registrar({
     [] { return std::unique_ptr<Strategy>(std::make_unique<TorchDdp>()); },
     [](const Config& config) {
       ReplicatedStrategy::validate_unused_parameters(config);
-      // The Reducer finalises backward when the (inner) backward of a recomputed block ends:
-      // PyTorch needs static_graph for reentrant checkpointing, which this engine does not set.
-      OptionSupport support;
-      support.activation_checkpointing = false;
-      support.blocks_in_backward = "its Reducer's end-of-backward callback";
-      validate_option_support(config, support);
+      validate_option_support(config, traits().options);
     },
     traits(),
 });

@@ -214,6 +214,19 @@ class ExpertParallel final : public HookedDataParallel {
   std::unique_ptr<GradientBuckets> dense_, experts_;
 };
 
+// What ep reads: its degree, and the bucketed sync of its dense weights and expert copies.
+OptionSupport expert_parallel_options() {
+  OptionSupport support;
+  support.reduce_dtype = true;
+  support.activation_checkpointing = true;  // a recomputed block dispatches again, in order
+  support.expert_parallel = true;
+  support.buckets = true;
+  support.overlap = true;
+  support.find_unused_parameters = true;
+  support.blocks_in_backward = "its all_to_all inside each expert layer's backward";
+  return support;
+}
+
 void validate_expert_parallel(const Config& config) {
   const int e = expert_parallel_degree(config);
   const std::string field = "strategy_options.expert_parallel";
@@ -233,17 +246,13 @@ void validate_expert_parallel(const Config& config) {
                                  " experts (each rank holds E/ep of them)");
   }
   ReplicatedStrategy::validate_unused_parameters(config);
-  OptionSupport support;
-  support.reduce_dtype = true;
-  support.activation_checkpointing = true;  // a recomputed block dispatches again, in order
-  support.expert_parallel = true;
-  support.blocks_in_backward = "its all_to_all inside each expert layer's backward";
-  validate_option_support(config, support);
+  validate_option_support(config, expert_parallel_options());
 }
 
 StrategyTraits traits() {
   StrategyTraits t;
   t.family = StrategyFamily::kExpertParallel;
+  t.options = expert_parallel_options();
   t.teaching =
       "Expert parallelism: each rank holds E/ep of a mixture's experts and trains on its own "
       "batch. Each MoE layer sends every token to its chosen experts' ranks and the outputs back "

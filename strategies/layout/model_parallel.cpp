@@ -342,6 +342,20 @@ void validate_pipeline_schedule(const Config& config, const ParallelLayout& layo
   }
 }
 
+// What tp, pp and hybrid read: the layout, and the options of their data-parallel sync.
+OptionSupport model_parallel_options() {
+  OptionSupport support;
+  support.layout = true;
+  support.activation_checkpointing = false;
+  support.sequence_parallel = true;
+  support.context_parallel = true;
+  support.offload = true;  // under --dp-sync zero1 with replicas only (validate_model_parallel)
+  support.buckets = true;
+  support.overlap = true;
+  support.find_unused_parameters = true;
+  return support;
+}
+
 void validate_model_parallel(const Config& config) {
   if (config.model.experts > 0) {
     throw ConfigError("model.experts", config.strategy +
@@ -356,11 +370,7 @@ void validate_model_parallel(const Config& config) {
   // The ranks that average gradients: replicas, and context ranks (the same weights).
   const int averaging = layout.data * layout.context;
   if (averaging > 1) ReplicatedStrategy::validate_unused_parameters(config);
-  OptionSupport support;
-  support.layout = true;
-  support.activation_checkpointing = false;
-  support.sequence_parallel = true;
-  support.context_parallel = true;
+  OptionSupport support = model_parallel_options();
   support.offload = averaging > 1 && options.data_parallel_sync == "zero1";
   if (averaging > 1 && options.data_parallel_sync == "torch_ddp") {
     support.blocks_in_backward = "its Reducer's end-of-backward callback";
@@ -375,6 +385,7 @@ void validate_model_parallel(const Config& config) {
 StrategyInfo model_parallel(const char* name, const char* description, const char* world_dimension,
                             const char* teaching) {
   StrategyTraits traits;
+  traits.options = model_parallel_options();
   traits.family = StrategyFamily::kModelParallel;
   traits.world_dimension = world_dimension;
   traits.teaching = teaching;

@@ -378,6 +378,10 @@ class Fsdp final : public Strategy {
 StrategyTraits traits() {
   StrategyTraits t;
   t.zero_stage = 3;
+  t.options.reduce_dtype = true;
+  t.options.prefetch = true;
+  t.options.find_unused_parameters = true;
+  t.options.blocks_in_backward = "its pre-backward all-gather";
   t.teaching =
       "FSDP (ZeRO-3): parameters are sharded as well and all_gathered unit by unit before "
       "forward and backward; memory bars shrink by about N, communication grows by half.";
@@ -391,10 +395,7 @@ const StrategyRegistrar registrar({
     [] { return std::unique_ptr<Strategy>(std::make_unique<Fsdp>()); },
     [](const Config& config) {
       ReplicatedStrategy::validate_unused_parameters(config);
-      OptionSupport support;
-      support.reduce_dtype = true;
-      support.blocks_in_backward = "its pre-backward all-gather";
-      validate_option_support(config, support);
+      validate_option_support(config, traits().options);
     },
     traits(),
 });

@@ -24,6 +24,10 @@ StrategyInfo with_sharded_optimizer(const std::string& name, const std::string& 
   StrategyTraits traits = sharded_optimizer_traits();
   // The hybrids' data-parallel dimension shards its optimizer over ddp_bucketed's sync only.
   traits.data_parallel_sync = name == "zero1";
+  // The base's options, and offload, which belongs to the sharded optimizer.
+  traits.options_base = base;
+  traits.options = OptionSupport::none();
+  traits.options.offload = true;
   return StrategyInfo{
       name,
       base + " gradient sync, optimizer state sharded across ranks (ZeRO-1)",

@@ -244,6 +244,14 @@ class Zero2 final : public HookedDataParallel {
 StrategyTraits traits() {
   StrategyTraits t;
   t.zero_stage = 2;
+  t.options.reduce_dtype = true;
+  t.options.offload = true;
+  t.options.buckets = true;
+  t.options.overlap = true;
+  t.options.find_unused_parameters = true;
+  // Seen on an H100 (rank threads on cuda:0): launch() waits for its oldest reduce-scatter
+  // from a gradient hook, on the one device thread every rank's backward shares.
+  t.options.blocks_in_backward = "its wait for the oldest reduce-scatter in flight";
   t.teaching = "ZeRO-2: gradients are sharded too; each rank keeps only its shard's gradients.";
   return t;
 }
@@ -254,13 +262,7 @@ const StrategyRegistrar registrar({
     [] { return std::unique_ptr<Strategy>(std::make_unique<Zero2>()); },
     [](const Config& config) {
       ReplicatedStrategy::validate_unused_parameters(config);
-      OptionSupport support;
-      support.reduce_dtype = true;
-      support.offload = true;
-      // Seen on an H100 (rank threads on cuda:0): launch() waits for its oldest reduce-scatter
-      // from a gradient hook, on the one device thread every rank's backward shares.
-      support.blocks_in_backward = "its wait for the oldest reduce-scatter in flight";
-      validate_option_support(config, support);
+      validate_option_support(config, traits().options);
     },
     traits(),
 });

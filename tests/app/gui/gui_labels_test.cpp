@@ -161,6 +161,41 @@ TEST_F(GuiLabels, LaunchListsEveryErrorAtOnce) {
   EXPECT_EQ(errors.size(), 2u) << errors;
 }
 
+// The form shows what the chosen strategy reads (its traits' options): fsdp's prefetch, not
+// ddp_bucketed's buckets; tp's degrees; the reference none of them. A value set for another
+// strategy goes back to its default, so nothing hidden blocks the run.
+TEST_F(GuiLabels, LaunchShowsOnlyTheChosenStrategysOptions) {
+  const auto shown = [&](const std::string& script) {
+    const auto state = play("tab launch\n" + script + "frames 2\n");
+    std::set<std::string> keys;
+    for (const auto& k : state["launch_fields"]) keys.insert(k.get<std::string>());
+    return std::make_pair(keys, state);
+  };
+  const auto [bucketed, s1] = shown("set strategy ddp_bucketed\n");
+  EXPECT_TRUE(bucketed.count("strategy_options.bucket_mb"));
+  EXPECT_TRUE(bucketed.count("strategy_options.overlap"));
+  EXPECT_FALSE(bucketed.count("strategy_options.prefetch"));
+  EXPECT_FALSE(bucketed.count("strategy_options.tensor_parallel"));
+  EXPECT_TRUE(bucketed.count("strategy_options.precision"));
+  EXPECT_TRUE(bucketed.count("world"));
+  const auto [fsdp, s2] = shown("set strategy fsdp\n");
+  EXPECT_TRUE(fsdp.count("strategy_options.prefetch"));
+  EXPECT_FALSE(fsdp.count("strategy_options.bucket_mb"));
+  const auto [tp, s3] = shown("set strategy tp\nset strategy_options.tensor_parallel 2\n");
+  EXPECT_TRUE(tp.count("strategy_options.tensor_parallel"));
+  EXPECT_TRUE(tp.count("strategy_options.sequence_parallel"));
+  // Back to a data-parallel strategy: the tp degree no longer shows, nor blocks the run.
+  const auto [back, s4] = shown(
+      "set strategy tp\nset strategy_options.tensor_parallel 2\nframes 1\n"
+      "set strategy ddp_bucketed\n");
+  EXPECT_FALSE(back.count("strategy_options.tensor_parallel"));
+  EXPECT_TRUE(s4["launch_errors"].empty()) << s4["launch_errors"];
+  const auto [single, s5] = shown("set world 1\nset strategy single\n");
+  EXPECT_FALSE(single.count("strategy_options.bucket_mb"));
+  EXPECT_FALSE(single.count("strategy_options.find_unused_parameters"));
+  EXPECT_TRUE(single.count("strategy_options.activation_checkpointing"));
+}
+
 // The Launch tab projects a configuration too big to run (issue 34): GPT-3 175B on 64 A100s,
 // laid out as Megatron's Table 5 row; the step's breakdown beside the form, its timeline a run.
 TEST_F(GuiLabels, LaunchProjectsAConfigurationTooBigToRun) {
