@@ -107,8 +107,8 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "or auto: processes for ranks sharing a CUDA device, else threads"},
       {"--device", "device", Kind::String, "cpu or cuda:N (ranks share it)"},
       {"--backend", "backend", Kind::String,
-       "collective backend: gloo, nccl (one GPU per rank) or auto (nccl with a GPU per rank, else "
-       "gloo)"},
+       "collective backend: shm (shared memory, ranks of one host; the default), gloo (TCP; ranks "
+       "on several hosts), nccl (one GPU per rank) or auto (nccl with a GPU per rank, else shm)"},
       {"--steps", "steps", Kind::Int, "optimizer steps"},
       {"--micro-batch", "micro_batch", Kind::Int, "sequences per rank per micro-batch"},
       {"--global-batch", "global_batch", Kind::Int,

@@ -37,7 +37,7 @@ const std::vector<FormSection>& launch_form_sections() {
         integer("steps", "steps"), integer("world", "world size"),
         choice("mode", "mode", {"auto", "threads", "processes"}),
         choice("device", "device", {"cpu", "cuda", "cuda:0"}),
-        choice("backend", "backend", {"auto", "gloo", "nccl"}),
+        choice("backend", "backend", {"auto", "shm", "gloo", "nccl"}),
         integer("micro_batch", "micro-batch (sequences per rank)"),
         integer("global_batch", "global batch (0: micro-batch x world x accumulation)"),
         integer("grad_accum", "gradient accumulation")}},

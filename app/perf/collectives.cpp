@@ -21,7 +21,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Bytes copied per second by memcpy between two 64 MiB buffers (best of several).
+}  // namespace
+
 double copy_bandwidth_gbps() {
   const size_t bytes = size_t{64} << 20;
   std::vector<char> a(bytes, 1), b(bytes, 2);
@@ -34,6 +35,8 @@ double copy_bandwidth_gbps() {
   }
   return bytes / best / 1e9;
 }
+
+namespace {
 
 struct Case {
   std::string op;

@@ -76,16 +76,20 @@ double median_step_seconds(const std::vector<double>& steps) {
 }
 
 const std::vector<std::string>& section_names() {
-  static const std::vector<std::string> names = {"engine",  "tracing", "collectives", "ddp",
-                                                 "startup", "gui",     "scaling"};
+  static const std::vector<std::string> names = {"engine", "tracing", "collectives", "backends",
+                                                 "ddp",    "startup", "gui",         "scaling"};
   return names;
 }
 
 std::vector<PerfRow> run_suite(const PerfOptions& options) {
   static const std::map<std::string, void (*)(const PerfOptions&, std::vector<PerfRow>&)> sections =
-      {{"engine", measure_engine_overhead},  {"tracing", measure_tracing_overhead},
-       {"collectives", measure_collectives}, {"ddp", measure_ddp_against_pytorch},
-       {"startup", measure_startup},         {"gui", measure_gui},
+      {{"engine", measure_engine_overhead},
+       {"tracing", measure_tracing_overhead},
+       {"collectives", measure_collectives},
+       {"backends", measure_backends},
+       {"ddp", measure_ddp_against_pytorch},
+       {"startup", measure_startup},
+       {"gui", measure_gui},
        {"scaling", measure_scaling}};
   for (const auto& s : options.sections) {
     if (sections.count(s) == 0) {

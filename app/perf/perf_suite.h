@@ -36,6 +36,10 @@ struct PerfOptions {
 void measure_engine_overhead(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_tracing_overhead(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_collectives(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_backends(const PerfOptions& options, std::vector<PerfRow>& rows);
+// Bytes copied per second by memcpy between two 64 MiB buffers (best of several): the limit of
+// any copy through shared memory.
+double copy_bandwidth_gbps();
 void measure_ddp_against_pytorch(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_startup(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_gui(const PerfOptions& options, std::vector<PerfRow>& rows);

@@ -119,7 +119,7 @@ Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog
       options_(std::move(options)),
       rank_(group_->getRank()),
       size_(group_->getSize()),
-      host_only_backend_(group_->getBackendName() == "gloo"),
+      host_only_backend_(group_->getDefaultBackend()->getBackendName() != "nccl"),
       send_seq_(size_, 0),
       recv_seq_(size_, 0) {}
 

@@ -164,7 +164,7 @@ class Comm {
   Options options_;
   int rank_;
   int size_;
-  bool host_only_backend_;  // Gloo
+  bool host_only_backend_;  // Gloo or shm: CUDA tensors are staged through the host
   uint64_t collective_seq_ = 0;
   std::vector<uint64_t> send_seq_;  // per destination
   std::vector<uint64_t> recv_seq_;  // per source

@@ -15,7 +15,7 @@ namespace shardscope {
 
 struct LaunchSpec {
   int world = 1;
-  std::string backend = "gloo";
+  std::string backend = "shm";
   std::string device = "cpu";
   std::chrono::milliseconds timeout{60000};
   int threads_per_rank = 0;  // 0: cores / world, at least 1 (launch_spec sets it when taking turns)

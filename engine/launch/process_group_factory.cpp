@@ -1,5 +1,7 @@
 #include "engine/launch/process_group_factory.h"
 
+#include "engine/comm/shm/process_group_shm.h"
+
 #include <csignal>
 #include <cstdlib>
 #include <mutex>
@@ -13,8 +15,25 @@
 
 namespace shardscope {
 
+namespace {
+
+// A size in bytes from the environment (tests shrink the shm segment to exercise its rounds).
+size_t bytes_from_env(const char* name, size_t fallback, size_t least) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return fallback;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(text, &end, 10);
+  if (*end != '\0' || value < least) {
+    throw std::invalid_argument(std::string(name) + ": expected a byte count of at least " +
+                                std::to_string(least) + ", got '" + text + "'");
+  }
+  return static_cast<size_t>(value);
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec& spec) {
-  if (spec.backend != "gloo" && spec.backend != "nccl") {
+  if (spec.backend != "gloo" && spec.backend != "nccl" && spec.backend != "shm") {
     throw std::invalid_argument("process group backend '" + spec.backend + "' is not supported");
   }
   // Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a failing rank closes its
@@ -32,6 +51,20 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec
     setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
   });
   auto store = c10::make_intrusive<c10d::PrefixStore>("shardscope/" + spec.name, spec.store);
+  if (spec.backend == "shm") {
+    // Ranks of one host: every tensor, host or CUDA, through shared memory.
+    shm::ProcessGroupShm::Options options;
+    options.timeout = spec.timeout;
+    options.slot_bytes = bytes_from_env("SHARDSCOPE_SHM_SLOT_BYTES", options.slot_bytes,
+                                        64 * (static_cast<size_t>(spec.world) + 2));
+    options.ring_bytes = bytes_from_env("SHARDSCOPE_SHM_RING_BYTES", options.ring_bytes, 32);
+    auto shared = c10::make_intrusive<shm::ProcessGroupShm>(store, spec.rank, spec.world, options);
+    auto group = c10::make_intrusive<c10d::ProcessGroup>(store, spec.rank, spec.world);
+    group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::CUSTOM, shared);
+    group->setBackend(c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::CUSTOM, shared);
+    group->setDefaultBackend(c10d::ProcessGroup::BackendType::CUSTOM);
+    return group;
+  }
   auto options = c10d::ProcessGroupGloo::Options::create(spec.timeout);
   // Peers connect to the address a device is bound to: loopback for ranks of this machine's own
   // launcher, a routable address (or the named interfaces) for ranks on other hosts.

@@ -49,6 +49,11 @@ LaunchSpec rank_launch_spec(const Config& config, const RankEnvironment& env,
   spec.gloo_network = env.gloo_network;
   // One GPU per process with NCCL: the one of its local rank on its node.
   if (config.backend == "nccl") spec.device = "cuda:" + std::to_string(env.local_rank);
+  // Shared memory joins the ranks of one host. Ranks that reach their master over the network
+  // (torchrun across hosts) may not share one: they keep Gloo, which crosses hosts.
+  const bool over_network =
+      !env.gloo_network.interfaces.empty() || env.gloo_network.address.rfind("127.", 0) != 0;
+  if (spec.backend == "shm" && over_network) spec.backend = "gloo";
   // The ranks of one host share its device and its output folder: their turns on the device are
   // taken through a lock file there.
   if (spec.take_turns && config.world > 1)

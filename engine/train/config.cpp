@@ -335,18 +335,18 @@ std::string resolve_backend(Config& c, int gpus) {
   }
   if (c.backend != "auto") return c.backend;
   if (c.device == "cpu") {
-    c.backend = "gloo";
-    return "auto: gloo on the cpu";
+    c.backend = "shm";
+    return "auto: shm (shared memory) on the cpu";
   }
   if (gpus >= c.world && gpus > 0) {
     c.backend = "nccl";
     c.device = "cuda";
     return "auto: nccl, one GPU per rank (" + gpu_count + ")";
   }
-  c.backend = "gloo";
+  c.backend = "shm";
   c.device = "cuda:0";
-  return "auto: gloo on a shared cuda:0 (" + gpu_count + " for " + std::to_string(c.world) +
-         " ranks)";
+  return "auto: shm on a shared cuda:0, staged through host memory (" + gpu_count + " for " +
+         std::to_string(c.world) + " ranks)";
 }
 
 FaultInjection parse_fault(const std::string& text) {
@@ -393,8 +393,8 @@ void validate_placement(const Config& c) {
           "unknown mode '" + c.mode + "' (auto, threads, processes)");
   require(c.device == "cpu" || is_cuda_device(c.device), "device",
           "expected cpu or cuda:N, got '" + c.device + "'");
-  require(c.backend == "gloo" || c.backend == "nccl" || c.backend == "auto", "backend",
-          "unknown backend '" + c.backend + "' (gloo, nccl, auto)");
+  require(c.backend == "shm" || c.backend == "gloo" || c.backend == "nccl" || c.backend == "auto",
+          "backend", "unknown backend '" + c.backend + "' (shm, gloo, nccl, auto)");
   require(c.backend != "nccl" || c.device != "cpu", "backend",
           "nccl runs on GPUs only (--device cuda); use gloo on the cpu");
 }

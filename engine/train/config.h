@@ -99,8 +99,9 @@ struct Config {
   // threads | processes | auto: processes for ranks sharing a CUDA device (a GPU runs backward on
   // autograd's one device thread per process, which rank threads would share), else threads.
   std::string mode = "auto";
-  std::string device = "cpu";    // cpu | cuda:N
-  std::string backend = "gloo";  // gloo | nccl (one GPU per rank) | auto
+  std::string device = "cpu";  // cpu | cuda:N
+  // shm (shared memory: ranks of one host) | gloo (TCP, any hosts) | nccl (one GPU per rank) | auto
+  std::string backend = "shm";
   std::string strategy = "single";
   StrategyOptions strategy_options;
   int steps = 5;

@@ -59,7 +59,7 @@ void validate_option_support(const Config& config, const OptionSupport& support)
   // (SHARDSCOPE_BACKWARD_THREAD=1) has it too.
   if (!support.blocks_in_backward.empty() &&
       (config.device != "cpu" || backward_thread_emulated()) && config.world > 1 &&
-      config.mode == "threads" && config.backend == "gloo") {
+      config.mode == "threads" && config.backend != "nccl") {
     throw ConfigError("mode", config.strategy + " cannot run its ranks as threads sharing " +
                                   config.device + ": " + support.blocks_in_backward +
                                   " waits on autograd's device thread, which every rank thread "

@@ -5,8 +5,10 @@
 namespace shardscope::test {
 
 LaunchReport run_on_ranks(int world, const std::function<void(RankContext&)>& body,
-                          bool emulate_flat_collectives, bool stage_through_host) {
+                          bool emulate_flat_collectives, bool stage_through_host,
+                          const std::string& backend) {
   LaunchSpec spec;
+  spec.backend = backend;
   spec.world = world;
   spec.threads_per_rank = 1;
   spec.timeout = std::chrono::seconds(60);

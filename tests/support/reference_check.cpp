@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/model/gpt_model.h"
@@ -16,6 +18,9 @@ Config tiny_config(const std::string& strategy, int world, int grad_accum) {
   c.micro_batch = 2;
   c.steps = 5;
   c.threads_per_rank = 1;
+  // The equivalence suites run once over the default backend (shm) and once more over Gloo
+  // (ctest's EquivalenceOverGloo sets this).
+  if (const char* backend = std::getenv("SHARDSCOPE_TEST_BACKEND")) c.backend = backend;
   finalize(c);
   return c;
 }

@@ -20,22 +20,37 @@ struct CommCase {
   c10::ScalarType dtype;
   bool emulate;
   bool staged = false;
+  std::string backend = "gloo";
+  // shm with slots and rings of a few hundred bytes: every op then takes many rounds, and every
+  // message wraps around its ring.
+  bool small_segment = false;
 };
 
 void PrintTo(const CommCase& c, std::ostream* os) {
   *os << "world " << c.world << ", " << c.numel << " elements, " << c.dtype
-      << (c.emulate ? ", emulated" : "") << (c.staged ? ", staged through host" : "");
+      << (c.emulate ? ", emulated" : "") << (c.staged ? ", staged through host" : "") << ", "
+      << c.backend << (c.small_segment ? " (small segment)" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<CommCase>& info) {
   const auto& c = info.param;
   return "world" + std::to_string(c.world) + "_n" + std::to_string(c.numel) + "_" +
          (c.dtype == torch::kBFloat16 ? "bf16" : "f32") + (c.emulate ? "_emulated" : "") +
-         (c.staged ? "_staged" : "");
+         (c.staged ? "_staged" : "") + "_" + c.backend + (c.small_segment ? "_small" : "");
 }
 
 class CommOps : public testing::TestWithParam<CommCase> {
  protected:
+  void SetUp() override {
+    if (GetParam().small_segment) {
+      setenv("SHARDSCOPE_SHM_SLOT_BYTES", "384", 1);
+      setenv("SHARDSCOPE_SHM_RING_BYTES", "128", 1);
+    }
+  }
+  void TearDown() override {
+    unsetenv("SHARDSCOPE_SHM_SLOT_BYTES");
+    unsetenv("SHARDSCOPE_SHM_RING_BYTES");
+  }
   torch::Tensor full(double value) const {
     return torch::full({GetParam().numel}, value, torch::TensorOptions().dtype(GetParam().dtype));
   }
@@ -57,7 +72,7 @@ TEST_P(CommOps, AllReduceSumsEveryRank) {
         ctx.comm->all_reduce(m, c10d::ReduceOp::MAX);
         expect_all(m, W, "all_reduce max", ctx.rank);
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 TEST_P(CommOps, BroadcastCopiesTheRoot) {
@@ -69,7 +84,7 @@ TEST_P(CommOps, BroadcastCopiesTheRoot) {
         ctx.comm->broadcast(t, W - 1);
         expect_all(t, (W - 1) * 3 + 1, "broadcast", ctx.rank);
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 TEST_P(CommOps, AllGatherListAndFlat) {
@@ -89,7 +104,7 @@ TEST_P(CommOps, AllGatherListAndFlat) {
         auto rows = flat.view({W, GetParam().numel});
         for (int r = 0; r < W; ++r) expect_all(rows[r], r + 5, "all_gather_into", ctx.rank);
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 TEST_P(CommOps, ReduceScatterListAndFlat) {
@@ -112,7 +127,7 @@ TEST_P(CommOps, ReduceScatterListAndFlat) {
         ctx.comm->reduce_scatter_tensor(flat_out, input);
         expect_all(flat_out, (ctx.rank + 1) * W * (W + 1) / 2, "reduce_scatter_tensor", ctx.rank);
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 TEST_P(CommOps, ReduceGatherScatterToARoot) {
@@ -142,7 +157,7 @@ TEST_P(CommOps, ReduceGatherScatterToARoot) {
         ctx.comm->scatter(mine, pieces, root);
         expect_all(mine, ctx.rank + 3, "scatter", ctx.rank);
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 TEST_P(CommOps, AllToAllTransposesChunks) {
@@ -161,7 +176,7 @@ TEST_P(CommOps, AllToAllTransposesChunks) {
                      "all_to_all chunk " + std::to_string(i), ctx.rank);
         }
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 // Uneven splits (expert parallelism's dispatch): rank r sends r + j + 1 rows to rank j, except
@@ -203,7 +218,7 @@ TEST_P(CommOps, AllToAllWithUnevenRows) {
         EXPECT_THROW(ctx.comm->all_to_all(output, input, out_rows, too_many),
                      std::invalid_argument);
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 TEST_P(CommOps, SendRecvAroundARing) {
@@ -221,7 +236,7 @@ TEST_P(CommOps, SendRecvAroundARing) {
         expect_all(incoming, (ctx.rank + W - 1) % W + 1, "recv", ctx.rank);
         ctx.comm->barrier();
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 TEST_P(CommOps, AsyncWorkCompletesAfterWait) {
@@ -237,7 +252,7 @@ TEST_P(CommOps, AsyncWorkCompletesAfterWait) {
         expect_all(a, W, "first async all_reduce", ctx.rank);
         expect_all(b, 2 * W, "second async all_reduce", ctx.rank);
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 // What DDP's Reducer does with a comm hook's work: it waits on the future and reads the bucket,
@@ -256,7 +271,7 @@ TEST_P(CommOps, FutureDeliversTheResultIntoTheCallersTensor) {
                    ctx.rank);
         work.wait();
       },
-      GetParam().emulate, GetParam().staged);
+      GetParam().emulate, GetParam().staged, GetParam().backend);
 }
 
 std::vector<CommCase> all_cases() {
@@ -270,6 +285,17 @@ std::vector<CommCase> all_cases() {
     cases.push_back({world, 1000, torch::kBFloat16, true});
     for (int64_t numel : {0, 7}) cases.push_back({world, numel, torch::kFloat, false, true});
     cases.push_back({world, 1000, torch::kBFloat16, true, true});
+  }
+  // The same cases over the shared-memory backend, and the larger ones with a small segment.
+  const size_t gloo_cases = cases.size();
+  for (size_t i = 0; i < gloo_cases; ++i) {
+    CommCase shm = cases[i];
+    shm.backend = "shm";
+    cases.push_back(shm);
+    if (shm.numel >= 7) {
+      shm.small_segment = true;
+      cases.push_back(shm);
+    }
   }
   return cases;
 }

@@ -133,10 +133,10 @@ Config backend_config(const std::string& backend, const std::string& device, int
   return c;
 }
 
-TEST(Backend, AutoPicksNcclWithAGpuPerRankGlooOnASharedGpuOrTheCpu) {
+TEST(Backend, AutoPicksNcclWithAGpuPerRankSharedMemoryOnASharedGpuOrTheCpu) {
   Config cpu = backend_config("auto", "cpu", 4);
-  EXPECT_EQ(resolve_backend(cpu, 8), "auto: gloo on the cpu");
-  EXPECT_EQ(cpu.backend, "gloo");
+  EXPECT_EQ(resolve_backend(cpu, 8), "auto: shm (shared memory) on the cpu");
+  EXPECT_EQ(cpu.backend, "shm");
   EXPECT_EQ(cpu.device, "cpu");
 
   Config enough = backend_config("auto", "cuda", 4);
@@ -145,9 +145,10 @@ TEST(Backend, AutoPicksNcclWithAGpuPerRankGlooOnASharedGpuOrTheCpu) {
   EXPECT_EQ(enough.device, "cuda");
 
   Config shared = backend_config("auto", "cuda:0", 4);
-  EXPECT_NE(resolve_backend(shared, 1).find("gloo on a shared cuda:0 (1 GPU for 4 ranks)"),
-            std::string::npos);
-  EXPECT_EQ(shared.backend, "gloo");
+  const std::string chosen = resolve_backend(shared, 1);
+  EXPECT_NE(chosen.find("shm on a shared cuda:0"), std::string::npos) << chosen;
+  EXPECT_NE(chosen.find("(1 GPU for 4 ranks)"), std::string::npos) << chosen;
+  EXPECT_EQ(shared.backend, "shm");
   EXPECT_EQ(shared.device, "cuda:0");
 }
 

@@ -1,0 +1,153 @@
+// The shared-memory backend against Gloo, on this host: busbw of all_reduce, all_gather and
+// reduce_scatter on the raw process group from 1 MiB up, against memcpy (the physical limit of a
+// copy through shared memory), and a `tiny` world-4 step in wall-clock time over each.
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "app/perf/perf_suite.h"
+#include "engine/comm/comm.h"
+#include "engine/launch/launcher.h"
+#include "profiling/metrics/trace_metrics.h"
+
+namespace shardscope::perf {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string size_name(int64_t bytes) {
+  if (bytes >= (int64_t{1} << 30)) return std::to_string(bytes >> 30) + " GiB";
+  return std::to_string(bytes >> 20) + " MiB";
+}
+
+// Seconds per call of `op` on `size` bytes (nccl-tests' S), median of rounds, on rank threads
+// over `backend`.
+std::map<std::pair<std::string, int64_t>, double> time_backend(const std::string& backend,
+                                                               int world,
+                                                               const std::vector<int64_t>& sizes,
+                                                               int rounds) {
+  std::map<std::pair<std::string, int64_t>, double> seconds;
+  std::mutex mutex;
+  LaunchSpec spec;
+  spec.world = world;
+  spec.backend = backend;
+  spec.threads_per_rank = 1;
+  spec.timeout = std::chrono::minutes(5);
+  LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
+    auto pg = ctx.comm->process_group();
+    for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+      for (int64_t size : sizes) {
+        const int64_t elements = size / 4;
+        torch::Tensor full = torch::ones({elements}), part = torch::ones({elements / world});
+        const int iterations =
+            static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / size, 1, 32));
+        const auto once = [&] {
+          if (op == "all_reduce") {
+            std::vector<at::Tensor> t{full};
+            pg->allreduce(t)->wait();
+          }
+          if (op == "all_gather") pg->_allgather_base(full, part)->wait();
+          if (op == "reduce_scatter") pg->_reduce_scatter_base(part, full)->wait();
+        };
+        once();  // warm-up: pages, connections
+        std::vector<double> per_call;
+        for (int r = 0; r < rounds; ++r) {
+          ctx.comm->barrier();
+          const auto t0 = std::chrono::steady_clock::now();
+          for (int i = 0; i < iterations; ++i) once();
+          per_call.push_back(seconds_since(t0) / iterations);
+        }
+        if (ctx.rank == 0) {
+          std::lock_guard<std::mutex> lock(mutex);
+          seconds[{op, size}] = median(per_call);
+        }
+      }
+    }
+  });
+  if (!report.ok())
+    throw std::runtime_error("backends benchmark (" + backend +
+                             "): " + report.root_failure()->message);
+  return seconds;
+}
+
+void busbw_rows(const PerfOptions& options, double copy_gbps, std::vector<PerfRow>& rows) {
+  std::vector<int64_t> sizes = {int64_t{1} << 20, int64_t{16} << 20, int64_t{256} << 20,
+                                int64_t{1} << 30};
+  if (options.quick) sizes = {int64_t{1} << 20, int64_t{16} << 20};
+  const int rounds = options.quick ? 2 : 3;
+  for (int world : {2, 4}) {
+    if (options.progress) options.progress("  shm and gloo, world " + std::to_string(world));
+    const auto shm = time_backend("shm", world, sizes, rounds);
+    const auto gloo = time_backend("gloo", world, sizes, rounds);
+    for (const auto& [key, shm_s] : shm) {
+      const auto& [op, size] = key;
+      const double factor = profiling::busbw_factor(op, world);
+      const double ours = size / shm_s / 1e9 * factor;
+      const double theirs = size / gloo.at(key) / 1e9 * factor;
+      PerfRow row;
+      row.section = "backends";
+      row.what = op + " " + size_name(size) + ", world " + std::to_string(world) + " (threads)";
+      row.ours = ours;
+      row.baseline = theirs;
+      row.unit = "busbw GB/s, shm | gloo";
+      row.ratio = ours / copy_gbps;
+      row.target = ">= 0.5";  // of memcpy
+      row.met = row.ratio >= 0.5;
+      char note[96];
+      std::snprintf(note, sizeof(note), "busbw / memcpy: shm %.2f, gloo %.2f; shm %.1fx gloo",
+                    ours / copy_gbps, theirs / copy_gbps, ours / theirs);
+      row.note = note;
+      rows.push_back(row);
+    }
+  }
+}
+
+void step_rows(const PerfOptions& options, std::vector<PerfRow>& rows) {
+  for (const std::string mode : {"threads", "processes"}) {
+    if (options.progress) options.progress("  tiny world 4 step, " + mode);
+    const auto step = [&](const std::string& backend) {
+      nlohmann::json o = {{"strategy", "ddp_bucketed"}, {"world", 4},
+                          {"preset", "tiny"},           {"steps", options.quick ? 6 : 12},
+                          {"backend", backend},         {"mode", mode}};
+      return run_step_seconds(o.dump());
+    };
+    std::vector<double> shm, gloo;
+    for (int round = 0; round < (options.quick ? 1 : 3); ++round) {
+      shm.push_back(step("shm"));
+      gloo.push_back(step("gloo"));
+    }
+    PerfRow row;
+    row.section = "backends";
+    row.what = "ddp_bucketed tiny world 4 step, wall clock (" + mode + ")";
+    row.ours = median(shm) * 1e3;
+    row.baseline = median(gloo) * 1e3;
+    row.unit = "ms/step, shm | gloo";
+    row.ratio = row.baseline / row.ours;
+    row.target = ">= 1.3";  // times faster than over Gloo
+    row.met = row.ratio >= 1.3;
+    row.note = "device time prices collectives by the link model: the same over either";
+    rows.push_back(row);
+  }
+}
+
+}  // namespace
+
+void measure_backends(const PerfOptions& options, std::vector<PerfRow>& rows) {
+  const double copy_gbps = copy_bandwidth_gbps();
+  PerfRow copy;
+  copy.section = "backends";
+  copy.what = "memcpy bandwidth (64 MiB): what a copy through shared memory can reach";
+  copy.ours = copy_gbps;
+  copy.unit = "GB/s";
+  rows.push_back(copy);
+  busbw_rows(options, copy_gbps, rows);
+  step_rows(options, rows);
+}
+
+}  // namespace shardscope::perf

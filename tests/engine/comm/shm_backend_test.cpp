@@ -1,0 +1,143 @@
+// The shared-memory backend (engine/comm/shm/) beyond the op-by-op cases of comm_test.cpp, which
+// run every op over it too: its reduction order against Gloo's, a rank that leaves or is late,
+// and what it leaves behind.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include <torch/torch.h>
+
+#include "engine/comm/comm.h"
+#include "engine/launch/launcher.h"
+
+namespace shardscope {
+namespace {
+
+// Each rank's random input (seeded by rank), reduced by `backend` at `world`; rank 0's result.
+torch::Tensor all_reduced(const std::string& backend, int world, int64_t n) {
+  LaunchSpec spec;
+  spec.world = world;
+  spec.backend = backend;
+  spec.threads_per_rank = 1;
+  torch::Tensor result;
+  std::mutex mutex;
+  const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
+    auto t = torch::randn({n}, torch::Generator(at::detail::createCPUGenerator(100 + ctx.rank)));
+    ctx.comm->all_reduce(t);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (ctx.rank == 0) result = t;
+  });
+  EXPECT_TRUE(report.ok()) << (report.ok() ? "" : report.root_failure()->message);
+  return result;
+}
+
+torch::Tensor in_rank_order(int world, int64_t n) {
+  torch::Tensor sum;
+  for (int r = 0; r < world; ++r) {
+    auto t = torch::randn({n}, torch::Generator(at::detail::createCPUGenerator(100 + r)));
+    sum = r == 0 ? t : sum + t;
+  }
+  return sum;
+}
+
+TEST(ShmBackend, SumsInRankOrderAndEqualsGlooBitwiseAtTwoRanks) {
+  const int64_t n = 3 * (1 << 20) + 17;  // several rounds of the default 4 MiB slots
+  EXPECT_TRUE(torch::equal(all_reduced("shm", 2, n), all_reduced("gloo", 2, n)));
+  // At four ranks: exactly ((x0 + x1) + x2) + x3; Gloo's ring starts each chunk elsewhere.
+  const torch::Tensor shm = all_reduced("shm", 4, n);
+  EXPECT_TRUE(torch::equal(shm, in_rank_order(4, n)));
+  EXPECT_TRUE(torch::allclose(shm, all_reduced("gloo", 4, n), 1e-6, 1e-6));
+}
+
+TEST(ShmBackend, ALateRankIsNamedWithTheTimeout) {
+  LaunchSpec spec;
+  spec.world = 3;
+  spec.backend = "shm";
+  const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
+    ctx.set_collective_timeout(std::chrono::milliseconds(500));
+    auto t = torch::ones({8});
+    if (ctx.rank == 2) std::this_thread::sleep_for(std::chrono::seconds(2));
+    ctx.comm->all_reduce(t);
+  });
+  ASSERT_FALSE(report.ok());
+  bool named = false;
+  for (const auto& f : report.failures)
+    named = named || f.message.find("timed out after 500ms waiting for rank 2 in all_reduce") !=
+                         std::string::npos;
+  EXPECT_TRUE(named) << report.root_failure()->message;
+}
+
+TEST(ShmBackend, ARankThatLeavesIsNamedBeforeTheTimeout) {
+  LaunchSpec spec;
+  spec.world = 2;
+  spec.backend = "shm";
+  spec.timeout = std::chrono::minutes(10);
+  const auto t0 = std::chrono::steady_clock::now();
+  const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
+    auto t = torch::ones({8});
+    if (ctx.rank == 1) throw std::runtime_error("rank 1 gives up");
+    ctx.comm->all_reduce(t);
+  });
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.root_failure()->rank, 1);
+  ASSERT_EQ(report.failures.size(), 2u);
+  EXPECT_NE(report.failures[1].message.find("rank 1 left the group during all_reduce"),
+            std::string::npos)
+      << report.failures[1].message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::minutes(5));
+}
+
+// The segment is a memfd without a name: once the ranks are done, no descriptor of it stays
+// open here and nothing was created in /dev/shm.
+int open_segments() {
+  int count = 0;
+  DIR* fds = opendir("/proc/self/fd");
+  while (dirent* entry = readdir(fds)) {
+    char target[256] = {};
+    const std::string link = std::string("/proc/self/fd/") + entry->d_name;
+    if (readlink(link.c_str(), target, sizeof(target) - 1) > 0 &&
+        std::string(target).find("shardscope-shm") != std::string::npos)
+      ++count;
+  }
+  closedir(fds);
+  return count;
+}
+
+int dev_shm_entries() {
+  int count = 0;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (readdir(dir) != nullptr) ++count;
+    closedir(dir);
+  }
+  return count;
+}
+
+TEST(ShmBackend, LeavesNoSegmentBehindEvenWhenARankFails) {
+  const int before = dev_shm_entries();
+  LaunchSpec spec;
+  spec.world = 4;
+  spec.backend = "shm";
+  int open_while_running = 0;
+  std::mutex mutex;
+  const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
+    auto t = torch::ones({8});
+    ctx.comm->all_reduce(t);
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (ctx.rank == 0) open_while_running = open_segments();
+    }
+    if (ctx.rank == 3) throw std::runtime_error("rank 3 fails");
+    ctx.comm->all_reduce(t);
+  });
+  EXPECT_FALSE(report.ok());
+  EXPECT_GE(open_while_running, 1) << "the check must see a live segment to mean anything";
+  EXPECT_EQ(open_segments(), 0);
+  EXPECT_EQ(dev_shm_entries(), before);
+}
+
+}  // namespace
+}  // namespace shardscope
