@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -129,8 +130,13 @@ ProcessGroupShm::ProcessGroupShm(const c10::intrusive_ptr<c10d::Store>& store, i
   segment_->rank_area(rank).pid.store(getpid(), std::memory_order_release);
   collectives_ = std::make_unique<Collectives>(*segment_, rank);
   collectives_->set_timeout(options.timeout);
-  // Every rank has mapped the segment once this first barrier passes.
+  // Every rank has mapped the segment, and said in which process, once this barrier passes.
   collectives_->barrier("joining the shm group");
+  bool same_process = true;
+  for (int r = 0; r < size; ++r)
+    same_process = same_process && segment_->rank_area(r).pid.load() == getpid();
+  collectives_->set_same_process(same_process &&
+                                 std::getenv("SHARDSCOPE_SHM_COPY_ONLY") == nullptr);
   mailbox_ = std::make_unique<Mailbox>(*segment_, rank);
   mailbox_->set_timeout(options.timeout);
   worker_ = std::thread([this] { work_loop(); });

@@ -81,7 +81,59 @@ void Collectives::in_rounds(int64_t total, int64_t per_round,
     round(at, std::min(per_round, total - at), next_buffer());
 }
 
+uint8_t* Collectives::published(int rank, int index) const {
+  return reinterpret_cast<uint8_t*>(
+      segment_.rank_area(rank).published[index].load(std::memory_order_acquire));
+}
+
+void Collectives::publish(int index, const at::Tensor& t) {
+  segment_.rank_area(rank_).published[index].store(reinterpret_cast<uint64_t>(t.data_ptr()),
+                                                   std::memory_order_release);
+}
+
+// Each collective below: publish, a barrier, this rank's share of the work on every rank's
+// tensors, a barrier (no rank returns, and so changes its tensors, while a peer still reads them).
+void Collectives::all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op) {
+  const int64_t element = tensor.element_size();
+  const int64_t n = tensor.numel();
+  publish(0, tensor);
+  sync("all_reduce");
+  const int64_t lo = n * rank_ / world(), hi = n * (rank_ + 1) / world();
+  if (hi > lo) {
+    // Rank 0's tensor gathers the share in rank order, then every other rank's gets a copy.
+    at::Tensor share = view_of(published(0, 0) + lo * element, hi - lo, tensor);
+    for (int r = 1; r < world(); ++r)
+      combine(share, view_of(published(r, 0) + lo * element, hi - lo, tensor), op);
+    if (op.op_ == c10d::ReduceOp::AVG) share.div_(world());
+    for (int r = 1; r < world(); ++r)
+      std::memcpy(published(r, 0) + lo * element, published(0, 0) + lo * element,
+                  (hi - lo) * element);
+  }
+  sync("all_reduce");
+}
+
+void Collectives::all_gather_in_place(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  publish(0, input);
+  sync("all_gather");
+  for (int r = 0; r < world(); ++r)
+    std::memcpy(bytes_of(outputs[r]), published(r, 0), nbytes(input));
+  sync("all_gather");
+}
+
+void Collectives::reduce_scatter_in_place(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                                          c10d::ReduceOp op) {
+  for (int d = 0; d < world(); ++d) publish(d, inputs[d]);
+  sync("reduce_scatter");
+  at::Tensor out = output.view({-1});
+  std::memcpy(bytes_of(out), published(0, rank_), nbytes(out));
+  for (int r = 1; r < world(); ++r)
+    combine(out, view_of(published(r, rank_), out.numel(), out), op);
+  if (op.op_ == c10d::ReduceOp::AVG) out.div_(world());
+  sync("reduce_scatter");
+}
+
 void Collectives::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
+  if (same_process_) return all_reduce_in_place(tensor, op);
   const int64_t element = tensor.element_size();
   in_rounds(tensor.numel(), static_cast<int64_t>(slot_bytes()) / element,
             [&](int64_t at, int64_t n, int b) {
@@ -119,6 +171,7 @@ void Collectives::reduce(at::Tensor& tensor, int root, c10d::ReduceOp op) {
 }
 
 void Collectives::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
+  if (same_process_) return all_gather_in_place(outputs, input);
   in_rounds(nbytes(input), static_cast<int64_t>(slot_bytes()), [&](int64_t at, int64_t n, int b) {
     std::memcpy(segment_.slot(b, rank_), bytes_of(input) + at, n);
     sync("all_gather");
@@ -129,6 +182,7 @@ void Collectives::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor&
 
 void Collectives::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                  c10d::ReduceOp op) {
+  if (same_process_) return reduce_scatter_in_place(output, inputs, op);
   const int64_t element = output.element_size();
   // Each round carries a piece of every destination's input: world pieces per slot.
   in_rounds(output.numel(), static_cast<int64_t>(slot_bytes()) / (element * world()),

@@ -28,6 +28,9 @@ class Collectives {
   Collectives(Segment& segment, int rank) : segment_(segment), rank_(rank) {}
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
+  // Every rank of the group is a thread of this process: all_reduce, all_gather and
+  // reduce_scatter then read and write the peers' tensors in place, one copy instead of two.
+  void set_same_process(bool same) { same_process_ = same; }
 
   void all_reduce(at::Tensor& tensor, c10d::ReduceOp op);
   void broadcast(at::Tensor& tensor, int root);
@@ -51,6 +54,12 @@ class Collectives {
   // The buffer of the next round, after its barrier.
   int next_buffer() { return static_cast<int>(round_++ % 2); }
   void sync(const std::string& what);
+  uint8_t* published(int rank, int index) const;
+  void publish(int index, const at::Tensor& t);
+  void all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op);
+  void all_gather_in_place(std::vector<at::Tensor>& outputs, const at::Tensor& input);
+  void reduce_scatter_in_place(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                               c10d::ReduceOp op);
   // Calls `round` for each piece of `total` units, `per_round` at a time, with its buffer.
   void in_rounds(int64_t total, int64_t per_round,
                  const std::function<void(int64_t at, int64_t n, int buffer)>& round);
@@ -60,6 +69,7 @@ class Collectives {
   std::atomic<int64_t> timeout_ms_{60000};  // set by the caller, read by the worker
   uint64_t barriers_ = 0;
   uint64_t round_ = 0;
+  bool same_process_ = false;
 };
 
 }  // namespace shardscope::shm

@@ -21,8 +21,8 @@ struct CommCase {
   bool emulate;
   bool staged = false;
   std::string backend = "gloo";
-  // shm with slots and rings of a few hundred bytes: every op then takes many rounds, and every
-  // message wraps around its ring.
+  // shm through slots and rings of a few hundred bytes (the path of rank processes): every op
+  // then takes many rounds, and every message wraps around its ring.
   bool small_segment = false;
 };
 
@@ -45,11 +45,14 @@ class CommOps : public testing::TestWithParam<CommCase> {
     if (GetParam().small_segment) {
       setenv("SHARDSCOPE_SHM_SLOT_BYTES", "384", 1);
       setenv("SHARDSCOPE_SHM_RING_BYTES", "128", 1);
+      // Through the slots, as rank processes go, rather than in place as threads may.
+      setenv("SHARDSCOPE_SHM_COPY_ONLY", "1", 1);
     }
   }
   void TearDown() override {
     unsetenv("SHARDSCOPE_SHM_SLOT_BYTES");
     unsetenv("SHARDSCOPE_SHM_RING_BYTES");
+    unsetenv("SHARDSCOPE_SHM_COPY_ONLY");
   }
   torch::Tensor full(double value) const {
     return torch::full({GetParam().numel}, value, torch::TensorOptions().dtype(GetParam().dtype));

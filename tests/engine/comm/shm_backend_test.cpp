@@ -51,6 +51,11 @@ TEST(ShmBackend, SumsInRankOrderAndEqualsGlooBitwiseAtTwoRanks) {
   const torch::Tensor shm = all_reduced("shm", 4, n);
   EXPECT_TRUE(torch::equal(shm, in_rank_order(4, n)));
   EXPECT_TRUE(torch::allclose(shm, all_reduced("gloo", 4, n), 1e-6, 1e-6));
+  // Rank threads reduce in place; rank processes through the slots: the same order, bitwise.
+  setenv("SHARDSCOPE_SHM_COPY_ONLY", "1", 1);
+  const torch::Tensor through_slots = all_reduced("shm", 4, n);
+  unsetenv("SHARDSCOPE_SHM_COPY_ONLY");
+  EXPECT_TRUE(torch::equal(through_slots, shm));
 }
 
 TEST(ShmBackend, ALateRankIsNamedWithTheTimeout) {
