@@ -95,7 +95,7 @@ void busbw_rows(const PerfOptions& options, double copy_gbps, std::vector<PerfRo
       row.what = op + " " + size_name(size) + ", world " + std::to_string(world) + " (threads)";
       row.ours = ours;
       row.baseline = theirs;
-      row.unit = "busbw GB/s, shm | gloo";
+      row.unit = "busbw GB/s (shm; gloo)";
       row.ratio = ours / copy_gbps;
       row.target = ">= 0.5";  // of memcpy
       row.met = row.ratio >= 0.5;
@@ -127,7 +127,7 @@ void step_rows(const PerfOptions& options, std::vector<PerfRow>& rows) {
     row.what = "ddp_bucketed tiny world 4 step, wall clock (" + mode + ")";
     row.ours = median(shm) * 1e3;
     row.baseline = median(gloo) * 1e3;
-    row.unit = "ms/step, shm | gloo";
+    row.unit = "ms/step (shm; gloo)";
     row.ratio = row.baseline / row.ours;
     row.target = ">= 1.3";  // times faster than over Gloo
     row.met = row.ratio >= 1.3;
