@@ -1,6 +1,7 @@
 #include "engine/comm/shm/process_group_shm.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -114,6 +115,11 @@ std::unique_ptr<Segment> join_segment(const c10::intrusive_ptr<c10d::Store>& sto
     throw std::runtime_error("backend shm: cannot open rank 0's segment " + path + ": " +
                              std::strerror(errno));
   }
+  struct stat about {};
+  if (fstat(opened, &about) != 0 || static_cast<size_t>(about.st_size) != bytes) {
+    close(opened);
+    throw std::runtime_error("backend shm: " + path + " is not rank 0's segment any more");
+  }
   return std::make_unique<Segment>(layout, opened, /*create=*/false);
 }
 
@@ -122,6 +128,8 @@ std::unique_ptr<Segment> join_segment(const c10::intrusive_ptr<c10d::Store>& sto
 ProcessGroupShm::ProcessGroupShm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                  Options options)
     : Backend(rank, size) {
+  if (size < 1 || size > 64)
+    throw std::invalid_argument("backend shm: 1 to 64 ranks, got " + std::to_string(size));
   Layout layout;
   layout.world = size;
   layout.slot_bytes = options.slot_bytes;
@@ -171,6 +179,13 @@ void ProcessGroupShm::sweep_graveyard() {
   }
 }
 
+void ProcessGroupShm::check_peer(int peer, const char* what) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    throw std::invalid_argument(std::string("shm ") + what + ": rank " + std::to_string(peer) +
+                                " is not another rank of this group of " + std::to_string(size_));
+  }
+}
+
 void ProcessGroupShm::work_loop() {
   while (true) {
     Task task;
@@ -194,11 +209,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::enqueue(c10d::OpType type,
   std::vector<at::Tensor> keep = inputs;
   keep.insert(keep.end(), outputs.begin(), outputs.end());
   Task task = [this, future, outputs, run = std::move(run)]() mutable {
-    std::exception_ptr error;
-    try {
-      run();
-    } catch (...) {
-      error = std::current_exception();
+    std::exception_ptr error = broken_;
+    if (!error) {
+      try {
+        run();
+      } catch (...) {
+        error = broken_ = std::current_exception();
+        failed_.push_back(std::move(run));
+        // Peers waiting on this rank learn at once that it will not come.
+        RankArea& mine = segment_->rank_area(rank_);
+        mine.gone.store(1, std::memory_order_release);
+        segment_->barrier_word().fetch_add(1, std::memory_order_acq_rel);
+        futex_wake_all(segment_->barrier_word());
+      }
     }
     run = nullptr;  // its tensors: the Work still holds them
     if (error) {
@@ -223,6 +246,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::broadcast(std::vector<at::Tensor
                                                           const c10d::BroadcastOptions& opts) {
   require_single(tensors, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
+  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
   return enqueue(c10d::OpType::BROADCAST, tensors, {}, [this, t = tensors[0], root] {
     HostCopy c(t);
     collectives_->broadcast(c.host, root);
@@ -253,6 +277,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::reduce(std::vector<at::Tensor>& 
                                                        const c10d::ReduceOptions& opts) {
   require_single(tensors, "reduce");
   const int root = static_cast<int>(opts.rootRank);
+  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
   const c10d::ReduceOp op = opts.reduceOp;
   return enqueue(c10d::OpType::REDUCE, tensors, {}, [this, t = tensors[0], root, op] {
     HostCopy c(t);
@@ -294,6 +319,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::gather(
     const c10d::GatherOptions& opts) {
   require_single(inputs, "gather");
   const int root = static_cast<int>(opts.rootRank);
+  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
   std::vector<at::Tensor> outs = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
   return enqueue(c10d::OpType::GATHER, outs, inputs, [this, in = inputs[0], outs, root] {
     HostCopy input(in);
@@ -309,6 +335,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::scatter(
     const c10d::ScatterOptions& opts) {
   require_single(outputs, "scatter");
   const int root = static_cast<int>(opts.rootRank);
+  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
   std::vector<at::Tensor> ins = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
   return enqueue(c10d::OpType::SCATTER, outputs, ins, [this, out = outputs[0], ins, root] {
     HostCopy output(out);
@@ -360,6 +387,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupShm::send(std::vector<at::Tensor>& tensors, int dst,
                                                      int tag) {
   require_single(tensors, "send");
+  check_peer(dst, "send");
   sweep_graveyard();
   HostCopy c(tensors[0]);  // a copy when the tensor is not host memory: it is sent as it is now
   return c10::make_intrusive<ShmWork>(mailbox_->send(c.host, dst, tag), c10d::OpType::SEND,
@@ -369,6 +397,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::send(std::vector<at::Tensor>& te
 c10::intrusive_ptr<c10d::Work> ProcessGroupShm::recv(std::vector<at::Tensor>& tensors, int src,
                                                      int tag) {
   require_single(tensors, "recv");
+  check_peer(src, "recv");
   sweep_graveyard();
   HostCopy c(tensors[0]);
   auto arrived = mailbox_->recv(c.host, src, tag);

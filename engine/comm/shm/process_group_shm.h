@@ -87,6 +87,12 @@ class ProcessGroupShm final : public c10d::Backend {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Task> tasks_;
+  // The first collective that failed: the ranks' barriers are out of step from then on, so every
+  // later one fails at once with it. Its tensors stay alive (peers working in place may still
+  // write into them) until the group is destroyed.
+  std::exception_ptr broken_;
+  std::vector<std::function<void()>> failed_;
+  void check_peer(int peer, const char* what) const;
   std::mutex graveyard_mutex_;
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> graveyard_;
   bool stop_ = false;

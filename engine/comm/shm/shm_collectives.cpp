@@ -52,6 +52,21 @@ void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op) {
   }
 }
 
+// Refused before the first barrier, on every rank alike: a reduction that would throw on some
+// ranks only (those with a share) would leave the others waiting.
+void check_reduction(c10d::ReduceOp op, const at::Tensor& t) {
+  const bool bitwise = op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR ||
+                       op.op_ == c10d::ReduceOp::BXOR;
+  const bool known = bitwise || op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG ||
+                     op.op_ == c10d::ReduceOp::PRODUCT || op.op_ == c10d::ReduceOp::MIN ||
+                     op.op_ == c10d::ReduceOp::MAX;
+  if (!known) throw std::invalid_argument("the shm backend does not support this reduce op");
+  if (bitwise && at::isFloatingType(t.scalar_type()))
+    throw std::invalid_argument("shm: bitwise reductions take integer tensors");
+  if (op.op_ == c10d::ReduceOp::AVG && !at::isFloatingType(t.scalar_type()))
+    throw std::invalid_argument("shm: AVG takes floating-point tensors");
+}
+
 // Reduces, in rank order, `elements` elements at byte `offset` of each rank's slot of `buffer`
 // into `out`.
 void reduce_slots(const Segment& segment, int buffer, size_t offset, int64_t elements,
@@ -133,6 +148,7 @@ void Collectives::reduce_scatter_in_place(at::Tensor& output, const std::vector<
 }
 
 void Collectives::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
+  check_reduction(op, tensor);
   if (same_process_) return all_reduce_in_place(tensor, op);
   const int64_t element = tensor.element_size();
   in_rounds(tensor.numel(), static_cast<int64_t>(slot_bytes()) / element,
@@ -160,6 +176,7 @@ void Collectives::broadcast(at::Tensor& tensor, int root) {
 }
 
 void Collectives::reduce(at::Tensor& tensor, int root, c10d::ReduceOp op) {
+  check_reduction(op, tensor);
   const int64_t element = tensor.element_size();
   in_rounds(tensor.numel(), static_cast<int64_t>(slot_bytes()) / element,
             [&](int64_t at, int64_t n, int b) {
@@ -182,6 +199,9 @@ void Collectives::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor&
 
 void Collectives::reduce_scatter(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                  c10d::ReduceOp op) {
+  check_reduction(op, output);
+  if (static_cast<int>(inputs.size()) != world())
+    throw std::invalid_argument("shm reduce_scatter: one input per rank expected");
   if (same_process_) return reduce_scatter_in_place(output, inputs, op);
   const int64_t element = output.element_size();
   // Each round carries a piece of every destination's input: world pieces per slot.

@@ -117,6 +117,10 @@ Mailbox::FuturePtr Mailbox::send(const at::Tensor& tensor, int dst, int tag) {
   FuturePtr future = p.future;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_.count(dst) != 0) {
+      p.future->setError(broken_.at(dst));
+      return future;
+    }
     sends_[dst].push_back(std::move(p));
   }
   ring_doorbell(segment_.rank_area(rank_));
@@ -129,7 +133,13 @@ Mailbox::FuturePtr Mailbox::recv(at::Tensor& tensor, int src, int tag) {
   Completions done;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!take_from_stash(p, src, done)) recvs_[src].push_back(std::move(p));
+    if (take_from_stash(p, src, done)) {
+      // delivered from what had arrived already
+    } else if (broken_.count(src) != 0) {
+      done.emplace_back(p.future, broken_.at(src));
+    } else {
+      recvs_[src].push_back(std::move(p));
+    }
   }
   complete(done);
   ring_doorbell(segment_.rank_area(rank_));
@@ -145,10 +155,18 @@ void Mailbox::run() {
     bool moved = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      moved = progress(done);
-      if (std::chrono::steady_clock::now() >= next_check) {
-        fail_overdue(done);
-        next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+      try {
+        moved = progress(done);
+        if (std::chrono::steady_clock::now() >= next_check) {
+          fail_overdue(done);
+          next_check = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+        }
+      } catch (...) {
+        // Nothing may escape the courier (it would end the process): every peer's traffic
+        // fails with the reason instead.
+        const auto why = std::current_exception();
+        for (int peer = 0; peer < segment_.layout().world; ++peer)
+          if (peer != rank_) break_peer(peer, why, done);
       }
     }
     complete(done);
@@ -159,11 +177,22 @@ void Mailbox::run() {
 bool Mailbox::progress(Completions& done) {
   bool moved = false;
   for (auto& [dst, queue] : sends_)
-    if (!queue.empty()) moved = write_sends(dst, done) || moved;
-  for (int src = 0; src < segment_.layout().world; ++src)
-    if (src != rank_ && ring_filled(segment_, src, rank_) > 0)
+    if (!queue.empty() && broken_.count(dst) == 0) moved = write_sends(dst, done) || moved;
+  for (int src = 0; src < segment_.layout().world; ++src) {
+    if (src != rank_ && broken_.count(src) == 0 && ring_filled(segment_, src, rank_) > 0)
       moved = read_ring(src, done) || moved;
+  }
   return moved;
+}
+
+void Mailbox::break_peer(int peer, std::exception_ptr why, Completions& done) {
+  broken_.emplace(peer, why);
+  const std::exception_ptr first = broken_.at(peer);
+  for (auto& p : sends_[peer]) done.emplace_back(p.future, first);
+  for (auto& p : recvs_[peer]) done.emplace_back(p.future, first);
+  sends_[peer].clear();
+  recvs_[peer].clear();
+  reading_[peer] = Reading{};
 }
 
 bool Mailbox::write_sends(int dst, Completions& done) {
@@ -198,6 +227,11 @@ bool Mailbox::read_ring(int src, Completions& done) {
       if (ring_filled(segment_, src, rank_) < static_cast<int64_t>(sizeof(Frame))) break;
       Frame frame{};
       ring_read(segment_, src, rank_, reinterpret_cast<uint8_t*>(&frame), sizeof(frame));
+      if (frame.bytes < 0 || frame.bytes > (int64_t{1} << 40)) {
+        throw PeerFailure("rank " + std::to_string(src) +
+                          "'s messages are out of step (a frame of " + std::to_string(frame.bytes) +
+                          " bytes)");
+      }
       r = Reading{};
       r.active = true;
       r.tag = frame.tag;
@@ -274,33 +308,59 @@ bool Mailbox::take_from_stash(Pending& recv, int src, Completions& done) {
 
 void Mailbox::fail_overdue(Completions& done) {
   const auto now = std::chrono::steady_clock::now();
-  const auto fail = [&](auto& queues, const char* what, bool sending) {
-    for (auto& [peer, queue] : queues) {
-      for (auto it = queue.begin(); it != queue.end();) {
-        std::exception_ptr why;
-        const std::string op =
-            std::string(what) + std::to_string(peer) + " (tag " + std::to_string(it->tag) + ")";
-        try {
-          const int other = peer;
-          check_peers_alive(segment_, op, [other](int r) { return r == other; });
-          if (now >= it->deadline)
-            throw PeerFailure("timed out after " + std::to_string(timeout_ms_.load()) +
-                              "ms waiting for rank " + std::to_string(peer) + " in " + op);
-        } catch (const PeerFailure&) {
-          why = std::current_exception();
-        }
-        const bool being_read = !sending && reading_[peer].into == &*it;
-        if (why == nullptr || being_read) {
-          ++it;
-          continue;
-        }
-        done.emplace_back(it->future, why);
-        it = queue.erase(it);
-      }
+  const int world = segment_.layout().world;
+  for (int peer = 0; peer < world; ++peer) {
+    if (peer == rank_ || broken_.count(peer) != 0) continue;
+    if (sends_[peer].empty() && recvs_[peer].empty()) continue;
+    // What arrived before the peer left still counts.
+    if (ring_filled(segment_, peer, rank_) > 0) read_ring(peer, done);
+    const std::string op = "point-to-point traffic with rank " + std::to_string(peer);
+    try {
+      check_peers_alive(segment_, op, [peer](int r) { return r == peer; });
+    } catch (const PeerFailure&) {
+      break_peer(peer, std::current_exception(), done);
+      continue;
     }
-  };
-  fail(sends_, "send to rank ", true);
-  fail(recvs_, "recv from rank ", false);
+    // Past its deadline: a send whose frame is not in the ring yet, or a receive nothing has
+    // started to fill, fails alone. One cut short in mid-message breaks the pair's ring.
+    const auto overdue = [&](const Pending& p, const char* what) {
+      return std::make_exception_ptr(
+          PeerFailure("timed out after " + std::to_string(timeout_ms_.load()) +
+                      "ms waiting for rank " + std::to_string(peer) + " in " + what +
+                      std::to_string(peer) + " (tag " + std::to_string(p.tag) + ")"));
+    };
+    bool cut = false;
+    std::exception_ptr why;
+    auto& sends = sends_[peer];
+    for (auto it = sends.begin(); it != sends.end();) {
+      if (now < it->deadline) {
+        ++it;
+        continue;
+      }
+      why = overdue(*it, "send to rank ");
+      if (it->framed) {
+        cut = true;
+        break;
+      }
+      done.emplace_back(it->future, why);
+      it = sends.erase(it);
+    }
+    auto& recvs = recvs_[peer];
+    for (auto it = recvs.begin(); !cut && it != recvs.end();) {
+      if (now < it->deadline) {
+        ++it;
+        continue;
+      }
+      why = overdue(*it, "recv from rank ");
+      if (reading_[peer].into == &*it) {
+        cut = true;
+        break;
+      }
+      done.emplace_back(it->future, why);
+      it = recvs.erase(it);
+    }
+    if (cut) break_peer(peer, why, done);
+  }
 }
 
 }  // namespace shardscope::shm

@@ -82,6 +82,10 @@ class Mailbox {
                                               // being filled keeps its address)
   std::map<int, Reading> reading_;            // by source
   std::map<int, std::deque<Stashed>> stash_;  // by source
+  // Peers whose rings cannot be trusted any more (a frame cut short, a peer gone mid-message):
+  // everything to or from them fails at once, with the first reason.
+  std::map<int, std::exception_ptr> broken_;
+  void break_peer(int peer, std::exception_ptr why, Completions& done);
   std::atomic<bool> stop_{false};
   std::thread courier_;
 };

@@ -125,11 +125,13 @@ void check_peers_alive(const Segment& segment, const std::string& what,
   for (int r = 0; r < segment.layout().world; ++r) {
     if (!missing(r)) continue;
     const RankArea& area = segment.rank_area(r);
-    if (area.gone.load(std::memory_order_acquire) != 0) {
+    // Asked again after reading `gone`: a rank that arrived, finished and left in between is
+    // not missing.
+    if (area.gone.load(std::memory_order_acquire) != 0 && missing(r)) {
       throw PeerFailure("rank " + std::to_string(r) + " left the group during " + what);
     }
     const int pid = area.pid.load(std::memory_order_acquire);
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH && missing(r)) {
       throw PeerFailure("rank " + std::to_string(r) + " (pid " + std::to_string(pid) +
                         ") exited during " + what);
     }

@@ -96,6 +96,47 @@ TEST(ShmBackend, ARankThatLeavesIsNamedBeforeTheTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::minutes(5));
 }
 
+// A message cut short: its sender leaves while the bytes are still crossing a small ring. The
+// receiver fails at once, naming the rank, instead of waiting for the rest for ever.
+TEST(ShmBackend, AMessageCutShortFailsTheReceiveNamingTheSender) {
+  setenv("SHARDSCOPE_SHM_RING_BYTES", "128", 1);
+  LaunchSpec spec;
+  spec.world = 2;
+  spec.backend = "shm";
+  spec.timeout = std::chrono::minutes(10);
+  const auto t0 = std::chrono::steady_clock::now();
+  const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
+    auto message = torch::ones({4 << 20});  // 16 MiB through a 128-byte ring: seconds
+    if (ctx.rank == 0) {
+      auto sent = ctx.comm->send_async(message, 1, /*tag=*/3);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      throw std::runtime_error("rank 0 leaves mid-message");
+    }
+    ctx.comm->recv(message, 0, /*tag=*/3);
+  });
+  unsetenv("SHARDSCOPE_SHM_RING_BYTES");
+  ASSERT_FALSE(report.ok());
+  ASSERT_EQ(report.failures.size(), 2u);
+  EXPECT_NE(report.failures[1].message.find("rank 0 left the group"), std::string::npos)
+      << report.failures[1].message;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::minutes(5));
+}
+
+TEST(ShmBackend, APeerOutsideTheGroupIsRefused) {
+  LaunchSpec spec;
+  spec.world = 2;
+  spec.backend = "shm";
+  const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
+    auto t = torch::ones({4});
+    std::vector<at::Tensor> tensors{t};
+    auto group = ctx.comm->process_group();
+    EXPECT_THROW(group->send(tensors, 2, 0), std::invalid_argument);
+    EXPECT_THROW(group->send(tensors, ctx.rank, 0), std::invalid_argument);
+    EXPECT_THROW(group->recv(tensors, -1, 0), std::invalid_argument);
+  });
+  EXPECT_TRUE(report.ok());
+}
+
 // The segment is a memfd without a name: once the ranks are done, no descriptor of it stays
 // open here and nothing was created in /dev/shm.
 int open_segments() {
