@@ -74,6 +74,10 @@ want bench-threads &&
   bench "threads, 4 ranks on $DEV over gloo" --quick --world 4 --device "$DEV" --backend gloo --mode threads
 want bench-processes &&
   bench "processes, 4 ranks on $DEV over gloo" --quick --world 4 --device "$DEV" --backend gloo --mode processes
+# The shared-memory backend (the default for ranks of one host), staging CUDA tensors through
+# host memory: trains and matches one device, and its step times beside Gloo's above.
+want shm &&
+  bench "processes, 4 ranks on $DEV over shm" --quick --world 4 --device "$DEV" --backend shm --mode processes
 if want nccl; then
   bench "world 1 over nccl" --quick --world 1 --device "$DEV" --backend nccl
   bench "auto backend, world 1" --quick --world 1 --device "$DEV" --backend auto --strategies single,ddp_bucketed
