@@ -47,14 +47,7 @@ std::map<std::pair<std::string, int64_t>, double> time_backend(const std::string
         torch::Tensor full = torch::ones({elements}), part = torch::ones({elements / world});
         const int iterations =
             static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / size, 1, 32));
-        const auto once = [&] {
-          if (op == "all_reduce") {
-            std::vector<at::Tensor> t{full};
-            pg->allreduce(t)->wait();
-          }
-          if (op == "all_gather") pg->_allgather_base(full, part)->wait();
-          if (op == "reduce_scatter") pg->_reduce_scatter_base(part, full)->wait();
-        };
+        const auto once = [&] { raw_collective(*pg, op, full, part); };
         once();  // warm-up: pages, connections
         std::vector<double> per_call;
         for (int r = 0; r < rounds; ++r) {
@@ -140,12 +133,9 @@ void step_rows(const PerfOptions& options, std::vector<PerfRow>& rows) {
 
 void measure_backends(const PerfOptions& options, std::vector<PerfRow>& rows) {
   const double copy_gbps = copy_bandwidth_gbps();
-  PerfRow copy;
-  copy.section = "backends";
-  copy.what = "memcpy bandwidth (64 MiB): what a copy through shared memory can reach";
-  copy.ours = copy_gbps;
-  copy.unit = "GB/s";
-  rows.push_back(copy);
+  rows.push_back(copy_bandwidth_row(
+      "backends", "memcpy bandwidth (64 MiB): what a copy through shared memory can reach",
+      copy_gbps));
   busbw_rows(options, copy_gbps, rows);
   step_rows(options, rows);
 }

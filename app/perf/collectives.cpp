@@ -36,6 +36,25 @@ double copy_bandwidth_gbps() {
   return bytes / best / 1e9;
 }
 
+PerfRow copy_bandwidth_row(const std::string& section, const std::string& what, double gbps) {
+  PerfRow copy;
+  copy.section = section;
+  copy.what = what;
+  copy.ours = gbps;
+  copy.unit = "GB/s";
+  return copy;
+}
+
+void raw_collective(c10d::ProcessGroup& pg, const std::string& op, at::Tensor& full,
+                    at::Tensor& part) {
+  if (op == "all_reduce") {
+    std::vector<at::Tensor> t{full};
+    pg.allreduce(t)->wait();
+  }
+  if (op == "all_gather") pg._allgather_base(full, part)->wait();
+  if (op == "reduce_scatter") pg._reduce_scatter_base(part, full)->wait();
+}
+
 namespace {
 
 struct Case {
@@ -48,12 +67,9 @@ struct Case {
 
 void measure_collectives(const PerfOptions& options, std::vector<PerfRow>& rows) {
   const double copy_gbps = copy_bandwidth_gbps();
-  PerfRow copy;
-  copy.section = "collectives";
-  copy.what = "memcpy bandwidth (64 MiB), the limit of a shared-memory all_reduce";
-  copy.ours = copy_gbps;
-  copy.unit = "GB/s";
-  rows.push_back(copy);
+  rows.push_back(copy_bandwidth_row(
+      "collectives", "memcpy bandwidth (64 MiB), the limit of a shared-memory all_reduce",
+      copy_gbps));
 
   std::vector<int64_t> sizes = {int64_t{4} << 10, int64_t{64} << 10, int64_t{1} << 20,
                                 int64_t{16} << 20, int64_t{64} << 20};
@@ -87,14 +103,7 @@ void measure_collectives(const PerfOptions& options, std::vector<PerfRow>& rows)
             }
           };
           auto run_raw = [&] {
-            for (int i = 0; i < iterations; ++i) {
-              if (op == "all_reduce") {
-                std::vector<at::Tensor> t{full};
-                pg->allreduce(t)->wait();
-              }
-              if (op == "all_gather") pg->_allgather_base(full, part)->wait();
-              if (op == "reduce_scatter") pg->_reduce_scatter_base(part, full)->wait();
-            }
+            for (int i = 0; i < iterations; ++i) raw_collective(*pg, op, full, part);
           };
           run_raw();  // warm-up: connections, buffers
           std::vector<double> ours, raw, ratios;

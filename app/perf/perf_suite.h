@@ -5,6 +5,13 @@
 #include <string>
 #include <vector>
 
+namespace at {
+class Tensor;
+}
+namespace c10d {
+class ProcessGroup;
+}
+
 namespace shardscope::perf {
 
 // One line of the performance table: ours against a baseline measured side by side in the same
@@ -40,6 +47,12 @@ void measure_backends(const PerfOptions& options, std::vector<PerfRow>& rows);
 // Bytes copied per second by memcpy between two 64 MiB buffers (best of several): the limit of
 // any copy through shared memory.
 double copy_bandwidth_gbps();
+// The row that states it, for a section that sets busbw beside it.
+PerfRow copy_bandwidth_row(const std::string& section, const std::string& what, double gbps);
+// all_reduce of `full`, all_gather of `part` into `full`, or reduce_scatter of `full` into
+// `part` on the raw process group, waited for (nccl-tests' buffers for size S = full).
+void raw_collective(c10d::ProcessGroup& pg, const std::string& op, at::Tensor& full,
+                    at::Tensor& part);
 void measure_ddp_against_pytorch(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_startup(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_gui(const PerfOptions& options, std::vector<PerfRow>& rows);

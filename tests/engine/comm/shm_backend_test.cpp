@@ -17,6 +17,14 @@
 namespace shardscope {
 namespace {
 
+LaunchSpec shm_spec(int world, std::chrono::seconds timeout = std::chrono::seconds(60)) {
+  LaunchSpec spec;
+  spec.world = world;
+  spec.backend = "shm";
+  spec.timeout = timeout;
+  return spec;
+}
+
 // Each rank's random input (seeded by rank), reduced by `backend` at `world`; rank 0's result.
 torch::Tensor all_reduced(const std::string& backend, int world, int64_t n) {
   LaunchSpec spec;
@@ -59,9 +67,7 @@ TEST(ShmBackend, SumsInRankOrderAndEqualsGlooBitwiseAtTwoRanks) {
 }
 
 TEST(ShmBackend, ALateRankIsNamedWithTheTimeout) {
-  LaunchSpec spec;
-  spec.world = 3;
-  spec.backend = "shm";
+  const LaunchSpec spec = shm_spec(3);
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
     ctx.set_collective_timeout(std::chrono::milliseconds(500));
     auto t = torch::ones({8});
@@ -77,10 +83,7 @@ TEST(ShmBackend, ALateRankIsNamedWithTheTimeout) {
 }
 
 TEST(ShmBackend, ARankThatLeavesIsNamedBeforeTheTimeout) {
-  LaunchSpec spec;
-  spec.world = 2;
-  spec.backend = "shm";
-  spec.timeout = std::chrono::minutes(10);
+  const LaunchSpec spec = shm_spec(2, std::chrono::minutes(10));
   const auto t0 = std::chrono::steady_clock::now();
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
     auto t = torch::ones({8});
@@ -100,10 +103,7 @@ TEST(ShmBackend, ARankThatLeavesIsNamedBeforeTheTimeout) {
 // receiver fails at once, naming the rank, instead of waiting for the rest for ever.
 TEST(ShmBackend, AMessageCutShortFailsTheReceiveNamingTheSender) {
   setenv("SHARDSCOPE_SHM_RING_BYTES", "128", 1);
-  LaunchSpec spec;
-  spec.world = 2;
-  spec.backend = "shm";
-  spec.timeout = std::chrono::minutes(10);
+  const LaunchSpec spec = shm_spec(2, std::chrono::minutes(10));
   const auto t0 = std::chrono::steady_clock::now();
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
     auto message = torch::ones({4 << 20});  // 16 MiB through a 128-byte ring: seconds
@@ -123,9 +123,7 @@ TEST(ShmBackend, AMessageCutShortFailsTheReceiveNamingTheSender) {
 }
 
 TEST(ShmBackend, APeerOutsideTheGroupIsRefused) {
-  LaunchSpec spec;
-  spec.world = 2;
-  spec.backend = "shm";
+  const LaunchSpec spec = shm_spec(2);
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
     auto t = torch::ones({4});
     std::vector<at::Tensor> tensors{t};
@@ -164,9 +162,7 @@ int dev_shm_entries() {
 
 TEST(ShmBackend, LeavesNoSegmentBehindEvenWhenARankFails) {
   const int before = dev_shm_entries();
-  LaunchSpec spec;
-  spec.world = 4;
-  spec.backend = "shm";
+  const LaunchSpec spec = shm_spec(4);
   int open_while_running = 0;
   std::mutex mutex;
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
