@@ -22,6 +22,7 @@
 #include "app/cli/run_outputs.h"
 #include "app/cli/worker_command.h"
 #include "app/gui/gui_app.h"
+#include "app/perf/busbw_ranks.h"
 #include "app/perf/perf_suite.h"
 #include "engine/state/weights.h"
 #include "engine/state/weights_file.h"
@@ -94,7 +95,14 @@ struct PerfArgs {
   std::string only, format = "table";
 };
 
+// `perf-busbw-rank`: one rank process of the backends section's timings (hidden).
+struct BusbwRankCommand {
+  CLI::App* app = nullptr;
+  perf::BusbwRankArgs args;
+};
+
 struct Subcommands {
+  BusbwRankCommand busbw_rank;
   RunArgs run;
   BenchArgs bench;
   ReportArgs report;
@@ -319,6 +327,19 @@ void add_view_subcommand(CLI::App& app, GuiArgs* gui_args) {
   sub.add_option("--hardware", gui_args->options.hardware, "device time's hardware profile");
 }
 
+void add_busbw_rank_subcommand(CLI::App& app, BusbwRankCommand* command) {
+  command->app =
+      app.add_subcommand("perf-busbw-rank", "one rank process of `perf`'s busbw timings");
+  command->app->group("");  // started by `perf`, not by people
+  perf::BusbwRankArgs& a = command->args;
+  command->app->add_option("--rank", a.rank)->required();
+  command->app->add_option("--world", a.world)->required()->check(CLI::Range(1, 64));
+  command->app->add_option("--backend", a.backend)->required();
+  command->app->add_option("--dir", a.dir)->required()->check(CLI::ExistingDirectory);
+  command->app->add_option("--sizes", a.sizes)->required()->delimiter(',');
+  command->app->add_option("--rounds", a.rounds)->check(CLI::Range(1, 100));
+}
+
 void add_perf_subcommand(CLI::App& app, PerfArgs* perf_args) {
   perf_args->app = app.add_subcommand(
       "perf",
@@ -513,6 +534,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
   add_gui_subcommand(app, &cmd.gui);
   add_view_subcommand(app, &cmd.gui);
   add_perf_subcommand(app, &cmd.perf);
+  add_busbw_rank_subcommand(app, &cmd.busbw_rank);
 
   if (const std::optional<int> done = parse_args(
           app,
@@ -526,6 +548,7 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return dispatch_gui(app, cmd.gui, out, err);
   }
   if (app.got_subcommand("perf")) return dispatch_perf(cmd.perf, out, err);
+  if (app.got_subcommand("perf-busbw-rank")) return perf::busbw_rank_main(cmd.busbw_rank.args);
   if (app.got_subcommand("report")) {
     return report_command(cmd.report.files, cmd.report.options, out, err);
   }

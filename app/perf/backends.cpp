@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
+#include "app/perf/busbw_ranks.h"
 #include "app/perf/perf_suite.h"
 #include "engine/comm/comm.h"
 #include "engine/launch/launcher.h"
@@ -17,22 +18,15 @@ namespace shardscope::perf {
 
 namespace {
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::string size_name(int64_t bytes) {
   if (bytes >= (int64_t{1} << 30)) return std::to_string(bytes >> 30) + " GiB";
   return std::to_string(bytes >> 20) + " MiB";
 }
 
-// Seconds per call of `op` on `size` bytes (nccl-tests' S), median of rounds, on rank threads
-// over `backend`.
-std::map<std::pair<std::string, int64_t>, double> time_backend(const std::string& backend,
-                                                               int world,
-                                                               const std::vector<int64_t>& sizes,
-                                                               int rounds) {
-  std::map<std::pair<std::string, int64_t>, double> seconds;
+// Seconds per call of each op and size (nccl-tests' S) on rank threads over `backend`.
+CollectiveSeconds time_backend(const std::string& backend, int world,
+                               const std::vector<int64_t>& sizes, int rounds) {
+  CollectiveSeconds seconds;
   std::mutex mutex;
   LaunchSpec spec;
   spec.world = world;
@@ -40,28 +34,9 @@ std::map<std::pair<std::string, int64_t>, double> time_backend(const std::string
   spec.threads_per_rank = 1;
   spec.timeout = std::chrono::minutes(5);
   LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
-    auto pg = ctx.comm->process_group();
-    for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter"}) {
-      for (int64_t size : sizes) {
-        const int64_t elements = size / 4;
-        torch::Tensor full = torch::ones({elements}), part = torch::ones({elements / world});
-        const int iterations =
-            static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / size, 1, 32));
-        const auto once = [&] { raw_collective(*pg, op, full, part); };
-        once();  // warm-up: pages, connections
-        std::vector<double> per_call;
-        for (int r = 0; r < rounds; ++r) {
-          ctx.comm->barrier();
-          const auto t0 = std::chrono::steady_clock::now();
-          for (int i = 0; i < iterations; ++i) once();
-          per_call.push_back(seconds_since(t0) / iterations);
-        }
-        if (ctx.rank == 0) {
-          std::lock_guard<std::mutex> lock(mutex);
-          seconds[{op, size}] = median(per_call);
-        }
-      }
-    }
+    auto measured = time_collectives(*ctx.comm->process_group(), world, sizes, rounds);
+    std::lock_guard<std::mutex> lock(mutex);
+    if (ctx.rank == 0) seconds = measured;
   });
   if (!report.ok())
     throw std::runtime_error("backends benchmark (" + backend +
@@ -69,35 +44,47 @@ std::map<std::pair<std::string, int64_t>, double> time_backend(const std::string
   return seconds;
 }
 
+void busbw_rows_of(const std::string& mode, int world, const CollectiveSeconds& shm,
+                   const CollectiveSeconds& gloo, double copy_gbps, std::vector<PerfRow>& rows);
+
 void busbw_rows(const PerfOptions& options, double copy_gbps, std::vector<PerfRow>& rows) {
   std::vector<int64_t> sizes = {int64_t{1} << 20, int64_t{16} << 20, int64_t{256} << 20,
                                 int64_t{1} << 30};
   if (options.quick) sizes = {int64_t{1} << 20, int64_t{16} << 20};
   const int rounds = options.quick ? 2 : 3;
-  for (int world : {2, 4}) {
-    if (options.progress) options.progress("  shm and gloo, world " + std::to_string(world));
-    const auto shm = time_backend("shm", world, sizes, rounds);
-    const auto gloo = time_backend("gloo", world, sizes, rounds);
-    for (const auto& [key, shm_s] : shm) {
-      const auto& [op, size] = key;
-      const double factor = profiling::busbw_factor(op, world);
-      const double ours = size / shm_s / 1e9 * factor;
-      const double theirs = size / gloo.at(key) / 1e9 * factor;
-      PerfRow row;
-      row.section = "backends";
-      row.what = op + " " + size_name(size) + ", world " + std::to_string(world) + " (threads)";
-      row.ours = ours;
-      row.baseline = theirs;
-      row.unit = "busbw GB/s (shm; gloo)";
-      row.ratio = ours / copy_gbps;
-      row.target = ">= 0.5";  // of memcpy
-      row.met = row.ratio >= 0.5;
-      char note[96];
-      std::snprintf(note, sizeof(note), "busbw / memcpy: shm %.2f, gloo %.2f; shm %.1fx gloo",
-                    ours / copy_gbps, theirs / copy_gbps, ours / theirs);
-      row.note = note;
-      rows.push_back(row);
+  for (const std::string mode : {"threads", "processes"}) {
+    for (int world : {2, 4}) {
+      if (options.progress)
+        options.progress("  shm and gloo, world " + std::to_string(world) + ", " + mode);
+      const auto time = mode == "threads" ? time_backend : time_collectives_in_processes;
+      const auto shm = time("shm", world, sizes, rounds);
+      const auto gloo = time("gloo", world, sizes, rounds);
+      busbw_rows_of(mode, world, shm, gloo, copy_gbps, rows);
     }
+  }
+}
+
+void busbw_rows_of(const std::string& mode, int world, const CollectiveSeconds& shm,
+                   const CollectiveSeconds& gloo, double copy_gbps, std::vector<PerfRow>& rows) {
+  for (const auto& [key, shm_s] : shm) {
+    const auto& [op, size] = key;
+    const double factor = profiling::busbw_factor(op, world);
+    const double ours = size / shm_s / 1e9 * factor;
+    const double theirs = size / gloo.at(key) / 1e9 * factor;
+    PerfRow row;
+    row.section = "backends";
+    row.what = op + " " + size_name(size) + ", world " + std::to_string(world) + " (" + mode + ")";
+    row.ours = ours;
+    row.baseline = theirs;
+    row.unit = "busbw GB/s (shm; gloo)";
+    row.ratio = ours / copy_gbps;
+    row.target = ">= 0.5";  // of memcpy
+    row.met = row.ratio >= 0.5;
+    char note[96];
+    std::snprintf(note, sizeof(note), "busbw / memcpy: shm %.2f, gloo %.2f; shm %.1fx gloo",
+                  ours / copy_gbps, theirs / copy_gbps, ours / theirs);
+    row.note = note;
+    rows.push_back(row);
   }
 }
 

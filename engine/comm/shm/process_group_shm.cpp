@@ -123,6 +123,36 @@ std::unique_ptr<Segment> join_segment(const c10::intrusive_ptr<c10d::Store>& sto
   return std::make_unique<Segment>(layout, opened, /*create=*/false);
 }
 
+// How the group's all_reduce, all_gather and reduce_scatter reach the peers' tensors: in place
+// for rank threads of one process, by reading peer processes' memory where the kernel allows it
+// (every rank decides alike: the probe is a collective), through the slots otherwise.
+// SHARDSCOPE_SHM_PATH=in-place|peer-reads|slots forces one, for tests and benchmarks.
+Collectives::Path choose_path(const Segment& segment, Collectives& collectives) {
+  const int world = segment.layout().world;
+  bool same_process = true;
+  for (int r = 0; r < world; ++r)
+    same_process = same_process && segment.rank_area(r).pid.load() == getpid();
+  const char* forced = std::getenv("SHARDSCOPE_SHM_PATH");
+  const std::string wanted = forced ? forced : "";
+  if (!wanted.empty() && wanted != "in-place" && wanted != "peer-reads" && wanted != "slots") {
+    throw std::invalid_argument("SHARDSCOPE_SHM_PATH: '" + wanted +
+                                "' is none of in-place, peer-reads, slots");
+  }
+  if (wanted == "slots") return Collectives::Path::kSlots;
+  if (wanted == "in-place" && !same_process) {
+    throw std::invalid_argument(
+        "SHARDSCOPE_SHM_PATH=in-place takes rank threads of one process; these are processes");
+  }
+  if (same_process && wanted != "peer-reads") return Collectives::Path::kInPlace;
+  if (collectives.probe_peer_reads()) return Collectives::Path::kPeerReads;
+  if (wanted == "peer-reads") {
+    throw std::runtime_error(
+        "SHARDSCOPE_SHM_PATH=peer-reads: the kernel refuses reads of peer processes' memory "
+        "(process_vm_readv; Yama's ptrace_scope or a seccomp filter)");
+  }
+  return Collectives::Path::kSlots;
+}
+
 }  // namespace
 
 ProcessGroupShm::ProcessGroupShm(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -140,11 +170,7 @@ ProcessGroupShm::ProcessGroupShm(const c10::intrusive_ptr<c10d::Store>& store, i
   collectives_->set_timeout(options.timeout);
   // Every rank has mapped the segment, and said in which process, once this barrier passes.
   collectives_->barrier("joining the shm group");
-  bool same_process = true;
-  for (int r = 0; r < size; ++r)
-    same_process = same_process && segment_->rank_area(r).pid.load() == getpid();
-  collectives_->set_same_process(same_process &&
-                                 std::getenv("SHARDSCOPE_SHM_COPY_ONLY") == nullptr);
+  collectives_->set_path(choose_path(*segment_, *collectives_));
   mailbox_ = std::make_unique<Mailbox>(*segment_, rank);
   mailbox_->set_timeout(options.timeout);
   worker_ = std::thread([this] { work_loop(); });

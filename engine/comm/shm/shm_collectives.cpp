@@ -6,66 +6,11 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/comm/shm/reduce_ops.h"
+
 namespace shardscope::shm {
 
 namespace {
-
-uint8_t* bytes_of(const at::Tensor& t) {
-  return static_cast<uint8_t*>(t.data_ptr());
-}
-
-int64_t nbytes(const at::Tensor& t) {
-  return t.numel() * static_cast<int64_t>(t.element_size());
-}
-
-at::Tensor view_of(uint8_t* data, int64_t elements, const at::Tensor& like) {
-  return at::from_blob(data, {elements}, like.options().device(at::kCPU));
-}
-
-// acc <- acc (op) other, elementwise.
-void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op) {
-  switch (op.op_) {
-    case c10d::ReduceOp::SUM:
-    case c10d::ReduceOp::AVG:
-      acc.add_(other);
-      return;
-    case c10d::ReduceOp::PRODUCT:
-      acc.mul_(other);
-      return;
-    case c10d::ReduceOp::MIN:
-      at::minimum_out(acc, acc, other);
-      return;
-    case c10d::ReduceOp::MAX:
-      at::maximum_out(acc, acc, other);
-      return;
-    case c10d::ReduceOp::BAND:
-      acc.bitwise_and_(other);
-      return;
-    case c10d::ReduceOp::BOR:
-      acc.bitwise_or_(other);
-      return;
-    case c10d::ReduceOp::BXOR:
-      acc.bitwise_xor_(other);
-      return;
-    default:
-      throw std::invalid_argument("the shm backend does not support this reduce op");
-  }
-}
-
-// Refused before the first barrier, on every rank alike: a reduction that would throw on some
-// ranks only (those with a share) would leave the others waiting.
-void check_reduction(c10d::ReduceOp op, const at::Tensor& t) {
-  const bool bitwise = op.op_ == c10d::ReduceOp::BAND || op.op_ == c10d::ReduceOp::BOR ||
-                       op.op_ == c10d::ReduceOp::BXOR;
-  const bool known = bitwise || op.op_ == c10d::ReduceOp::SUM || op.op_ == c10d::ReduceOp::AVG ||
-                     op.op_ == c10d::ReduceOp::PRODUCT || op.op_ == c10d::ReduceOp::MIN ||
-                     op.op_ == c10d::ReduceOp::MAX;
-  if (!known) throw std::invalid_argument("the shm backend does not support this reduce op");
-  if (bitwise && at::isFloatingType(t.scalar_type()))
-    throw std::invalid_argument("shm: bitwise reductions take integer tensors");
-  if (op.op_ == c10d::ReduceOp::AVG && !at::isFloatingType(t.scalar_type()))
-    throw std::invalid_argument("shm: AVG takes floating-point tensors");
-}
 
 // Reduces, in rank order, `elements` elements at byte `offset` of each rank's slot of `buffer`
 // into `out`.
@@ -149,7 +94,8 @@ void Collectives::reduce_scatter_in_place(at::Tensor& output, const std::vector<
 
 void Collectives::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
   check_reduction(op, tensor);
-  if (same_process_) return all_reduce_in_place(tensor, op);
+  if (path_ == Path::kInPlace) return all_reduce_in_place(tensor, op);
+  if (path_ == Path::kPeerReads) return all_reduce_by_peer_reads(tensor, op);
   const int64_t element = tensor.element_size();
   in_rounds(tensor.numel(), static_cast<int64_t>(slot_bytes()) / element,
             [&](int64_t at, int64_t n, int b) {
@@ -188,7 +134,8 @@ void Collectives::reduce(at::Tensor& tensor, int root, c10d::ReduceOp op) {
 }
 
 void Collectives::all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
-  if (same_process_) return all_gather_in_place(outputs, input);
+  if (path_ == Path::kInPlace) return all_gather_in_place(outputs, input);
+  if (path_ == Path::kPeerReads) return all_gather_by_peer_reads(outputs, input);
   in_rounds(nbytes(input), static_cast<int64_t>(slot_bytes()), [&](int64_t at, int64_t n, int b) {
     std::memcpy(segment_.slot(b, rank_), bytes_of(input) + at, n);
     sync("all_gather");
@@ -202,7 +149,8 @@ void Collectives::reduce_scatter(at::Tensor& output, const std::vector<at::Tenso
   check_reduction(op, output);
   if (static_cast<int>(inputs.size()) != world())
     throw std::invalid_argument("shm reduce_scatter: one input per rank expected");
-  if (same_process_) return reduce_scatter_in_place(output, inputs, op);
+  if (path_ == Path::kInPlace) return reduce_scatter_in_place(output, inputs, op);
+  if (path_ == Path::kPeerReads) return reduce_scatter_by_peer_reads(output, inputs, op);
   const int64_t element = output.element_size();
   // Each round carries a piece of every destination's input: world pieces per slot.
   in_rounds(output.numel(), static_cast<int64_t>(slot_bytes()) / (element * world()),

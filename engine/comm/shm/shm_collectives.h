@@ -25,12 +25,22 @@ namespace shardscope::shm {
 // at three ranks or more the two agree within fp32 rounding, not bitwise.
 class Collectives {
  public:
+  // How all_reduce, all_gather and reduce_scatter reach the peers' tensors (the other collectives
+  // always go through the slots).
+  enum class Path {
+    kSlots,      // copied into this rank's slot, read from the others': two copies
+    kInPlace,    // rank threads of one process: read and written where they are, one copy
+    kPeerReads,  // rank processes: read from the peer process by address (peer_reads.h)
+  };
+
   Collectives(Segment& segment, int rank) : segment_(segment), rank_(rank) {}
 
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
-  // Every rank of the group is a thread of this process: all_reduce, all_gather and
-  // reduce_scatter then read and write the peers' tensors in place, one copy instead of two.
-  void set_same_process(bool same) { same_process_ = same; }
+  void set_path(Path path) { path_ = path; }
+  Path path() const { return path_; }
+  // Whether this rank reads `expected`'s bytes back from every peer process by address, each
+  // peer having published its own copy's address (a collective: every rank calls it).
+  bool probe_peer_reads();
 
   void all_reduce(at::Tensor& tensor, c10d::ReduceOp op);
   void broadcast(at::Tensor& tensor, int root);
@@ -60,6 +70,16 @@ class Collectives {
   void all_gather_in_place(std::vector<at::Tensor>& outputs, const at::Tensor& input);
   void reduce_scatter_in_place(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                c10d::ReduceOp op);
+  // The kPeerReads path (shm_peer_collectives.cpp).
+  // Throws PeerFailure naming the rank if its process is gone (`what`: the collective).
+  void read_from(int rank, const uint8_t* remote, uint8_t* local, int64_t bytes,
+                 const char* what) const;
+  void reduce_share_from_peers(const std::function<const uint8_t*(int rank)>& address,
+                               at::Tensor out, c10d::ReduceOp op, const char* what);
+  void all_reduce_by_peer_reads(at::Tensor& tensor, c10d::ReduceOp op);
+  void all_gather_by_peer_reads(std::vector<at::Tensor>& outputs, const at::Tensor& input);
+  void reduce_scatter_by_peer_reads(at::Tensor& output, const std::vector<at::Tensor>& inputs,
+                                    c10d::ReduceOp op);
   // Calls `round` for each piece of `total` units, `per_round` at a time, with its buffer.
   void in_rounds(int64_t total, int64_t per_round,
                  const std::function<void(int64_t at, int64_t n, int buffer)>& round);
@@ -69,7 +89,8 @@ class Collectives {
   std::atomic<int64_t> timeout_ms_{60000};  // set by the caller, read by the worker
   uint64_t barriers_ = 0;
   uint64_t round_ = 0;
-  bool same_process_ = false;
+  Path path_ = Path::kSlots;
+  std::vector<uint8_t> scratch_;  // kPeerReads: a peer's piece, read here to be combined
 };
 
 }  // namespace shardscope::shm

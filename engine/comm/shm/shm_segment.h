@@ -35,9 +35,10 @@ struct alignas(64) RankArea {
   std::atomic<uint64_t> arrived{0};   // the last barrier this rank reached
   std::atomic<uint32_t> doorbell{0};  // bumped (and futex-woken) when its mailbox has news
   std::atomic<int32_t> pid{0};
-  std::atomic<uint32_t> gone{0};  // 1 once its group is destroyed or aborted
-  // Rank threads of one process: where this rank's tensors of the current collective are, so
-  // that peers read and write them directly (no copy through the slots). One per destination.
+  std::atomic<uint32_t> gone{0};         // 1 once its group is destroyed or aborted
+  std::atomic<uint32_t> reads_peers{0};  // 1 if it read every peer process's probe (peer_reads.h)
+  // Where this rank's tensors of the current collective are (in its own address space), so that
+  // peers read and write them directly (no copy through the slots). One per destination.
   std::atomic<uint64_t> published[64];
 };
 

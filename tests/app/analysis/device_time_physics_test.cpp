@@ -309,9 +309,13 @@ TEST(DeviceTimePhysics, MultiStageSchedulesIdleLessThanOneFOneB) {
     for (const auto& [rank, bubble] : bubbles) {
       std::printf("%s rank %d: bubble %.1f %% (formula %.1f %%)\n", schedule, rank, bubble * 100,
                   formula * 100);
-      EXPECT_LT(bubble, interleaved_formula + 0.05)
+      // A rank's own stages scatter as in the single-stage test above (7 points beside a busy
+      // core: interleaved-1f1b's rank 1 measured 11.3 % once under ctest -j2); the mean is held
+      // to 3.
+      EXPECT_LT(bubble, interleaved_formula + 0.07)
           << schedule << ", rank " << rank << ": bubble " << bubble * 100 << " %";
     }
+    EXPECT_LT(mean_of(bubbles), interleaved_formula + 0.03) << schedule;
     EXPECT_LT(mean_of(bubbles), one_f_one_b) << schedule;
   }
 }

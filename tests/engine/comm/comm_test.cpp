@@ -21,22 +21,27 @@ struct CommCase {
   bool emulate;
   bool staged = false;
   std::string backend = "gloo";
-  // shm through slots and rings of a few hundred bytes (the path of rank processes): every op
-  // then takes many rounds, and every message wraps around its ring.
+  // shm through slots and rings of a few hundred bytes (the path of rank processes where the
+  // kernel refuses peer reads): every op then takes many rounds, and every message wraps around
+  // its ring.
   bool small_segment = false;
+  // shm reading the peers' tensors by address, as rank processes do (peer_reads.h).
+  bool peer_reads = false;
 };
 
 void PrintTo(const CommCase& c, std::ostream* os) {
   *os << "world " << c.world << ", " << c.numel << " elements, " << c.dtype
       << (c.emulate ? ", emulated" : "") << (c.staged ? ", staged through host" : "") << ", "
-      << c.backend << (c.small_segment ? " (small segment)" : "");
+      << c.backend << (c.small_segment ? " (small segment)" : "")
+      << (c.peer_reads ? " (peer reads)" : "");
 }
 
 std::string case_name(const testing::TestParamInfo<CommCase>& info) {
   const auto& c = info.param;
   return "world" + std::to_string(c.world) + "_n" + std::to_string(c.numel) + "_" +
          (c.dtype == torch::kBFloat16 ? "bf16" : "f32") + (c.emulate ? "_emulated" : "") +
-         (c.staged ? "_staged" : "") + "_" + c.backend + (c.small_segment ? "_small" : "");
+         (c.staged ? "_staged" : "") + "_" + c.backend + (c.small_segment ? "_small" : "") +
+         (c.peer_reads ? "_peer_reads" : "");
 }
 
 class CommOps : public testing::TestWithParam<CommCase> {
@@ -45,14 +50,15 @@ class CommOps : public testing::TestWithParam<CommCase> {
     if (GetParam().small_segment) {
       setenv("SHARDSCOPE_SHM_SLOT_BYTES", "384", 1);
       setenv("SHARDSCOPE_SHM_RING_BYTES", "128", 1);
-      // Through the slots, as rank processes go, rather than in place as threads may.
-      setenv("SHARDSCOPE_SHM_COPY_ONLY", "1", 1);
+      // Through the slots, as rank processes go without peer reads, rather than in place.
+      setenv("SHARDSCOPE_SHM_PATH", "slots", 1);
     }
+    if (GetParam().peer_reads) setenv("SHARDSCOPE_SHM_PATH", "peer-reads", 1);
   }
   void TearDown() override {
     unsetenv("SHARDSCOPE_SHM_SLOT_BYTES");
     unsetenv("SHARDSCOPE_SHM_RING_BYTES");
-    unsetenv("SHARDSCOPE_SHM_COPY_ONLY");
+    unsetenv("SHARDSCOPE_SHM_PATH");
   }
   torch::Tensor full(double value) const {
     return torch::full({GetParam().numel}, value, torch::TensorOptions().dtype(GetParam().dtype));
@@ -296,8 +302,11 @@ std::vector<CommCase> all_cases() {
     shm.backend = "shm";
     cases.push_back(shm);
     if (shm.numel >= 7) {
-      shm.small_segment = true;
-      cases.push_back(shm);
+      CommCase small = shm, reads = shm;
+      small.small_segment = true;
+      reads.peer_reads = true;
+      cases.push_back(small);
+      cases.push_back(reads);
     }
   }
   return cases;

@@ -2,6 +2,7 @@
 // run every op over it too: its reduction order against Gloo's, a rank that leaves or is late,
 // and what it leaves behind.
 #include <dirent.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <torch/torch.h>
 
 #include "engine/comm/comm.h"
+#include "engine/comm/shm/peer_reads.h"
 #include "engine/launch/launcher.h"
 
 namespace shardscope {
@@ -54,16 +56,20 @@ torch::Tensor in_rank_order(int world, int64_t n) {
 
 TEST(ShmBackend, SumsInRankOrderAndEqualsGlooBitwiseAtTwoRanks) {
   const int64_t n = 3 * (1 << 20) + 17;  // several rounds of the default 4 MiB slots
-  EXPECT_TRUE(torch::equal(all_reduced("shm", 2, n), all_reduced("gloo", 2, n)));
+  const torch::Tensor gloo_at_two = all_reduced("gloo", 2, n);
+  EXPECT_TRUE(torch::equal(all_reduced("shm", 2, n), gloo_at_two));
   // At four ranks: exactly ((x0 + x1) + x2) + x3; Gloo's ring starts each chunk elsewhere.
   const torch::Tensor shm = all_reduced("shm", 4, n);
   EXPECT_TRUE(torch::equal(shm, in_rank_order(4, n)));
   EXPECT_TRUE(torch::allclose(shm, all_reduced("gloo", 4, n), 1e-6, 1e-6));
-  // Rank threads reduce in place; rank processes through the slots: the same order, bitwise.
-  setenv("SHARDSCOPE_SHM_COPY_ONLY", "1", 1);
-  const torch::Tensor through_slots = all_reduced("shm", 4, n);
-  unsetenv("SHARDSCOPE_SHM_COPY_ONLY");
-  EXPECT_TRUE(torch::equal(through_slots, shm));
+  // Rank threads reduce in place; rank processes by reading each other's tensors, or through the
+  // slots where the kernel refuses that: the same order, bitwise, on every path.
+  for (const char* path : {"slots", "peer-reads"}) {
+    setenv("SHARDSCOPE_SHM_PATH", path, 1);
+    EXPECT_TRUE(torch::equal(all_reduced("shm", 4, n), shm)) << path;
+    EXPECT_TRUE(torch::equal(all_reduced("shm", 2, n), gloo_at_two)) << path;
+  }
+  unsetenv("SHARDSCOPE_SHM_PATH");
 }
 
 TEST(ShmBackend, ALateRankIsNamedWithTheTimeout) {
@@ -120,6 +126,37 @@ TEST(ShmBackend, AMessageCutShortFailsTheReceiveNamingTheSender) {
   EXPECT_NE(report.failures[1].message.find("rank 0 left the group"), std::string::npos)
       << report.failures[1].message;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::minutes(5));
+}
+
+// Rank processes read each other's tensors by address where the kernel allows it; a read the
+// kernel refuses, or of a process that is gone, fails naming the process (and the group then
+// falls back to the slots, or breaks, as any failed collective does).
+TEST(ShmBackend, APeerReadReadsTheBytesOrFailsNamingTheProcess) {
+  const uint64_t here = 0x1234, other = 0x4321;
+  EXPECT_TRUE(shm::can_read_peer(getpid(), &here, &here, sizeof(here)));
+  EXPECT_FALSE(shm::can_read_peer(getpid(), &here, &other, sizeof(here)));
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  uint64_t into = 0;
+  try {
+    shm::read_peer(gone, &here, &into, sizeof(into));
+    ADD_FAILURE() << "read a process that is gone";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("rank process " + std::to_string(gone)),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(ShmBackend, AnUnknownForcedPathIsRefusedNamingTheVariable) {
+  setenv("SHARDSCOPE_SHM_PATH", "telepathy", 1);
+  const LaunchReport report = launch_rank_threads(shm_spec(2), [&](RankContext& ctx) {});
+  unsetenv("SHARDSCOPE_SHM_PATH");
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.root_failure()->message.find("SHARDSCOPE_SHM_PATH: 'telepathy'"),
+            std::string::npos)
+      << report.root_failure()->message;
 }
 
 TEST(ShmBackend, APeerOutsideTheGroupIsRefused) {

@@ -1,0 +1,179 @@
+// Collective timings on rank threads' or rank processes' raw process group, for the backends
+// section: rank processes take other paths than threads (peer reads or slots, not in place).
+#include "app/perf/busbw_ranks.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+
+#include "app/perf/perf_suite.h"
+#include "engine/launch/process_group_factory.h"
+
+extern char** environ;
+
+namespace shardscope::perf {
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// (std::filesystem is avoided here: LibTorch exports its own build of it, which the dynamic
+// linker may bind in its place.)
+std::string this_executable() {
+  char path[4096];
+  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (length <= 0) throw std::runtime_error("busbw: cannot find this executable");
+  return std::string(path, static_cast<size_t>(length));
+}
+
+// The temporary folder and the files the ranks left in it.
+void remove_folder(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* entry = readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name != "." && name != "..") unlink((dir + "/" + name).c_str());
+    }
+    closedir(d);
+  }
+  rmdir(dir.c_str());
+}
+
+// The rank processes, each reaped; kills those still running at the deadline.
+void wait_for_ranks(const std::vector<pid_t>& pids, std::chrono::seconds most) {
+  const auto deadline = std::chrono::steady_clock::now() + most;
+  std::vector<bool> done(pids.size(), false);
+  std::string failed;
+  for (size_t left = pids.size(); left > 0;) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      int status = 0;
+      if (done[r] || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      done[r] = true;
+      --left;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        failed += " rank " + std::to_string(r) + " ended with status " + std::to_string(status);
+    }
+    if (left > 0 && std::chrono::steady_clock::now() > deadline) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (done[r]) continue;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+      }
+      throw std::runtime_error("busbw rank processes took longer than " +
+                               std::to_string(most.count()) + " s; killed");
+    }
+    if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!failed.empty()) throw std::runtime_error("busbw rank processes failed:" + failed);
+}
+
+}  // namespace
+
+CollectiveSeconds time_collectives(c10d::ProcessGroup& pg, int world,
+                                   const std::vector<int64_t>& sizes, int rounds) {
+  CollectiveSeconds seconds;
+  for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter"}) {
+    for (int64_t size : sizes) {
+      const int64_t elements = size / 4;
+      torch::Tensor full = torch::ones({elements}), part = torch::ones({elements / world});
+      const int iterations =
+          static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / size, 1, 32));
+      const auto once = [&] { raw_collective(pg, op, full, part); };
+      once();  // warm-up: pages, connections
+      std::vector<double> per_call;
+      for (int r = 0; r < rounds; ++r) {
+        pg.barrier()->wait();
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < iterations; ++i) once();
+        per_call.push_back(seconds_since(t0) / iterations);
+      }
+      seconds[{op, size}] = median(per_call);
+    }
+  }
+  return seconds;
+}
+
+CollectiveSeconds time_collectives_in_processes(const std::string& backend, int world,
+                                                const std::vector<int64_t>& sizes, int rounds) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/shardscope-busbw-XXXXXX";
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error("busbw: cannot make a temporary folder");
+  const std::string dir = pattern;
+  std::string size_list;
+  for (int64_t s : sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
+  const std::string exe = this_executable();
+  std::vector<pid_t> pids;
+  try {
+    for (int r = 0; r < world; ++r) {
+      std::vector<std::string> args = {exe,         "perf-busbw-rank",
+                                       "--rank",    std::to_string(r),
+                                       "--world",   std::to_string(world),
+                                       "--backend", backend,
+                                       "--dir",     dir,
+                                       "--sizes",   size_list,
+                                       "--rounds",  std::to_string(rounds)};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      pid_t pid = 0;
+      if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
+        throw std::runtime_error("busbw: cannot start a rank process");
+      pids.push_back(pid);
+    }
+    wait_for_ranks(pids, std::chrono::seconds(600));
+    pids.clear();
+    std::ifstream in(dir + "/result.json");
+    const auto rows = nlohmann::json::parse(in);
+    CollectiveSeconds seconds;
+    for (const auto& row : rows) seconds[{row.at("op"), row.at("size")}] = row.at("seconds");
+    remove_folder(dir);
+    return seconds;
+  } catch (...) {
+    for (pid_t pid : pids) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    remove_folder(dir);
+    throw;
+  }
+}
+
+int busbw_rank_main(const BusbwRankArgs& args) {
+  ProcessGroupSpec spec;
+  spec.backend = args.backend;
+  spec.rank = args.rank;
+  spec.world = args.world;
+  spec.timeout = std::chrono::minutes(5);
+  spec.store = c10::make_intrusive<c10d::FileStore>(args.dir + "/store", args.world);
+  auto pg = make_process_group(spec);
+  const CollectiveSeconds seconds = time_collectives(*pg, args.world, args.sizes, args.rounds);
+  if (args.rank == 0) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& [key, s] : seconds)
+      rows.push_back({{"op", key.first}, {"size", key.second}, {"seconds", s}});
+    const std::string part = args.dir + "/result.json.part";
+    std::ofstream(part) << rows.dump();
+    if (std::rename(part.c_str(), (args.dir + "/result.json").c_str()) != 0)
+      throw std::runtime_error("busbw: cannot write " + args.dir + "/result.json");
+  }
+  pg->barrier()->wait();  // no rank leaves while another still times
+  return 0;
+}
+
+}  // namespace shardscope::perf

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+
+#include <ATen/Tensor.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+namespace shardscope::shm {
+
+// What the shm collectives do to a tensor's bytes and values, whichever path carries them.
+
+inline uint8_t* bytes_of(const at::Tensor& t) {
+  return static_cast<uint8_t*>(t.data_ptr());
+}
+
+inline int64_t nbytes(const at::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
+
+// `elements` of `like`'s dtype at `data`, on the host.
+at::Tensor view_of(const uint8_t* data, int64_t elements, const at::Tensor& like);
+
+// acc <- acc (op) other, elementwise.
+void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op);
+
+// Refused before the first barrier, on every rank alike: a reduction that would throw on some
+// ranks only (those with a share) would leave the others waiting.
+void check_reduction(c10d::ReduceOp op, const at::Tensor& t);
+
+// a (op) b is bitwise b (op) a: IEEE addition and multiplication commute exactly, as do the
+// bitwise ops. (MIN and MAX may not, for +0 and -0.)
+bool commutes_exactly(c10d::ReduceOp op);
+
+}  // namespace shardscope::shm
