@@ -326,6 +326,16 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
         profiling::estimate_collective("all_reduce", int64_t(grads), l.dp, group).time_s *
         (l.memory.zero == profiling::kZeroStages[3] ? 1.5 : 1.0);
   }
+  if (sp) {
+    // The gradients of what every tensor rank holds whole (LayerNorms, row-parallel biases, the
+    // position embedding), summed over the tensor group after backward.
+    p.data_comm_s +=
+        profiling::estimate_collective(
+            "all_reduce",
+            int64_t(profiling::sequence_parallel_gradient_bytes(model_shape(config.model))), l.tp,
+            profiling::group_profile(hw, l.tp, 1))
+            .time_s;
+  }
   p.step_s = span + p.data_comm_s + p.optimizer_s;
   const double B = double(l.global_batch), s = config.model.seq, L = config.model.layers,
                h = config.model.d_model, V = config.model.vocab;

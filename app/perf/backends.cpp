@@ -34,7 +34,8 @@ CollectiveSeconds time_backend(const std::string& backend, int world,
   spec.threads_per_rank = 1;
   spec.timeout = std::chrono::minutes(5);
   LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
-    auto measured = time_collectives(*ctx.comm->process_group(), world, sizes, rounds);
+    auto measured = time_collectives(*ctx.comm->process_group(), world, sizes, rounds,
+                                     [&] { ctx.comm->barrier(); });
     std::lock_guard<std::mutex> lock(mutex);
     if (ctx.rank == 0) seconds = measured;
   });

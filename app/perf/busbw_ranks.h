@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -16,9 +17,12 @@ namespace shardscope::perf {
 // (nccl-tests' S), the median of `rounds` rounds: what the rank calling it measured.
 using CollectiveSeconds = std::map<std::pair<std::string, int64_t>, double>;
 
-// Every rank of `pg` calls it alike.
+// Every rank of `pg` calls it alike; `barrier` lines them up before each round. (Rank threads
+// must not call ProcessGroup::barrier together: LibTorch's keeps its tensor in a static. Comm's
+// barrier is safe.)
 CollectiveSeconds time_collectives(c10d::ProcessGroup& pg, int world,
-                                   const std::vector<int64_t>& sizes, int rounds);
+                                   const std::vector<int64_t>& sizes, int rounds,
+                                   const std::function<void()>& barrier);
 
 // The same, measured by `world` rank processes of this binary (`shardscope perf-busbw-rank`)
 // that meet through a file store in a temporary folder. Throws if one fails or all of them take

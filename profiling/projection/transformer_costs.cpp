@@ -21,21 +21,21 @@ class Pass {
       : hw_(hw), group_(group), ops_(ops) {}
 
   void matmul(const std::string& name, int64_t m, int64_t n, int64_t k) {
-    ops_.push_back(
-        {name, Kind::kMatmul, gemm_flops(m, n, k), 0, gemm_seconds(hw_.gpu, m, n, k, 1, kCompute)});
+    ops_.push_back({name, Kind::kMatmul, gemm_flops(m, n, k), 0,
+                    gemm_seconds(hw_.gpu, m, n, k, 1, kCompute), ""});
   }
   void attention(const std::string& name, int64_t batch_heads, int64_t seq, int64_t head_dim,
                  bool backward) {
     ops_.push_back({name, Kind::kAttention, attention_flops(batch_heads, seq, head_dim, backward),
-                    0, attention_seconds(hw_.gpu, batch_heads, seq, head_dim, backward)});
+                    0, attention_seconds(hw_.gpu, batch_heads, seq, head_dim, backward), ""});
   }
   void memory(const std::string& name, double bytes) {
-    ops_.push_back({name, Kind::kMemory, 0, bytes, memory_seconds(hw_.gpu, bytes)});
+    ops_.push_back({name, Kind::kMemory, 0, bytes, memory_seconds(hw_.gpu, bytes), ""});
   }
   void collective(const std::string& name, const std::string& op, double bytes, int ranks) {
     if (ranks <= 1 || bytes <= 0) return;
     const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
-    ops_.push_back({name, Kind::kTensorComm, 0, bytes, s});
+    ops_.push_back({name, Kind::kTensorComm, 0, bytes, s, op});
   }
 
  private:
@@ -56,8 +56,12 @@ struct Linear {
 
 // Entering and leaving a tensor-parallel region: without sequence parallelism, an all_reduce of
 // the activations leaving it (forward) and entering it (backward); with it, an all_gather on the
-// way in and a reduce_scatter on the way out, in both directions.
-void enter_region(Pass& pass, const PassShape& s, double bytes, bool backward) {
+// way in and a reduce_scatter on the way out, in both directions. What enters is a LayerNorm's
+// output in fp32 (autocast casts it inside the region), so the way in moves fp32 both ways (the
+// input's gradient comes back in fp32 too); what leaves is a row-parallel Linear's bf16 output.
+// As a tp run here records them (ProjectionCheck.TensorCollectivesAreWhatARunRecords).
+void enter_region(Pass& pass, const PassShape& s, bool backward) {
+  const double bytes = double(s.sequences) * s.model.seq * s.model.d_model * kResidual;
   if (s.sequence_parallel) {
     pass.collective(backward ? "reduce_scatter (sp)" : "all_gather (sp)",
                     backward ? "reduce_scatter_tensor" : "all_gather_into", bytes, s.tp);
@@ -65,7 +69,8 @@ void enter_region(Pass& pass, const PassShape& s, double bytes, bool backward) {
     pass.collective("all_reduce (tp)", "all_reduce", bytes, s.tp);
   }
 }
-void leave_region(Pass& pass, const PassShape& s, double bytes, bool backward) {
+void leave_region(Pass& pass, const PassShape& s, bool backward) {
+  const double bytes = double(s.sequences) * s.model.seq * s.model.d_model * kCompute;
   if (s.sequence_parallel) {
     pass.collective(backward ? "all_gather (sp)" : "reduce_scatter (sp)",
                     backward ? "all_gather_into" : "reduce_scatter_tensor", bytes, s.tp);
@@ -78,12 +83,11 @@ void block_forward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;  // rows outside the regions
-  const double activations = double(tokens) * h * kCompute;
   // Autocast casts each fp32 weight to bf16 once a forward: read 4 bytes, write 2.
   pass.memory("weight casts", 6.0 * (4 + 2 * m.mlp_ratio) * h * h / t);
   for (int sub = 0; sub < 2; ++sub) {
     pass.memory(sub == 0 ? "ln1" : "ln2", double(local) * h * (kResidual + kCompute));
-    enter_region(pass, s, activations, false);
+    enter_region(pass, s, false);
     if (sub == 0) {
       Linear{"qkv", tokens, h, 3 * h / t}.forward(pass);
       pass.attention("attention", s.sequences * m.heads / t, m.seq, h / m.heads, false);
@@ -93,7 +97,7 @@ void block_forward(Pass& pass, const PassShape& s) {
       pass.memory("gelu", 2.0 * tokens * m.mlp_ratio * h / t * kCompute);
       Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.forward(pass);
     }
-    leave_region(pass, s, activations, false);
+    leave_region(pass, s, false);
     pass.memory("residual add", double(local) * h * (2 * kResidual + kCompute));
   }
 }
@@ -102,10 +106,9 @@ void block_backward_input(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;
-  const double activations = double(tokens) * h * kCompute;
   for (int sub = 1; sub >= 0; --sub) {
     pass.memory("residual grad", double(local) * h * 3 * kResidual);
-    leave_region(pass, s, activations, true);
+    leave_region(pass, s, true);
     if (sub == 1) {
       Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.input_gradient(pass);
       pass.memory("gelu grad", 3.0 * tokens * m.mlp_ratio * h / t * kCompute);
@@ -115,7 +118,7 @@ void block_backward_input(Pass& pass, const PassShape& s) {
       pass.attention("attention grad", s.sequences * m.heads / t, m.seq, h / m.heads, true);
       Linear{"qkv", tokens, h, 3 * h / t}.input_gradient(pass);
     }
-    enter_region(pass, s, activations, true);
+    enter_region(pass, s, true);
     pass.memory(sub == 0 ? "ln1 grad" : "ln2 grad", double(local) * h * (2 * kResidual + kCompute));
   }
 }
@@ -163,6 +166,9 @@ PassOps embedding_ops(const PassShape& s, const HardwareProfile& hw,
   PassOps ops;
   const int64_t tokens = s.sequences * s.model.seq, h = s.model.d_model;
   Pass forward(hw, tensor_group, ops.forward);
+  // The tensor group shares its sequences: each rank's token ids and targets (int64) gathered.
+  for (const char* what : {"all_gather (token ids)", "all_gather (targets)"})
+    forward.collective(what, "all_gather_into", double(tokens) * 8, s.tp);
   // Token and position rows gathered and added (fp32), then the vocabulary-parallel sum.
   forward.memory("embedding", double(tokens) * h * 3 * kResidual);
   if (s.sequence_parallel) {
@@ -192,19 +198,23 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
   Pass forward(hw, tensor_group, ops.forward);
   forward.memory("ln_f", double(local) * h * (kResidual + kCompute));
   if (s.sequence_parallel)
-    forward.collective("all_gather (sp)", "all_gather_into", double(tokens) * h * kCompute, t);
+    forward.collective("all_gather (sp)", "all_gather_into", double(tokens) * h * kResidual, t);
   lm_head.forward(forward);
   // fp32 loss over the vocabulary shard: upcast, max, exp and sum, log-softmax saved.
   forward.memory("cross entropy", logits * (kCompute + 3 * 4));
-  forward.collective("all_reduce (loss)", "all_reduce", double(tokens) * 3 * 4, t);
+  // The vocabulary-parallel loss: each token's max logit, sum of exponentials and target logit,
+  // one fp32 all_reduce each.
+  for (const char* what :
+       {"all_reduce (loss max)", "all_reduce (loss sum)", "all_reduce (loss target)"})
+    forward.collective(what, "all_reduce", double(tokens) * 4, t);
   Pass input(hw, tensor_group, ops.backward_input);
   input.memory("cross entropy grad", logits * (2 * 4 + kCompute));
   lm_head.input_gradient(input);
   if (s.sequence_parallel) {
-    input.collective("reduce_scatter (sp)", "reduce_scatter_tensor", double(tokens) * h * kCompute,
+    input.collective("reduce_scatter (sp)", "reduce_scatter_tensor", double(tokens) * h * kResidual,
                      t);
   } else {
-    input.collective("all_reduce (tp)", "all_reduce", double(tokens) * h * kCompute, t);
+    input.collective("all_reduce (tp)", "all_reduce", double(tokens) * h * kResidual, t);
   }
   input.memory("ln_f grad", double(local) * h * (2 * kResidual + kCompute));
   Pass weight(hw, tensor_group, ops.backward_weight);
@@ -218,6 +228,13 @@ HardwareProfile group_profile(const HardwareProfile& hw, int size, int stride) {
   group.gpus_per_node = per_node;
   group.nodes = (size + per_node - 1) / per_node;
   return group;
+}
+
+double sequence_parallel_gradient_bytes(const ModelShape& model) {
+  // Per block: two LayerNorms (weight, bias) and the two row-parallel Linears' biases; the final
+  // LayerNorm; the position embedding.
+  return 4.0 * (6.0 * model.d_model * model.layers + 2.0 * model.d_model +
+                double(model.seq) * model.d_model);
 }
 
 double optimizer_seconds(const HardwareProfile& hw, double parameters, double tensors) {

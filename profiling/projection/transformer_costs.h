@@ -18,6 +18,9 @@ struct PricedOp {
   double flops = 0;  // matmuls and attention
   double bytes = 0;  // HBM bytes (memory kernels) or a collective's buffer
   double seconds = 0;
+  // A collective's c10d op as Comm records it (all_reduce, all_gather_into,
+  // reduce_scatter_tensor); its `bytes` are the whole buffer (all_gather's output).
+  std::string collective;
 };
 
 // The passes of one micro-batch on one GPU. A split backward's input pass is `backward_input`,
@@ -55,6 +58,11 @@ PassOps head_ops(const PassShape& shape, const HardwareProfile& hw,
 // The profile a group of `size` ranks, `stride` ranks apart, communicates over: as many of them
 // share a node as fit in one, and the rest of the group is on other nodes.
 HardwareProfile group_profile(const HardwareProfile& hw, int size, int stride);
+
+// With sequence parallelism, the parameters every tensor rank holds whole but sees a part of the
+// sequence through (LayerNorms, row-parallel biases, position embedding): their fp32 gradients
+// are summed over the tensor group once a step, after backward. Bytes of that all_reduce.
+double sequence_parallel_gradient_bytes(const ModelShape& model);
 
 // The optimizer step over `parameters` fp32 master weights in `tensors` tensors (AdamW: weights,
 // gradients and both moments read, weights and moments written, the bf16 copy written: 30 bytes
