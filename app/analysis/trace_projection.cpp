@@ -1,5 +1,6 @@
 #include "app/analysis/trace_projection.h"
 #include "app/analysis/median.h"
+#include "app/analysis/pass_pricing.h"
 
 #include <algorithm>
 #include <map>
@@ -93,10 +94,22 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   }
   profiling::ReplayOptions options;
   options.compute_scale = t.compute_scale;
+  const std::optional<Config> config = recorded_config(measured.run);
+  // Priced kernel by kernel where the model knows the run's units (only when the scale is not
+  // given, which is then the rest's).
+  const auto price = [&](const profiling::Trace& replayed) {
+    if (compute_scale > 0 || !config) return;
+    if (const auto pricing = price_recorded_passes(replayed, *config, hw)) {
+      options.span_scales = pricing->span_scales;
+      t.compute_model = pricing->description;
+      t.launch_bound = pricing->launch_bound();
+    }
+  };
   if (profiling::device_work_on_host_lanes(measured)) {
     options.device_ahead_of_host = true;
-    t.projected =
-        profiling::replay_trace(same_work(measured, recorded_config(measured.run)), hw, options);
+    const profiling::Trace replayed = same_work(measured, config);
+    price(replayed);
+    t.projected = profiling::replay_trace(replayed, hw, options);
     t.device_model =
         "one device per rank: the same work takes its median time, and each device runs ahead "
         "of its host";
@@ -114,7 +127,7 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   t.measured_efficiency = efficiency(t.measured_summary);
   t.projected_efficiency = efficiency(t.projected_summary);
   // A trace without our run description has no model, so no MFU.
-  const std::optional<Config> c = recorded_config(measured.run);
+  const std::optional<Config>& c = config;
   if (c && t.projected_summary.step_s > 0 && hw.peak_bf16_tflops > 0) {
     const profiling::ModelShape shape = model_shape(c->model);
     const double tokens = double(c->micro_batch) * c->world * c->grad_accum * shape.seq;

@@ -26,11 +26,19 @@ struct TraceProjection {
   StepSummary measured_summary, projected_summary;
   double measured_efficiency = 0, projected_efficiency = 0;  // scaling efficiency vs one GPU
   std::optional<double> mfu;                                 // when the trace names its model
+  // When the compute was priced kernel by kernel on the profile's GPU (pass_pricing.h): what
+  // was priced, and whether a micro-batch is bound by the host's launches. Empty: compute is the
+  // recorded time x compute_scale.
+  std::string compute_model;
+  bool launch_bound = false;
 };
 
-// compute_scale <= 0: 1 for a profile whose compute is "as measured", else the measuring
-// device's matmul rate (the trace records it) against the target's (its profile's matmul_tflops,
-// measured the same way on such a GPU), or half its peak where none was measured.
+// compute_scale <= 0: 1 for a profile whose compute is "as measured"; else, for a run of our GPT
+// whose ranks each run whole units (data-parallel, tp) onto a profile with per-kernel GPU rates,
+// each forward, backward and optimizer span priced kernel by kernel (pass_pricing.h), and
+// the rest of the host's time scaled by the measuring device's matmul rate (the trace records
+// it) against the target's (its profile's matmul_tflops, measured the same way on such a GPU),
+// or half its peak where none was measured. A compute_scale given scales everything.
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
                                        const profiling::HardwareProfile& hw, double compute_scale);
 

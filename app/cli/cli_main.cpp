@@ -548,7 +548,14 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
     return dispatch_gui(app, cmd.gui, out, err);
   }
   if (app.got_subcommand("perf")) return dispatch_perf(cmd.perf, out, err);
-  if (app.got_subcommand("perf-busbw-rank")) return perf::busbw_rank_main(cmd.busbw_rank.args);
+  if (app.got_subcommand("perf-busbw-rank")) {
+    try {
+      return perf::busbw_rank_main(cmd.busbw_rank.args);
+    } catch (const std::exception& e) {
+      err << "error: perf-busbw-rank: " << e.what() << "\n";
+      return 2;
+    }
+  }
   if (app.got_subcommand("report")) {
     return report_command(cmd.report.files, cmd.report.options, out, err);
   }

@@ -137,6 +137,8 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
                               {"hardware", hw.name},
                               {"compute_scale", t.compute_scale},
                               {"compute_scale_source", t.scale_source},
+                              {"compute_model", t.compute_model},
+                              {"launch_bound", t.launch_bound},
                               {"measured", analysis::figures_json(measured)},
                               {"projected", analysis::figures_json(t.projected)}};
     out << j.dump(2) << "\n";
@@ -147,7 +149,11 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
   const analysis::StepSummary &m = t.measured_summary, &p = t.projected_summary;
   out << "projection of " << named << " (" << measured.ranks.size() << " ranks) onto " << hw.name
       << "\n"
-      << "compute scale " << fmt("%.4g", t.compute_scale) << " (" << t.scale_source << ")\n\n"
+      << (t.compute_model.empty()
+              ? "compute scale " + fmt("%.4g", t.compute_scale) + " (" + t.scale_source + ")"
+              : t.compute_model + "; the rest of the host's time x " +
+                    fmt("%.4g", t.compute_scale) + " (" + t.scale_source + ")")
+      << "\n\n"
       << pad("", 26) << pad("measured", 14) << "projected\n"
       << pad("step time (slowest rank)", 26) << pad(fmt("%.2f ms", m.step_s * 1e3), 14)
       << fmt("%.2f ms", p.step_s * 1e3) << "\n"

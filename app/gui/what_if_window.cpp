@@ -36,7 +36,16 @@ void project(GuiSession& session, LoadedRun& run) {
     // Every column names its lens: the recording's wall clock beside device time on the target.
     w.figures["measured_lens"] = "measured wall clock";
     w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
-    if (t.compute_scale != 1) {
+    if (!t.compute_model.empty()) {
+      w.figures["compute_model"] = t.compute_model;
+      if (t.launch_bound) {
+        w.figures["launch_bound"] =
+            "On " + hw.name +
+            ", this run's GPU would wait on its host: each micro-batch launches more kernels "
+            "than the GPU takes time to run, so the step is bound by launches, not by its "
+            "matrix products or its communication.";
+      }
+    } else if (t.compute_scale != 1) {
       w.figures["not_modelled"] =
           "Not modelled: what a GPU pays per kernel (launch and host dispatch) and how its "
           "efficiency depends on a matrix's shape. Compute is the recorded "
@@ -86,8 +95,14 @@ void draw_what_if_window(GuiSession& session) {
   }
   if (!w.figures.is_object()) return;
   const auto& f = w.figures;
-  ImGui::Text("compute scale %.4g (%s)", f["compute_scale"].get<double>(),
-              f["scale_source"].get<std::string>().c_str());
+  if (f.contains("compute_model")) {
+    ImGui::TextWrapped("%s", f["compute_model"].get<std::string>().c_str());
+    if (f.contains("launch_bound"))
+      ImGui::TextWrapped("%s", f["launch_bound"].get<std::string>().c_str());
+  } else {
+    ImGui::Text("compute scale %.4g (%s)", f["compute_scale"].get<double>(),
+                f["scale_source"].get<std::string>().c_str());
+  }
   ImGui::TextWrapped("%s", f["placement"].get<std::string>().c_str());
   if (f.contains("not_modelled")) error_text(f["not_modelled"].get<std::string>());
   if (ImGui::BeginTable("figures", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {

@@ -2,10 +2,9 @@
 // section: rank processes take other paths than threads (peer reads or slots, not in place).
 #include "app/perf/busbw_ranks.h"
 
-#include <dirent.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +21,8 @@
 
 #include "app/perf/perf_suite.h"
 #include "engine/launch/process_group_factory.h"
+#include "engine/launch/process_launcher.h"
+#include "engine/state/atomic_file.h"
 
 extern char** environ;
 
@@ -33,53 +34,59 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// (std::filesystem is avoided here: LibTorch exports its own build of it, which the dynamic
-// linker may bind in its place.)
-std::string this_executable() {
-  char path[4096];
-  const ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (length <= 0) throw std::runtime_error("busbw: cannot find this executable");
-  return std::string(path, static_cast<size_t>(length));
-}
-
-// The temporary folder and the files the ranks left in it.
-void remove_folder(const std::string& dir) {
-  if (DIR* d = opendir(dir.c_str())) {
-    while (const dirent* entry = readdir(d)) {
-      const std::string name = entry->d_name;
-      if (name != "." && name != "..") unlink((dir + "/" + name).c_str());
-    }
-    closedir(d);
+// Kills and reaps the rank processes still running (their pids are 0 once reaped).
+void kill_remaining(std::vector<pid_t>& pids) {
+  for (pid_t& pid : pids) {
+    if (pid <= 0) continue;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pid = 0;
   }
-  rmdir(dir.c_str());
 }
 
-// The rank processes, each reaped; kills those still running at the deadline.
-void wait_for_ranks(const std::vector<pid_t>& pids, std::chrono::seconds most) {
+// Reaps the rank processes as they end. Once one fails, or at the deadline, the others are
+// killed (a rank whose peer died would otherwise wait out its collective timeout).
+void wait_for_ranks(std::vector<pid_t>& pids, std::chrono::seconds most) {
   const auto deadline = std::chrono::steady_clock::now() + most;
-  std::vector<bool> done(pids.size(), false);
   std::string failed;
   for (size_t left = pids.size(); left > 0;) {
     for (size_t r = 0; r < pids.size(); ++r) {
       int status = 0;
-      if (done[r] || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      done[r] = true;
+      if (pids[r] <= 0 || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
+      pids[r] = 0;
       --left;
       if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         failed += " rank " + std::to_string(r) + " ended with status " + std::to_string(status);
     }
+    if (!failed.empty()) {
+      kill_remaining(pids);
+      throw std::runtime_error("busbw rank processes failed:" + failed);
+    }
     if (left > 0 && std::chrono::steady_clock::now() > deadline) {
-      for (size_t r = 0; r < pids.size(); ++r) {
-        if (done[r]) continue;
-        kill(pids[r], SIGKILL);
-        waitpid(pids[r], nullptr, 0);
-      }
+      kill_remaining(pids);
       throw std::runtime_error("busbw rank processes took longer than " +
                                std::to_string(most.count()) + " s; killed");
     }
     if (left > 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  if (!failed.empty()) throw std::runtime_error("busbw rank processes failed:" + failed);
+}
+
+// One rank process of this binary; it dies with this process (PR_SET_PDEATHSIG). Between fork
+// and exec only system calls: the arguments are built before.
+pid_t start_rank(const std::string& exe, std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("busbw: cannot start a rank process");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    execve(exe.c_str(), argv.data(), environ);
+    _exit(127);
+  }
+  return pid;
 }
 
 }  // namespace
@@ -118,39 +125,25 @@ CollectiveSeconds time_collectives_in_processes(const std::string& backend, int 
   const std::string dir = pattern;
   std::string size_list;
   for (int64_t s : sizes) size_list += (size_list.empty() ? "" : ",") + std::to_string(s);
-  const std::string exe = this_executable();
   std::vector<pid_t> pids;
   try {
+    const std::string exe = worker_executable();
     for (int r = 0; r < world; ++r) {
-      std::vector<std::string> args = {exe,         "perf-busbw-rank",
-                                       "--rank",    std::to_string(r),
-                                       "--world",   std::to_string(world),
-                                       "--backend", backend,
-                                       "--dir",     dir,
-                                       "--sizes",   size_list,
-                                       "--rounds",  std::to_string(rounds)};
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      pid_t pid = 0;
-      if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ) != 0)
-        throw std::runtime_error("busbw: cannot start a rank process");
-      pids.push_back(pid);
+      pids.push_back(
+          start_rank(exe, {exe, "perf-busbw-rank", "--rank", std::to_string(r), "--world",
+                           std::to_string(world), "--backend", backend, "--dir", dir, "--sizes",
+                           size_list, "--rounds", std::to_string(rounds)}));
     }
     wait_for_ranks(pids, std::chrono::seconds(600));
-    pids.clear();
     std::ifstream in(dir + "/result.json");
     const auto rows = nlohmann::json::parse(in);
     CollectiveSeconds seconds;
     for (const auto& row : rows) seconds[{row.at("op"), row.at("size")}] = row.at("seconds");
-    remove_folder(dir);
+    remove_directory_of_files(dir);
     return seconds;
   } catch (...) {
-    for (pid_t pid : pids) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-    remove_folder(dir);
+    kill_remaining(pids);
+    remove_directory_of_files(dir);
     throw;
   }
 }

@@ -30,12 +30,6 @@
 #include "profiling/record/clock.h"
 
 namespace shardscope {
-namespace {
-
-// How long ranks get to stop on their own once one has failed, before they are terminated.
-constexpr auto kGracePeriod = std::chrono::seconds(5);
-constexpr auto kTermToKill = std::chrono::seconds(2);
-constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
 // std::filesystem is avoided here: LibTorch exports its own copies of those symbols, and the
 // dynamic linker may bind ours to them.
@@ -48,6 +42,13 @@ std::string worker_executable() {
     throw std::runtime_error(std::string("cannot find this executable: ") + std::strerror(errno));
   return std::string(path, static_cast<size_t>(length));
 }
+
+namespace {
+
+// How long ranks get to stop on their own once one has failed, before they are terminated.
+constexpr auto kGracePeriod = std::chrono::seconds(5);
+constexpr auto kTermToKill = std::chrono::seconds(2);
+constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
 // The run directory holds only plain files.
 void remove_run_directory(const std::string& path) {

@@ -27,6 +27,10 @@ struct ProcessLaunchOutcome {
 // returns, and children die with the launcher (PR_SET_PDEATHSIG).
 ProcessLaunchOutcome launch_rank_processes(const Config& config, const StepCallback& on_step);
 
+// The binary a rank process runs: $SHARDSCOPE_WORKER (tests set it to the shardscope binary),
+// else this executable.
+std::string worker_executable();
+
 // How a rank process ended, when whoever reads its outcome saw it end (the launcher); a folder
 // read later (`shardscope collect` after torchrun or a scheduler) knows only the files.
 struct RankExit {

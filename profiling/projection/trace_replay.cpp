@@ -1,6 +1,7 @@
 #include "profiling/projection/trace_replay.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 #include <stdexcept>
@@ -140,11 +141,15 @@ RankOps read_rank_ops(const Trace& measured, const RankTrace& rank,
 // The schedule being projected: every rank's ops, the streams they run on, and its host clock.
 struct Replay {
   Replay(const HardwareProfile& hw, const ReplayOptions& options)
-      : hw(hw), scale(options.compute_scale), ahead(options.device_ahead_of_host) {}
+      : hw(hw),
+        scale(options.compute_scale),
+        ahead(options.device_ahead_of_host),
+        span_scales(options.span_scales) {}
 
   const HardwareProfile& hw;
   double scale;
   bool ahead;
+  const std::vector<std::vector<ScaledSpan>>& span_scales;
   std::vector<std::vector<Op>> ops;
   std::vector<std::vector<Point>> points;
   // Every op with the same key, on every rank.
@@ -187,13 +192,33 @@ struct Replay {
     for (size_t r = 0; r < n_ranks; ++r) anchors[r].push_back({t0, 0.0});
   }
 
+  // Projected seconds of rank `r`'s measured compute from `from` to `to`: compute_scale, or
+  // inside a scaled span its own scale.
+  double projected_length(size_t r, int64_t from, int64_t to) const {
+    if (to <= from) return 0;
+    if (r >= span_scales.size() || span_scales[r].empty()) return (to - from) * 1e-9 * scale;
+    const auto& spans = span_scales[r];
+    auto it = std::lower_bound(spans.begin(), spans.end(), from,
+                               [](const ScaledSpan& s, int64_t t) { return s.t1_ns <= t; });
+    double seconds = 0;
+    int64_t at = from;
+    for (; at < to && it != spans.end() && it->t0_ns < to; ++it) {
+      if (it->t0_ns > at) seconds += (it->t0_ns - at) * 1e-9 * scale;
+      const int64_t inner_from = std::max(at, it->t0_ns), inner_to = std::min(to, it->t1_ns);
+      if (inner_to > inner_from) seconds += (inner_to - inner_from) * 1e-9 * it->scale;
+      at = std::max(at, inner_to);
+    }
+    if (to > at) seconds += (to - at) * 1e-9 * scale;
+    return seconds;
+  }
+
   // Where rank `r` is: its host, or its device when that is behind with work the host issued.
   double now(size_t r) const { return std::max(host[r], device[r]); }
 
   void advance_to(size_t r, int64_t t_m) {
     if (t_m <= cursor[r]) return;
     if (!ahead) {
-      host[r] += (t_m - cursor[r]) * 1e-9 * scale;
+      host[r] += projected_length(r, cursor[r], t_m);
       cursor[r] = t_m;
       anchors[r].push_back({t_m, host[r]});
       return;
@@ -205,7 +230,7 @@ struct Replay {
       const bool on_device = k < work.size() && work[k].first <= cursor[r];
       const int64_t end = on_device ? std::min(t_m, work[k].second)
                                     : (k < work.size() ? std::min(t_m, work[k].first) : t_m);
-      const double length = (end - cursor[r]) * 1e-9 * scale;
+      const double length = projected_length(r, cursor[r], end);
       if (on_device) {
         device[r] = now(r) + length;  // issued now, queued behind the device's earlier work
       } else {
@@ -363,6 +388,13 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
                              std::to_string(hw.gpus()) + " GPUs)");
   const double scale = options.compute_scale;
   if (!(scale > 0)) throw std::runtime_error("compute scale must be positive");
+  for (const auto& spans : options.span_scales) {
+    for (size_t i = 0; i < spans.size(); ++i) {
+      if (!(spans[i].scale > 0) || !std::isfinite(spans[i].scale) ||
+          spans[i].t1_ns < spans[i].t0_ns || (i > 0 && spans[i].t0_ns < spans[i - 1].t1_ns))
+        throw std::runtime_error("span scales must be positive, finite, sorted and disjoint");
+    }
+  }
 
   const std::map<uint32_t, uint32_t> wait_to_op = wait_names_to_ops(measured);
   Replay replay(hw, options);

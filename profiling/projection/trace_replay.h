@@ -1,16 +1,29 @@
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "profiling/projection/hardware_profile.h"
 #include "profiling/trace/trace.h"
 
 namespace shardscope::profiling {
 
+// A stretch of a rank's measured time whose compute takes `scale` times as long projected: a
+// pass whose kernels the GPU model priced (trace_projection: projected pass time over the
+// measured compute in it).
+struct ScaledSpan {
+  int64_t t0_ns = 0, t1_ns = 0;
+  double scale = 1.0;
+};
+
 struct ReplayOptions {
   // Projected compute time = measured time x this (the target device's speed relative to the
   // device the trace was measured on).
   double compute_scale = 1.0;
+  // Per rank (in the order of the trace's ranks), sorted and disjoint: inside these, their own
+  // scale instead of compute_scale. Empty: compute_scale everywhere.
+  std::vector<std::vector<ScaledSpan>> span_scales;
   // The device runs ahead of its host (device_model.h): spans of device work queue on it, the
   // host's own work between them is hidden unless the host falls behind, and a wait on a
   // communication call holds the device, not the host (a GPU stream's wait). Off: the host

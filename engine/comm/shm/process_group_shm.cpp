@@ -8,10 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
+
+#include "engine/comm/shm/shm_path.h"
 
 namespace shardscope::shm {
 
@@ -19,12 +22,20 @@ namespace {
 
 // A tensor as the segment needs it: host memory, contiguous. A CUDA or strided tensor is copied
 // there first and back after (its contents included: a reduction reads what it holds).
+//
+// The copies a collective staged are listed while it runs (on the worker thread): should it
+// fail, peers working in place may still write into them, so they are kept until the group goes.
+thread_local std::vector<at::Tensor>* staged_by_this_collective = nullptr;
+
 struct HostCopy {
   at::Tensor original;
   at::Tensor host;
 
   explicit HostCopy(const at::Tensor& t)
-      : original(t), host(t.is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous()) {}
+      : original(t), host(t.is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous()) {
+    if (staged_by_this_collective != nullptr && host.data_ptr() != original.data_ptr())
+      staged_by_this_collective->push_back(host);
+  }
   void write_back() const {
     if (host.data_ptr() != original.data_ptr()) original.copy_(host);
   }
@@ -123,39 +134,32 @@ std::unique_ptr<Segment> join_segment(const c10::intrusive_ptr<c10d::Store>& sto
   return std::make_unique<Segment>(layout, opened, /*create=*/false);
 }
 
-// How the group's all_reduce, all_gather and reduce_scatter reach the peers' tensors: in place
-// for rank threads of one process, by reading peer processes' memory where the kernel allows it
-// (every rank decides alike: the probe is a collective), through the slots otherwise.
-// SHARDSCOPE_SHM_PATH=in-place|peer-reads|slots forces one, for tests and benchmarks.
-Collectives::Path choose_path(const Segment& segment, Collectives& collectives) {
-  const int world = segment.layout().world;
-  bool same_process = true;
-  for (int r = 0; r < world; ++r)
-    same_process = same_process && segment.rank_area(r).pid.load() == getpid();
-  const char* forced = std::getenv("SHARDSCOPE_SHM_PATH");
-  const std::string wanted = forced ? forced : "";
-  if (!wanted.empty() && wanted != "in-place" && wanted != "peer-reads" && wanted != "slots") {
-    throw std::invalid_argument("SHARDSCOPE_SHM_PATH: '" + wanted +
-                                "' is none of in-place, peer-reads, slots");
+// What this group's choice of path rests on (shm_path.h).
+PathFacts path_facts(const Segment& segment) {
+  PathFacts facts;
+  facts.world = segment.layout().world;
+  facts.same_process = true;
+  for (int r = 0; r < facts.world; ++r)
+    facts.same_process = facts.same_process && segment.rank_area(r).pid.load() == getpid();
+  if (const char* forced = std::getenv("SHARDSCOPE_SHM_PATH")) facts.forced = forced;
+  facts.cores = sysconf(_SC_NPROCESSORS_ONLN);
+  return facts;
+}
+
+// Every rank forces the same path, or none: ranks that chose differently would pair one's probe
+// barriers with another's collectives. All ranks see a difference alike, so all refuse.
+void require_same_forced_path(const Segment& segment, int rank, Collectives& collectives,
+                              const std::string& forced) {
+  const auto wish = static_cast<uint32_t>(std::hash<std::string>{}(forced));
+  segment.rank_area(rank).path_wish.store(wish, std::memory_order_release);
+  collectives.barrier("agreeing on the shm path");
+  for (int r = 0; r < segment.layout().world; ++r) {
+    if (segment.rank_area(r).path_wish.load(std::memory_order_acquire) != wish) {
+      throw std::invalid_argument("SHARDSCOPE_SHM_PATH differs between the ranks of this group " +
+                                  std::string("(here: '") + forced +
+                                  "'): set it alike for every rank, or for none");
+    }
   }
-  if (wanted == "slots") return Collectives::Path::kSlots;
-  if (wanted == "in-place" && !same_process) {
-    throw std::invalid_argument(
-        "SHARDSCOPE_SHM_PATH=in-place takes rank threads of one process; these are processes");
-  }
-  if (same_process && wanted != "peer-reads") return Collectives::Path::kInPlace;
-  // With more rank processes than cores, reading peers measured 20-35 % slower than the slots
-  // here (4 processes on 2 cores; 2 on 2 were up to twice as fast): keep the slots then. Every
-  // rank of one host counts the same cores, so all decide alike.
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  if (wanted.empty() && cores > 0 && world > cores) return Collectives::Path::kSlots;
-  if (collectives.probe_peer_reads()) return Collectives::Path::kPeerReads;
-  if (wanted == "peer-reads") {
-    throw std::runtime_error(
-        "SHARDSCOPE_SHM_PATH=peer-reads: the kernel refuses reads of peer processes' memory "
-        "(process_vm_readv; Yama's ptrace_scope or a seccomp filter)");
-  }
-  return Collectives::Path::kSlots;
 }
 
 }  // namespace
@@ -175,7 +179,9 @@ ProcessGroupShm::ProcessGroupShm(const c10::intrusive_ptr<c10d::Store>& store, i
   collectives_->set_timeout(options.timeout);
   // Every rank has mapped the segment, and said in which process, once this barrier passes.
   collectives_->barrier("joining the shm group");
-  collectives_->set_path(choose_path(*segment_, *collectives_));
+  const PathFacts facts = path_facts(*segment_);
+  require_same_forced_path(*segment_, rank, *collectives_, facts.forced);
+  collectives_->set_path(choose_path(facts, [this] { return collectives_->probe_peer_reads(); }));
   mailbox_ = std::make_unique<Mailbox>(*segment_, rank);
   mailbox_->set_timeout(options.timeout);
   worker_ = std::thread([this] { work_loop(); });
@@ -242,11 +248,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::enqueue(c10d::OpType type,
   Task task = [this, future, outputs, run = std::move(run)]() mutable {
     std::exception_ptr error = broken_;
     if (!error) {
+      std::vector<at::Tensor> staged;
+      staged_by_this_collective = &staged;
       try {
         run();
+        staged_by_this_collective = nullptr;
       } catch (...) {
+        staged_by_this_collective = nullptr;
         error = broken_ = std::current_exception();
         failed_.push_back(std::move(run));
+        failed_staging_.insert(failed_staging_.end(), staged.begin(), staged.end());
         // Peers waiting on this rank learn at once that it will not come.
         RankArea& mine = segment_->rank_area(rank_);
         mine.gone.store(1, std::memory_order_release);

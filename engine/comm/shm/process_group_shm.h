@@ -92,6 +92,7 @@ class ProcessGroupShm final : public c10d::Backend {
   // write into them) until the group is destroyed.
   std::exception_ptr broken_;
   std::vector<std::function<void()>> failed_;
+  std::vector<at::Tensor> failed_staging_;  // its host copies of CUDA or strided tensors
   void check_peer(int peer, const char* what) const;
   std::mutex graveyard_mutex_;
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> graveyard_;

@@ -85,10 +85,15 @@ void Collectives::reduce_scatter_in_place(at::Tensor& output, const std::vector<
   for (int d = 0; d < world(); ++d) publish(d, inputs[d]);
   sync("reduce_scatter");
   at::Tensor out = output.view({-1});
-  std::memcpy(bytes_of(out), published(0, rank_), nbytes(out));
+  // An output that is this rank's own piece of its input (an in-place reduce_scatter, as NCCL
+  // allows) is still read below: reduce into a temporary, then copy.
+  const bool own_piece = bytes_of(out) == published(rank_, rank_);
+  at::Tensor acc = own_piece ? at::empty_like(out) : out;
+  std::memcpy(bytes_of(acc), published(0, rank_), nbytes(acc));
   for (int r = 1; r < world(); ++r)
-    combine(out, view_of(published(r, rank_), out.numel(), out), op);
-  if (op.op_ == c10d::ReduceOp::AVG) out.div_(world());
+    combine(acc, view_of(published(r, rank_), acc.numel(), acc), op);
+  if (op.op_ == c10d::ReduceOp::AVG) acc.div_(world());
+  if (own_piece) out.copy_(acc);
   sync("reduce_scatter");
 }
 

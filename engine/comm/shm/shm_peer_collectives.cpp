@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <stdexcept>
 
 #include <ATen/ATen.h>
 
@@ -39,7 +40,8 @@ void Collectives::read_from(int rank, const uint8_t* remote, uint8_t* local, int
       throw PeerFailure("rank " + std::to_string(rank) + " (pid " + std::to_string(pid) +
                         ") exited during " + what);
     }
-    throw;
+    throw std::runtime_error("shm: rank " + std::to_string(rank) + "'s tensor in " + what + ": " +
+                             e.what());
   }
 }
 

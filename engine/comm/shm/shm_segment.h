@@ -37,6 +37,7 @@ struct alignas(64) RankArea {
   std::atomic<int32_t> pid{0};
   std::atomic<uint32_t> gone{0};         // 1 once its group is destroyed or aborted
   std::atomic<uint32_t> reads_peers{0};  // 1 if it read every peer process's probe (peer_reads.h)
+  std::atomic<uint32_t> path_wish{0};    // a hash of its SHARDSCOPE_SHM_PATH, compared at joining
   // Where this rank's tensors of the current collective are (in its own address space), so that
   // peers read and write them directly (no copy through the slots). One per destination.
   std::atomic<uint64_t> published[64];

@@ -89,6 +89,15 @@ TEST_F(GuiLabels, WhatIfSaysWhenAllRanksFitInOneNode) {
               HasSubstr("inter-node infiniband link is unused"));
 }
 
+// A small model's CPU trace on 8xH100: priced kernel by kernel, bound by launches, and the
+// What-if says so in words (issue 34), instead of projecting it as all communication.
+TEST_F(GuiLabels, WhatIfSaysASmallModelOnAnH100IsBoundByLaunches) {
+  const auto state = play("open " + asset("ddp_bucketed-w2.sst") + "\nproject 8xH100 0\n");
+  EXPECT_THAT(state["what_if"].value("compute_model", ""), HasSubstr("priced kernel by kernel"));
+  EXPECT_THAT(state["what_if"].value("launch_bound", ""), HasSubstr("bound by launches"));
+  EXPECT_FALSE(state["what_if"].contains("not_modelled"));
+}
+
 // What is not a trace says what it is; another tool's trace opens as a trace, not a failure.
 TEST(GuiOpen, SaysWhatAPathIsInsteadOfATrace) {
   const auto dir = test::test_temp_dir();

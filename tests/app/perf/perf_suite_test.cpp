@@ -1,6 +1,8 @@
 #include "app/perf/perf_suite.h"
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <stdexcept>
 
@@ -9,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/cli/cli_main.h"
+#include "app/perf/busbw_ranks.h"
+#include "tests/support/temp_dir.h"
 
 namespace shardscope::perf {
 namespace {
@@ -83,6 +87,42 @@ TEST(PerfSuite, RowsPrintAsATableMarkdownAndJson) {
 TEST(PerfSuite, MedianLeavesTheWarmUpStepOut) {
   EXPECT_DOUBLE_EQ(median_step_seconds({10.0, 1.0, 2.0, 3.0}), 2.0);
   EXPECT_DOUBLE_EQ(median({4.0, 1.0, 3.0, 2.0}), 2.5);
+}
+
+// The backends section's rank processes: every op timed over shm and Gloo alike.
+TEST(PerfBusbw, RankProcessesTimeEveryOpOverEitherBackend) {
+  setenv("SHARDSCOPE_WORKER", SHARDSCOPE_BINARY, 1);
+  for (const char* backend : {"shm", "gloo"}) {
+    const CollectiveSeconds s = time_collectives_in_processes(backend, 2, {int64_t{1} << 20}, 1);
+    ASSERT_EQ(s.size(), 3u) << backend;
+    for (const auto& [key, seconds] : s) EXPECT_GT(seconds, 0) << backend << " " << key.first;
+  }
+}
+
+// Rank processes that force different shm paths would pair one's probe with another's
+// collectives: every one of them refuses, naming the variable, and none hangs.
+TEST(PerfBusbw, RankProcessesThatForceDifferentShmPathsAreAllRefused) {
+  const auto dir = test::test_temp_dir();
+  const std::string rank =
+      std::string(SHARDSCOPE_BINARY) +
+      " perf-busbw-rank --world 2 --backend shm --sizes 1024 --rounds 1 --dir " + dir.string() +
+      " --rank ";
+  const std::string script = "(SHARDSCOPE_SHM_PATH=slots timeout 120 " + rank + "0 > " +
+                             (dir / "rank0.log").string() + " 2>&1; echo $? > " +
+                             (dir / "rank0.code").string() + ") & (timeout 120 " + rank + "1 > " +
+                             (dir / "rank1.log").string() + " 2>&1; echo $? > " +
+                             (dir / "rank1.code").string() + "); wait";
+  ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0);
+  for (const char* r : {"rank0", "rank1"}) {
+    std::ifstream code_file(dir / (std::string(r) + ".code")),
+        log_file(dir / (std::string(r) + ".log"));
+    int code = -1;
+    code_file >> code;
+    const std::string log((std::istreambuf_iterator<char>(log_file)), {});
+    EXPECT_NE(code, 0) << r;
+    EXPECT_NE(code, 124) << r << " hung";
+    EXPECT_THAT(log, testing::HasSubstr("SHARDSCOPE_SHM_PATH differs")) << r;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 
 #include "engine/comm/comm.h"
 #include "engine/comm/shm/peer_reads.h"
+#include "engine/comm/shm/shm_path.h"
 #include "engine/launch/launcher.h"
 
 namespace shardscope {
@@ -143,9 +144,63 @@ TEST(ShmBackend, APeerReadReadsTheBytesOrFailsNamingTheProcess) {
     shm::read_peer(gone, &here, &into, sizeof(into));
     ADD_FAILURE() << "read a process that is gone";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("rank process " + std::to_string(gone)),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("rank process " + std::to_string(gone)), std::string::npos)
         << e.what();
+  }
+}
+
+// How a group reaches its peers' tensors: in place for threads, peer reads for processes where
+// the kernel allows them and every process has a core, the slots otherwise; the probe (a
+// collective) runs only when peer reads are in question.
+TEST(ShmBackend, APathIsChosenFromWhatEveryRankKnowsAlike) {
+  using Path = shm::Collectives::Path;
+  int probes = 0;
+  const auto probe = [&](bool allowed) {
+    return [&probes, allowed] {
+      ++probes;
+      return allowed;
+    };
+  };
+  const auto facts = [](bool same_process, const std::string& forced, int world, long cores) {
+    shm::PathFacts f;
+    f.same_process = same_process;
+    f.forced = forced;
+    f.world = world;
+    f.cores = cores;
+    return f;
+  };
+  EXPECT_EQ(shm::choose_path(facts(true, "", 4, 2), probe(true)), Path::kInPlace);
+  EXPECT_EQ(probes, 0);
+  EXPECT_EQ(shm::choose_path(facts(false, "", 2, 2), probe(true)), Path::kPeerReads);
+  EXPECT_EQ(shm::choose_path(facts(false, "", 2, 2), probe(false)), Path::kSlots);  // Yama, seccomp
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(shm::choose_path(facts(false, "", 4, 2), probe(true)), Path::kSlots);  // 4 on 2 cores
+  EXPECT_EQ(shm::choose_path(facts(false, "slots", 2, 8), probe(true)), Path::kSlots);
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(shm::choose_path(facts(false, "peer-reads", 4, 2), probe(true)), Path::kPeerReads);
+  EXPECT_EQ(shm::choose_path(facts(true, "peer-reads", 2, 2), probe(true)), Path::kPeerReads);
+  EXPECT_THROW(shm::choose_path(facts(false, "peer-reads", 2, 2), probe(false)),
+               std::runtime_error);
+  EXPECT_THROW(shm::choose_path(facts(false, "in-place", 2, 2), probe(true)),
+               std::invalid_argument);
+  EXPECT_THROW(shm::choose_path(facts(false, "telepathy", 2, 2), probe(true)),
+               std::invalid_argument);
+}
+
+// An in-place reduce_scatter (the output is this rank's own piece of its input, as NCCL allows)
+// sums every rank's piece on every path, not the output's new value twice.
+TEST(ShmBackend, AReduceScatterIntoItsOwnInputSumsEveryRanksPiece) {
+  for (const char* path : {"", "slots", "peer-reads"}) {
+    if (*path) setenv("SHARDSCOPE_SHM_PATH", path, 1);
+    const LaunchReport report = launch_rank_threads(shm_spec(2), [&](RankContext& ctx) {
+      auto in = torch::arange(8, torch::kFloat) + 100.0 * ctx.rank;
+      auto out = in.chunk(2)[ctx.rank];
+      const auto expected = (2 * torch::arange(8, torch::kFloat) + 100.0).chunk(2)[ctx.rank];
+      ctx.comm->process_group()->_reduce_scatter_base(out, in)->wait();
+      EXPECT_TRUE(torch::equal(out, expected)) << path << ", rank " << ctx.rank << ": " << out;
+    });
+    unsetenv("SHARDSCOPE_SHM_PATH");
+    EXPECT_TRUE(report.ok()) << path << ": " << report.root_failure()->message;
   }
 }
 

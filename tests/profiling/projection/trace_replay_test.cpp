@@ -20,9 +20,9 @@ const Event& find(const Trace& t, int rank, const char* name) {
   throw std::runtime_error(std::string("no event ") + name);
 }
 
-TEST(TraceReplay, ScalesComputeAndTimesCollectivesByTheModel) {
-  // Two ranks: 10 ms of backward, then a 64 MiB all_reduce that took 50 ms here, then 2 ms of
-  // optimizer step.
+// Two ranks: 10 ms of backward, then a 64 MiB all_reduce that took 50 ms here, then 2 ms of
+// optimizer step.
+Trace backward_all_reduce_optimizer() {
   HandTrace b(2);
   for (int r = 0; r < 2; ++r) {
     b.span(r, "step 0", Category::kStep, 0, 62 * kMs);
@@ -30,10 +30,14 @@ TEST(TraceReplay, ScalesComputeAndTimesCollectivesByTheModel) {
     b.call(r, "all_reduce", "world", 0, 2, -1, 64 << 20, 10 * kMs, 60 * kMs, 10 * kMs, 60 * kMs);
     b.span(r, "optimizer", Category::kOptimizer, 60 * kMs, 62 * kMs);
   }
+  return b.build();
+}
+
+TEST(TraceReplay, ScalesComputeAndTimesCollectivesByTheModel) {
   const auto hw = load_hardware_profile("8xH100");
   ReplayOptions options;
   options.compute_scale = 0.1;
-  const Trace p = replay_trace(b.build(), hw, options);
+  const Trace p = replay_trace(backward_all_reduce_optimizer(), hw, options);
   const double collective = estimate_collective("all_reduce", 64 << 20, 2, hw).time_s;
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(find(p, r, "backward").t1_ns, 1 * kMs);
@@ -44,6 +48,32 @@ TEST(TraceReplay, ScalesComputeAndTimesCollectivesByTheModel) {
     EXPECT_NEAR(step.t1_ns, 1 * kMs + collective * 1e9 + 0.2 * kMs, 2);
   }
   EXPECT_NE(run_record_to_json(p.run).find("8xH100"), std::string::npos);
+}
+
+// A pass the GPU model priced takes its own scale (its priced time over its measured compute);
+// the rest of the host's time keeps compute_scale, and a span can start mid-way.
+TEST(TraceReplay, ScaledSpansTakeTheirOwnScale) {
+  const Trace measured = backward_all_reduce_optimizer();
+  const auto hw = load_hardware_profile("8xH100");
+  ReplayOptions options;
+  options.compute_scale = 0.1;
+  // Rank 0: its backward's last 6 ms at 0.5 (the first 4 at 0.1); rank 1: its optimizer at 2.
+  options.span_scales = {{{4 * kMs, 10 * kMs, 0.5}}, {{60 * kMs, 62 * kMs, 2.0}}};
+  const Trace p = replay_trace(measured, hw, options);
+  const double collective = estimate_collective("all_reduce", 64 << 20, 2, hw).time_s * 1e9;
+  EXPECT_NEAR(find(p, 0, "backward").t1_ns, 0.4 * kMs + 3 * kMs, 2);
+  EXPECT_NEAR(find(p, 1, "backward").t1_ns, 1 * kMs, 2);
+  // The all_reduce starts when the later rank issues it.
+  const double start = 3.4 * kMs;
+  EXPECT_NEAR(find(p, 1, "all_reduce").t0_ns, 1 * kMs, 2);
+  EXPECT_NEAR(find(p, 0, "all_reduce").t1_ns, start + collective, 2);
+  EXPECT_NEAR(find(p, 0, "step 0").t1_ns, start + collective + 0.2 * kMs, 2);
+  EXPECT_NEAR(find(p, 1, "step 0").t1_ns, start + collective + 4 * kMs, 2);
+  ReplayOptions overlapping = options;
+  overlapping.span_scales = {{{0, 5 * kMs, 1.0}, {4 * kMs, 6 * kMs, 1.0}}};
+  EXPECT_THROW(replay_trace(measured, hw, overlapping), std::runtime_error);
+  overlapping.span_scales = {{{0, 5 * kMs, 0.0}}};
+  EXPECT_THROW(replay_trace(measured, hw, overlapping), std::runtime_error);
 }
 
 TEST(TraceReplay, AStragglerMakesTheOthersWait) {

@@ -1,0 +1,148 @@
+#include "app/analysis/pass_pricing.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "engine/train/config_bounds.h"
+#include "engine/train/strategy_registry.h"
+#include "profiling/projection/transformer_costs.h"
+#include "strategies/common/memory_formula.h"
+
+namespace shardscope::analysis {
+namespace {
+
+using profiling::PricedOp;
+
+// The ops of a pass less its collectives (the replay prices those on the links).
+std::vector<PricedOp> compute_only(const std::vector<PricedOp>& ops) {
+  std::vector<PricedOp> out;
+  for (const auto& op : ops)
+    if (op.kind != PricedOp::Kind::kTensorComm) out.push_back(op);
+  return out;
+}
+
+std::vector<PricedOp> joined(const std::vector<PricedOp>& a, const std::vector<PricedOp>& b) {
+  std::vector<PricedOp> out = compute_only(a);
+  for (const auto& op : compute_only(b)) out.push_back(op);
+  return out;
+}
+
+// Priced seconds of each unit span, by name.
+struct UnitPrices {
+  double embedding_forward = 0, block_forward = 0, block_backward = 0, head_forward = 0,
+         head_backward = 0, optimizer = 0;
+  std::optional<double> of(const std::string& name, profiling::Category category) const {
+    if (category == profiling::Category::kOptimizer) return optimizer;
+    if (name == "forward embeddings") return embedding_forward;
+    if (name == "forward head") return head_forward;
+    if (name == "backward head") return head_backward;
+    if (name.rfind("forward blocks.", 0) == 0) return block_forward;
+    if (name.rfind("backward blocks.", 0) == 0) return block_backward;
+    return std::nullopt;
+  }
+};
+
+// The measured time inside [t0, t1) that the rank spent waiting (on a collective, or for its
+// turn on a shared device): not compute.
+int64_t waiting_inside(const profiling::RankTrace& rank, int64_t t0, int64_t t1) {
+  int64_t waited = 0;
+  for (const auto& e : rank.events) {
+    if (e.category != profiling::Category::kWait || e.lane != profiling::kHostLane) continue;
+    waited += std::max<int64_t>(0, std::min(t1, e.t1_ns) - std::max(t0, e.t0_ns));
+  }
+  return waited;
+}
+
+}  // namespace
+
+std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
+                                                 const Config& config,
+                                                 const profiling::HardwareProfile& hw) {
+  if (!hw.gpu.known() || hw.compute_as_measured) return std::nullopt;
+  const StrategyTraits traits = strategy_traits(config.strategy);
+  const profiling::TrainingLayout l = memory_layout(config);
+  const bool whole_units = traits.family == StrategyFamily::kDataParallel ||
+                           traits.family == StrategyFamily::kReference ||
+                           (traits.family == StrategyFamily::kModelParallel && l.pp == 1);
+  if (!whole_units || l.pp > 1 || l.cp > 1 || l.ep > 1 || config.model.experts > 0)
+    return std::nullopt;
+  const int dp = std::max(1, l.dp);
+  profiling::PassShape shape;
+  shape.model = model_shape(config.model);
+  // A tensor group shares its sequences (as the tp strategy runs them).
+  shape.sequences = std::max<int64_t>(1, int64_t(config.micro_batch) * config.world / dp);
+  shape.tp = l.tp;
+  shape.sequence_parallel = l.sequence_parallel && l.tp > 1;
+  shape.activation_checkpointing = l.activation_checkpointing;
+  const auto group = profiling::group_profile(hw, l.tp, 1);
+  const profiling::PassOps block = profiling::block_ops(shape, hw, group);
+  const profiling::PassOps embedding = profiling::embedding_ops(shape, hw, group);
+  const profiling::PassOps head = profiling::head_ops(shape, hw, group);
+  const double dispatch = hw.gpu.dispatch_us * 1e-6;
+  const auto priced = [&](const std::vector<PricedOp>& ops) {
+    return profiling::host_or_device_seconds(ops, dispatch);
+  };
+  UnitPrices u;
+  u.embedding_forward = priced(compute_only(embedding.forward));
+  u.block_forward = priced(compute_only(block.forward));
+  u.block_backward = priced(joined(block.backward_input, block.backward_weight));
+  u.head_forward = priced(compute_only(head.forward));
+  // The embedding's backward runs after the first block's, outside any span: priced with the
+  // head's, so the micro-batch's total is whole.
+  std::vector<PricedOp> head_back = joined(head.backward_input, head.backward_weight);
+  for (const auto& op : joined(embedding.backward_input, embedding.backward_weight))
+    head_back.push_back(op);
+  u.head_backward = priced(head_back);
+  const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
+  u.optimizer = profiling::optimizer_seconds(hw, double(memory.parameters_per_gpu),
+                                             double(profiling::parameter_tensors(shape.model)));
+
+  PassPricing p;
+  const double layers = config.model.layers;
+  p.forward_s = u.embedding_forward + layers * u.block_forward + u.head_forward;
+  p.backward_s = layers * u.block_backward + u.head_backward;
+  p.optimizer_s = u.optimizer;
+  for (const auto* ops : {&embedding, &block, &head}) {
+    const double times = ops == &block ? layers : 1.0;
+    for (const auto* pass : {&ops->forward, &ops->backward_input, &ops->backward_weight}) {
+      const auto compute = compute_only(*pass);
+      p.kernels_s += times * profiling::total_seconds(compute);
+      p.dispatch_s += times * double(compute.size()) * dispatch;
+      p.ops_per_micro_batch += int(times * double(compute.size()));
+    }
+  }
+  for (const auto& rank : trace.ranks) {
+    std::vector<profiling::ScaledSpan> spans;
+    for (const auto& e : rank.events) {
+      if (e.lane != profiling::kHostLane) continue;
+      const auto seconds = u.of(trace.str(e.name), e.category);
+      if (!seconds) continue;
+      const int64_t compute = (e.t1_ns - e.t0_ns) - waiting_inside(rank, e.t0_ns, e.t1_ns);
+      if (compute <= 0 || *seconds <= 0) continue;
+      spans.push_back({e.t0_ns, e.t1_ns, *seconds / (compute * 1e-9)});
+    }
+    std::sort(spans.begin(), spans.end(),
+              [](const auto& a, const auto& b) { return a.t0_ns < b.t0_ns; });
+    // Unit spans do not nest; should two overlap, the later starts where the earlier ended.
+    for (size_t i = 1; i < spans.size(); ++i)
+      spans[i].t0_ns = std::max(spans[i].t0_ns, spans[i - 1].t1_ns);
+    spans.erase(std::remove_if(spans.begin(), spans.end(),
+                               [](const auto& s) { return s.t1_ns <= s.t0_ns; }),
+                spans.end());
+    p.span_scales.push_back(std::move(spans));
+  }
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "compute priced kernel by kernel on %s's GPU (bf16 kernels): a micro-batch of %lld "
+                "sequences is %d ops, %.2f ms of kernels and %.2f ms of the host dispatching them "
+                "(%.1f us each), so it is bound by %s: forward %.2f ms, backward %.2f ms; the "
+                "optimizer step %.2f ms",
+                hw.name.c_str(), static_cast<long long>(shape.sequences), p.ops_per_micro_batch,
+                p.kernels_s * 1e3, p.dispatch_s * 1e3, hw.gpu.dispatch_us,
+                p.launch_bound() ? "launches" : "its kernels", p.forward_s * 1e3,
+                p.backward_s * 1e3, p.optimizer_s * 1e3);
+  p.description = text;
+  return p;
+}
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/train/config.h"
+#include "profiling/projection/hardware_profile.h"
+#include "profiling/projection/trace_replay.h"
+#include "profiling/trace/trace.h"
+
+namespace shardscope::analysis {
+
+// A recorded run's compute priced kernel by kernel on a GPU profile (profiling/projection's GPU
+// model), unit by unit as the run spanned them: "forward embeddings", "forward blocks.N",
+// "forward head", "backward head", "backward blocks.N" and the "optimizer step". Each span's
+// compute (its time less the waits in it) then takes the priced time when the trace is
+// replayed: a span scale each. The tensor group's collectives inside a span are left to the
+// replay, which prices them on the links.
+struct PassPricing {
+  std::vector<std::vector<profiling::ScaledSpan>> span_scales;  // per rank of the trace
+  // One micro-batch of one rank, and the optimizer step: the priced time, and the host's
+  // dispatch of the same ops, the larger of which a pass takes (bound by launches when the
+  // dispatch is longer).
+  double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  double kernels_s = 0, dispatch_s = 0;  // forward and backward of one micro-batch
+  int ops_per_micro_batch = 0;
+  bool launch_bound() const { return dispatch_s > kernels_s; }
+  std::string description;  // for the what-if tab and `project`: what was priced, and how
+};
+
+// Empty when the profile has no per-kernel rates, the trace has no run description, or its
+// strategy's ranks do not each run whole units of our GPT with a tensor degree we price (a
+// pipeline, context or expert parallelism).
+std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
+                                                 const Config& config,
+                                                 const profiling::HardwareProfile& hw);
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,66 @@
+// A recorded run replayed onto a GPU profile with its passes priced kernel by kernel
+// (app/analysis/pass_pricing): the same model as `project` of its configuration, so the two
+// agree; and a small model on an H100 is bound by launches, which the projection says.
+#include "app/analysis/pass_pricing.h"
+
+#include <gtest/gtest.h>
+
+#include "app/analysis/configuration_projection.h"
+#include "app/analysis/trace_projection.h"
+#include "engine/train/run.h"
+#include "tests/support/reference_check.h"
+
+namespace shardscope {
+namespace {
+
+RunSummary recorded(const std::string& strategy, int world) {
+  Config config = test::tiny_config(strategy, world, 1);
+  config.reference = false;
+  config.steps = 4;
+  finalize(config);
+  RunSummary s = run_training(config);
+  EXPECT_TRUE(s.ok) << s.failure;
+  return s;
+}
+
+// Its configuration in bf16 (what the GPU model prices), projected without running.
+double configured_step(Config config, const profiling::HardwareProfile& hw) {
+  config.strategy_options.precision = "bf16";
+  return analysis::project_configuration(config, hw, 1).step_s;
+}
+
+TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
+  const auto hw = profiling::load_hardware_profile("8xH100");
+  for (const auto& [strategy, world] : {std::pair<std::string, int>{"single", 1}, {"tp", 2}}) {
+    const RunSummary s = recorded(strategy, world);
+    ASSERT_TRUE(s.ok);
+    const analysis::TraceProjection t = analysis::project_recorded_trace(s.trace, hw, 0);
+    ASSERT_FALSE(t.compute_model.empty()) << strategy;
+    const double configured = configured_step(s.config, hw);
+    // What the replay adds: the host's own time between passes (at the matmul ratio) and, for
+    // tp, its collectives on NVLink, both small against the passes of a launch-bound GPU.
+    EXPECT_NEAR(t.projected_summary.step_s, configured, 0.1 * configured)
+        << strategy << ": replayed " << t.projected_summary.step_s * 1e3 << " ms, configured "
+        << configured * 1e3 << " ms";
+    // A tiny model on an H100 waits on its host's launches, and the projection says so.
+    EXPECT_TRUE(t.launch_bound) << t.compute_model;
+    EXPECT_NE(t.compute_model.find("bound by launches"), std::string::npos) << t.compute_model;
+  }
+}
+
+TEST(PassPricing, WhatTheModelCannotPriceKeepsTheScale) {
+  const RunSummary s = recorded("pp", 2);
+  ASSERT_TRUE(s.ok);
+  EXPECT_FALSE(analysis::price_recorded_passes(s.trace, s.config,
+                                               profiling::load_hardware_profile("8xH100")));
+  // A profile with no per-kernel rates, or compute as measured.
+  const RunSummary single = recorded("single", 1);
+  EXPECT_FALSE(analysis::price_recorded_passes(single.trace, single.config,
+                                               profiling::load_hardware_profile("cpu-10GbE")));
+  const analysis::TraceProjection t =
+      analysis::project_recorded_trace(s.trace, profiling::load_hardware_profile("8xH100"), 0);
+  EXPECT_TRUE(t.compute_model.empty());
+}
+
+}  // namespace
+}  // namespace shardscope
