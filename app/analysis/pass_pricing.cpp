@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
+#include <string_view>
 
 #include "engine/train/config_bounds.h"
 #include "engine/train/strategy_registry.h"
 #include "profiling/projection/transformer_costs.h"
+#include "profiling/trace/pipeline_pass_names.h"
 #include "strategies/common/memory_formula.h"
 
 namespace shardscope::analysis {
@@ -27,29 +30,55 @@ std::vector<PricedOp> joined(const std::vector<PricedOp>& a, const std::vector<P
   return out;
 }
 
-// Priced seconds of each unit span, by name.
+bool starts_with(const std::string& s, std::string_view prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// Priced seconds of each unit span, by name. Our GPT spans each unit's forward and backward
+// ("forward blocks.3", "backward head"); the tensor-parallel stage spans each unit's forward
+// and its whole backward as one pass ("backward micro-batch 0").
 struct UnitPrices {
   double embedding_forward = 0, block_forward = 0, block_backward = 0, head_forward = 0,
-         head_backward = 0, optimizer = 0;
+         head_backward = 0, whole_backward = 0, optimizer = 0;
   std::optional<double> of(const std::string& name, profiling::Category category) const {
     if (category == profiling::Category::kOptimizer) return optimizer;
     if (name == "forward embeddings") return embedding_forward;
     if (name == "forward head") return head_forward;
     if (name == "backward head") return head_backward;
-    if (name.rfind("forward blocks.", 0) == 0) return block_forward;
-    if (name.rfind("backward blocks.", 0) == 0) return block_backward;
+    if (starts_with(name, "forward blocks.")) return block_forward;
+    if (starts_with(name, "backward blocks.")) return block_backward;
+    if (category == profiling::Category::kBackward &&
+        starts_with(name, std::string(profiling::kBackwardPassSpan) + " "))
+      return whole_backward;
     return std::nullopt;
   }
 };
 
-// The measured time inside [t0, t1) that the rank spent waiting (on a collective, or for its
-// turn on a shared device): not compute.
-int64_t waiting_inside(const profiling::RankTrace& rank, int64_t t0, int64_t t1) {
-  int64_t waited = 0;
-  for (const auto& e : rank.events) {
-    if (e.category != profiling::Category::kWait || e.lane != profiling::kHostLane) continue;
-    waited += std::max<int64_t>(0, std::min(t1, e.t1_ns) - std::max(t0, e.t0_ns));
+// The host lane's waits (on a collective, or for a turn on a shared device), merged where they
+// overlap and sorted: not compute.
+std::vector<std::pair<int64_t, int64_t>> waits_of(const profiling::RankTrace& rank) {
+  std::vector<std::pair<int64_t, int64_t>> waits;
+  for (const auto& e : rank.events)
+    if (e.category == profiling::Category::kWait && e.lane == profiling::kHostLane)
+      waits.push_back({e.t0_ns, e.t1_ns});
+  std::sort(waits.begin(), waits.end());
+  std::vector<std::pair<int64_t, int64_t>> merged;
+  for (const auto& w : waits) {
+    if (!merged.empty() && w.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, w.second);
+    else
+      merged.push_back(w);
   }
+  return merged;
+}
+
+int64_t waiting_inside(const std::vector<std::pair<int64_t, int64_t>>& waits, int64_t t0,
+                       int64_t t1) {
+  auto it = std::lower_bound(waits.begin(), waits.end(), t0,
+                             [](const auto& w, int64_t t) { return w.second <= t; });
+  int64_t waited = 0;
+  for (; it != waits.end() && it->first < t1; ++it)
+    waited += std::min(t1, it->second) - std::max(t0, it->first);
   return waited;
 }
 
@@ -69,8 +98,10 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   const int dp = std::max(1, l.dp);
   profiling::PassShape shape;
   shape.model = model_shape(config.model);
-  // A tensor group shares its sequences (as the tp strategy runs them).
-  shape.sequences = std::max<int64_t>(1, int64_t(config.micro_batch) * config.world / dp);
+  // A tensor group shares its sequences (as the tp strategy runs them), in its micro-batches.
+  const int chunks =
+      traits.family == StrategyFamily::kModelParallel ? std::max(1, l.micro_batches) : 1;
+  shape.sequences = std::max<int64_t>(1, int64_t(config.micro_batch) * config.world / dp / chunks);
   shape.tp = l.tp;
   shape.sequence_parallel = l.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.activation_checkpointing;
@@ -93,6 +124,7 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   for (const auto& op : joined(embedding.backward_input, embedding.backward_weight))
     head_back.push_back(op);
   u.head_backward = priced(head_back);
+  u.whole_backward = u.head_backward + config.model.layers * u.block_backward;
   const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
   u.optimizer = profiling::optimizer_seconds(hw, double(memory.parameters_per_gpu),
                                              double(profiling::parameter_tensors(shape.model)));
@@ -101,6 +133,13 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   const double layers = config.model.layers;
   p.forward_s = u.embedding_forward + layers * u.block_forward + u.head_forward;
   p.backward_s = layers * u.block_backward + u.head_backward;
+  const auto comm = [](const std::vector<PricedOp>& ops) {
+    return profiling::total_seconds(ops, PricedOp::Kind::kTensorComm);
+  };
+  p.forward_comm_s = comm(embedding.forward) + layers * comm(block.forward) + comm(head.forward);
+  for (const auto* ops : {&embedding, &head})
+    p.backward_comm_s += comm(ops->backward_input) + comm(ops->backward_weight);
+  p.backward_comm_s += layers * (comm(block.backward_input) + comm(block.backward_weight));
   p.optimizer_s = u.optimizer;
   for (const auto* ops : {&embedding, &block, &head}) {
     const double times = ops == &block ? layers : 1.0;
@@ -112,24 +151,28 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
     }
   }
   for (const auto& rank : trace.ranks) {
+    const auto waits = waits_of(rank);
     std::vector<profiling::ScaledSpan> spans;
     for (const auto& e : rank.events) {
       if (e.lane != profiling::kHostLane) continue;
       const auto seconds = u.of(trace.str(e.name), e.category);
       if (!seconds) continue;
-      const int64_t compute = (e.t1_ns - e.t0_ns) - waiting_inside(rank, e.t0_ns, e.t1_ns);
+      const int64_t compute = (e.t1_ns - e.t0_ns) - waiting_inside(waits, e.t0_ns, e.t1_ns);
       if (compute <= 0 || *seconds <= 0) continue;
       spans.push_back({e.t0_ns, e.t1_ns, *seconds / (compute * 1e-9)});
     }
     std::sort(spans.begin(), spans.end(),
               [](const auto& a, const auto& b) { return a.t0_ns < b.t0_ns; });
-    // Unit spans do not nest; should two overlap, the later starts where the earlier ended.
-    for (size_t i = 1; i < spans.size(); ++i)
-      spans[i].t0_ns = std::max(spans[i].t0_ns, spans[i - 1].t1_ns);
-    spans.erase(std::remove_if(spans.begin(), spans.end(),
-                               [](const auto& s) { return s.t1_ns <= s.t0_ns; }),
-                spans.end());
-    p.span_scales.push_back(std::move(spans));
+    // Unit spans do not nest; should two overlap, the later starts where all before it ended.
+    std::vector<profiling::ScaledSpan> disjoint;
+    int64_t covered = std::numeric_limits<int64_t>::min();
+    for (auto span : spans) {
+      span.t0_ns = std::max(span.t0_ns, covered);
+      if (span.t1_ns <= span.t0_ns) continue;
+      covered = span.t1_ns;
+      disjoint.push_back(span);
+    }
+    p.span_scales.push_back(std::move(disjoint));
   }
   char text[400];
   std::snprintf(text, sizeof text,

@@ -23,6 +23,9 @@ struct PassPricing {
   // dispatch of the same ops, the larger of which a pass takes (bound by launches when the
   // dispatch is longer).
   double forward_s = 0, backward_s = 0, optimizer_s = 0;
+  // The tensor group's collectives of a micro-batch, on the links: the replay's, not in the
+  // spans' scales (for the reader and the tests).
+  double forward_comm_s = 0, backward_comm_s = 0;
   double kernels_s = 0, dispatch_s = 0;  // forward and backward of one micro-batch
   int ops_per_micro_batch = 0;
   bool launch_bound() const { return dispatch_s > kernels_s; }

@@ -34,7 +34,8 @@ struct TraceProjection {
 };
 
 // compute_scale <= 0: 1 for a profile whose compute is "as measured"; else, for a run of our GPT
-// whose ranks each run whole units (data-parallel, tp) onto a profile with per-kernel GPU rates,
+// recorded on a CPU (its device work on the host lanes) whose ranks each run whole units
+// (data-parallel, tp) onto a profile with per-kernel GPU rates,
 // each forward, backward and optimizer span priced kernel by kernel (pass_pricing.h), and
 // the rest of the host's time scaled by the measuring device's matmul rate (the trace records
 // it) against the target's (its profile's matmul_tflops, measured the same way on such a GPU),

@@ -17,6 +17,7 @@ RunSummary recorded(const std::string& strategy, int world) {
   Config config = test::tiny_config(strategy, world, 1);
   config.reference = false;
   config.steps = 4;
+  config.model.layers = 4;  // blocks, not the optimizer, make most of a pass
   finalize(config);
   RunSummary s = run_training(config);
   EXPECT_TRUE(s.ok) << s.failure;
@@ -27,6 +28,23 @@ RunSummary recorded(const std::string& strategy, int world) {
 double configured_step(Config config, const profiling::HardwareProfile& hw) {
   config.strategy_options.precision = "bf16";
   return analysis::project_configuration(config, hw, 1).step_s;
+}
+
+// What the projected trace's unit spans of `step` on its first rank add up to: forward or
+// backward.
+double projected_pass(const profiling::Trace& t, int step, bool forward) {
+  double seconds = 0;
+  for (const auto& e : t.ranks[0].events) {
+    const std::string name = t.str(e.name);
+    const bool unit =
+        forward ? name.rfind("forward embeddings", 0) == 0 ||
+                      name.rfind("forward blocks.", 0) == 0 || name.rfind("forward head", 0) == 0
+                : name.rfind("backward blocks.", 0) == 0 || name.rfind("backward head", 0) == 0 ||
+                      name.rfind("backward micro-batch", 0) == 0;
+    if (unit && e.step == step && e.lane == profiling::kHostLane)
+      seconds += (e.t1_ns - e.t0_ns) * 1e-9;
+  }
+  return seconds;
 }
 
 TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
@@ -42,6 +60,19 @@ TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
     EXPECT_NEAR(t.projected_summary.step_s, configured, 0.1 * configured)
         << strategy << ": replayed " << t.projected_summary.step_s * 1e3 << " ms, configured "
         << configured * 1e3 << " ms";
+    // Pass by pass: the projected forward and backward take what the model priced, plus at
+    // most their tensor group's collectives on the links (some of which, the token gathers and
+    // the loss's, fall outside the unit spans).
+    const auto pricing = analysis::price_recorded_passes(s.trace, s.config, hw);
+    ASSERT_TRUE(pricing.has_value());
+    for (const bool forward : {true, false}) {
+      const double compute = forward ? pricing->forward_s : pricing->backward_s;
+      const double comm = forward ? pricing->forward_comm_s : pricing->backward_comm_s;
+      const double projected = projected_pass(t.projected, 2, forward);
+      EXPECT_GE(projected, 0.95 * compute) << strategy << (forward ? " forward" : " backward");
+      EXPECT_LE(projected, 1.05 * (compute + comm))
+          << strategy << (forward ? " forward" : " backward");
+    }
     // A tiny model on an H100 waits on its host's launches, and the projection says so.
     EXPECT_TRUE(t.launch_bound) << t.compute_model;
     EXPECT_NE(t.compute_model.find("bound by launches"), std::string::npos) << t.compute_model;

@@ -1,6 +1,7 @@
 // The configuration projection (app/analysis/configuration_projection, which prices
 // profiling/projection/transformer_costs' ops) against what runs here record: a tensor-parallel
-// rank's collectives of one step, op by op, their calls and bytes.
+// rank's collectives of one step, by c10d op (all_reduce, all_gather_into, reduce_scatter_tensor):
+// their calls and bytes.
 #include <gtest/gtest.h>
 
 #include <map>
