@@ -280,14 +280,22 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   const std::vector<StageCost> costs =
       stage_costs(config, l, hw, &p.layer_forward_s, &p.layer_backward_s);
 
-  // Activations (fp32, the residual stream) between stages: each tensor rank sends its copy,
-  // or with sequence parallelism its 1/tp of the sequence.
+  // Activations (fp32, the residual stream) between stages: each tensor rank sends its 1/tp,
+  // of the sequence with sequence parallelism, else of the whole that every tensor rank holds,
+  // which the receiving stage's tensor group then gathers (TensorParallelStage::hidden_piece).
   const auto hop = profiling::group_profile(hw, 2, l.tp * l.cp * l.dp);
   const bool sp = l.memory.sequence_parallel && l.tp > 1;
-  const double activation =
-      double(l.sequences) * config.model.seq * config.model.d_model * 4 / (sp ? l.tp : 1);
-  p.pipeline_transfer_s =
-      l.pp > 1 ? profiling::estimate_collective("send", int64_t(activation), 2, hop).time_s : 0;
+  const double activation = double(l.sequences) * config.model.seq * config.model.d_model * 4;
+  if (l.pp > 1) {
+    p.pipeline_transfer_s =
+        profiling::estimate_collective("send", int64_t(activation / l.tp), 2, hop).time_s;
+    if (l.tp > 1 && !sp) {
+      p.pipeline_transfer_s +=
+          profiling::estimate_collective("all_gather_into", int64_t(activation), l.tp,
+                                         profiling::group_profile(hw, l.tp, 1))
+              .time_s;
+    }
+  }
   auto seconds = [&](pipeline::Pass pass, int stage) { return costs[stage].of(pass).seconds; };
 
   const auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,

@@ -97,8 +97,16 @@ struct PipelineRuntime::Impl {
       return node.mapped();
     }
     const auto chunk = rt.setup_.chunks[chunk_of[key.first]];
-    torch::Tensor t =
-        torch::empty(chunk->hidden_shape(inputs[key.second].size(0)), activation_options);
+    const std::vector<int64_t> shape = chunk->hidden_shape(inputs[key.second].size(0));
+    if (chunk->hidden_replicated()) {
+      // The same tensor rank of the other stage sent its piece; this stage's group gathers them.
+      int64_t elements = 1;
+      for (int64_t d : shape) elements *= d;
+      torch::Tensor piece = torch::empty({elements / chunk->tensor_ranks()}, activation_options);
+      rt.setup_.comm->recv(piece, peer(from), tag);
+      return chunk->gather_hidden(piece, shape);
+    }
+    torch::Tensor t = torch::empty(shape, activation_options);
     rt.setup_.comm->recv(t, peer(from), tag);
     return t;
   }
@@ -129,6 +137,7 @@ struct PipelineRuntime::Impl {
     if (local(a.stage + 1)) {
       handed_activations[{a.stage + 1, a.micro}] = buffer;
     } else {
+      if (chunk.hidden_replicated()) buffer = chunk.hidden_piece(buffer);
       activation_sends[key] = {
           rt.setup_.comm->send_async(buffer, peer(a.stage + 1), activation_tag(a.stage + 1)),
           buffer};
@@ -177,17 +186,19 @@ struct PipelineRuntime::Impl {
     for (const auto& param : chunk.trainable()) {
       profiling::tag_memory(param.grad(), profiling::MemoryKind::kGradients);
     }
-    if (a.stage > 0) send_input_gradient(a, input_grad);
+    if (a.stage > 0) send_input_gradient(a, chunk, input_grad);
     if (a.pass == pipeline::Pass::kBackward || a.stage == 0) in_flight.erase(key);
   }
 
-  void send_input_gradient(const pipeline::Action& a, const torch::Tensor& input_grad) {
+  void send_input_gradient(const pipeline::Action& a, const TensorParallelStage& chunk,
+                           const torch::Tensor& input_grad) {
     auto buffer = input_grad.contiguous();
     profiling::tag_memory(buffer, profiling::MemoryKind::kCommBuffers);
     if (local(a.stage - 1)) {
       handed_gradients[{a.stage - 1, a.micro}] = buffer;
       return;
     }
+    if (chunk.hidden_replicated()) buffer = chunk.hidden_piece(buffer);
     if (v == 1 && !gradient_sends.empty()) {
       gradient_sends.back().first.wait();
       gradient_sends.clear();

@@ -171,6 +171,20 @@ std::vector<int64_t> TensorParallelStage::hidden_shape(int64_t sequences) const 
   return {sequences, time, config_.model.d_model};
 }
 
+torch::Tensor TensorParallelStage::hidden_piece(const torch::Tensor& whole) const {
+  TORCH_CHECK(whole.numel() % t_ == 0, "a hidden state of ", whole.numel(),
+              " elements does not split over ", t_, " tensor ranks");
+  const int64_t part = whole.numel() / t_;
+  return whole.contiguous().view({-1}).narrow(0, rank_ * part, part);
+}
+
+torch::Tensor TensorParallelStage::gather_hidden(const torch::Tensor& piece,
+                                                 const std::vector<int64_t>& shape) {
+  torch::Tensor whole = torch::empty({piece.numel() * t_}, piece.options());
+  comm_.all_gather_into(whole, piece);
+  return whole.view(shape);
+}
+
 torch::Tensor TensorParallelStage::forward(const torch::Tensor& input,
                                            const torch::Tensor& targets) {
   const ModelConfig& m = config_.model;

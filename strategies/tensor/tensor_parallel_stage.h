@@ -43,6 +43,16 @@ class TensorParallelStage {
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& targets);
   // Shape of the hidden state that leaves (or enters) a stage for `sequences` sequences.
   std::vector<int64_t> hidden_shape(int64_t sequences) const;
+  // Without sequence parallelism the hidden state between stages (and its gradient) is the same
+  // on every rank of the tensor group: each rank sends only its 1/t of it to the next stage,
+  // whose ranks gather the pieces over their own tensor group (Megatron's scatter-gather), so a
+  // pipeline link carries 1/t of the bytes. Exact: the pieces are the whole's own values.
+  bool hidden_replicated() const { return t_ > 1 && !config_.strategy_options.sequence_parallel; }
+  int tensor_ranks() const { return t_; }
+  // This rank's piece of a replicated hidden state (a contiguous view of its flat 1/t).
+  torch::Tensor hidden_piece(const torch::Tensor& whole) const;
+  // The whole of `shape` from every rank's piece; a collective over the tensor group.
+  torch::Tensor gather_hidden(const torch::Tensor& piece, const std::vector<int64_t>& shape);
 
   // Context parallelism: this rank's tokens sit at `positions` of their sequences (its zig-zag
   // chunks) and attention is ring attention over `ring` (strategies/context/ring_attention.h).

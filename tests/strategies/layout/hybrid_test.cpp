@@ -137,6 +137,44 @@ TEST(Hybrid, EachDimensionTalksOverItsOwnSubGroup) {
   }
 }
 
+// Between stages each tensor rank sends only its 1/t of the hidden state (which every tensor
+// rank holds whole without sequence parallelism), and the receiving stage's tensor group
+// gathers the pieces (Megatron's scatter-gather); with sequence parallelism each already holds
+// its 1/t of the sequence. Either way a link carries 1/t of the whole, and training is exact
+// (the equivalence suites run these layouts against one device).
+TEST(Hybrid, StagesSendEachTensorRanksPieceAndTheNextGathersThem) {
+  for (const bool sp : {false, true}) {
+    Config c = hybrid_config({1, 2, 2});
+    c.reference = false;
+    c.steps = 2;
+    c.strategy_options.sequence_parallel = sp;
+    finalize(c);
+    const RunSummary s = run_training(c);
+    ASSERT_TRUE(s.ok) << s.failure;
+    // A pipeline micro-batch: the tensor group's sequences over its micro-batches, in fp32.
+    const int64_t sequences = int64_t(c.micro_batch) * c.world / c.strategy_options.micro_batches;
+    const int64_t whole = sequences * c.model.seq * c.model.d_model * 4;
+    int sends = 0, gathers = 0;
+    for (const auto& e : s.ranks[0].comm_events) {
+      if (e.step != 1 || e.op != "send") continue;
+      ++sends;
+      EXPECT_EQ(e.bytes, whole / 2) << (sp ? "with" : "without") << " sequence parallelism";
+    }
+    // Stage 1's tensor rank gathers each activation it receives: as many gathers as stage 0
+    // sends.
+    for (const auto& e : s.ranks[2].comm_events) {
+      if (e.step == 1 && e.op == "all_gather_into" && e.group.rfind("tp", 0) == 0 &&
+          e.bytes == whole / 2)
+        ++gathers;
+    }
+    EXPECT_GT(sends, 0);
+    // (With sequence parallelism the regions' own all_gathers have the same size: not counted.)
+    if (!sp) {
+      EXPECT_EQ(gathers, sends) << "one gather per received activation";
+    }
+  }
+}
+
 TEST(Hybrid, TensorParallelRanksHoldAShareOfTheShardedParametersAndAllOfTheRest) {
   Config c = hybrid_config({2, 4, 1});
   c.reference = false;
