@@ -31,6 +31,14 @@ void Collectives::sync(const std::string& what) {
   shm::barrier(segment_, rank_, ++barriers_, std::chrono::milliseconds(timeout_ms_.load()), what);
 }
 
+void Collectives::sync_with_peers_present(const std::string& what) {
+  sync(what);
+  for (int r = 0; r < world(); ++r) {
+    if (r != rank_ && segment_.rank_area(r).gone.load(std::memory_order_acquire) != 0)
+      throw PeerFailure("rank " + std::to_string(r) + " left the group during " + what);
+  }
+}
+
 void Collectives::barrier(const std::string& what) {
   sync(what);
 }
@@ -57,7 +65,7 @@ void Collectives::all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op) {
   const int64_t element = tensor.element_size();
   const int64_t n = tensor.numel();
   publish(0, tensor);
-  sync("all_reduce");
+  sync_with_peers_present("all_reduce");
   const int64_t lo = n * rank_ / world(), hi = n * (rank_ + 1) / world();
   if (hi > lo) {
     // Rank 0's tensor gathers the share in rank order, then every other rank's gets a copy.
@@ -74,7 +82,7 @@ void Collectives::all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op) {
 
 void Collectives::all_gather_in_place(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   publish(0, input);
-  sync("all_gather");
+  sync_with_peers_present("all_gather");
   for (int r = 0; r < world(); ++r)
     std::memcpy(bytes_of(outputs[r]), published(r, 0), nbytes(input));
   sync("all_gather");
@@ -83,7 +91,7 @@ void Collectives::all_gather_in_place(std::vector<at::Tensor>& outputs, const at
 void Collectives::reduce_scatter_in_place(at::Tensor& output, const std::vector<at::Tensor>& inputs,
                                           c10d::ReduceOp op) {
   for (int d = 0; d < world(); ++d) publish(d, inputs[d]);
-  sync("reduce_scatter");
+  sync_with_peers_present("reduce_scatter");
   at::Tensor out = output.view({-1});
   // An output that is this rank's own piece of its input (an in-place reduce_scatter, as NCCL
   // allows) is still read below: reduce into a temporary, then copy.

@@ -104,7 +104,7 @@ void Collectives::all_reduce_by_peer_reads(at::Tensor& tensor, c10d::ReduceOp op
   const int64_t n = tensor.numel();
   const auto lo = [&](int r) { return n * r / world(); };
   publish(0, tensor);
-  sync("all_reduce");
+  sync_with_peers_present("all_reduce");
   // This rank reduces its share into its own tensor; then every rank reads the others' shares.
   if (lo(rank_ + 1) > lo(rank_)) {
     at::Tensor share = tensor.view({-1}).narrow(0, lo(rank_), lo(rank_ + 1) - lo(rank_));
@@ -124,7 +124,7 @@ void Collectives::all_reduce_by_peer_reads(at::Tensor& tensor, c10d::ReduceOp op
 void Collectives::all_gather_by_peer_reads(std::vector<at::Tensor>& outputs,
                                            const at::Tensor& input) {
   publish(0, input);
-  sync("all_gather");
+  sync_with_peers_present("all_gather");
   const int64_t bytes = input.numel() * static_cast<int64_t>(input.element_size());
   for (int r = 0; r < world(); ++r)
     read_from(r, published(r, 0), bytes_of(outputs[r]), bytes, "all_gather");
@@ -135,7 +135,7 @@ void Collectives::reduce_scatter_by_peer_reads(at::Tensor& output,
                                                const std::vector<at::Tensor>& inputs,
                                                c10d::ReduceOp op) {
   for (int d = 0; d < world(); ++d) publish(d, inputs[d]);
-  sync("reduce_scatter");
+  sync_with_peers_present("reduce_scatter");
   at::Tensor out = output.view({-1});
   reduce_share_from_peers([&](int r) { return published(r, rank_); }, out, op, "reduce_scatter");
   if (op.op_ == c10d::ReduceOp::AVG) out.div_(world());

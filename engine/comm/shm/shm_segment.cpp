@@ -155,6 +155,9 @@ void wait_until(const Segment& segment, std::atomic<uint32_t>& word,
     check_peers_alive(segment, what, missing);
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
+      // The last one may have arrived since: peers that passed on seeing this rank arrived must
+      // not find it gone.
+      if (done()) return;
       std::string ranks;
       for (int r = 0; r < segment.layout().world; ++r)
         if (missing(r)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);

@@ -75,18 +75,35 @@ TEST(ShmBackend, SumsInRankOrderAndEqualsGlooBitwiseAtTwoRanks) {
 
 TEST(ShmBackend, ALateRankIsNamedWithTheTimeout) {
   const LaunchSpec spec = shm_spec(3);
+  std::mutex mutex;
+  std::vector<torch::Tensor> given_up;  // the tensors of the ranks that timed out, kept here
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
     ctx.set_collective_timeout(std::chrono::milliseconds(500));
     auto t = torch::ones({8});
     if (ctx.rank == 2) std::this_thread::sleep_for(std::chrono::seconds(2));
-    ctx.comm->all_reduce(t);
+    try {
+      ctx.comm->all_reduce(t);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (ctx.rank != 2) given_up.push_back(t);
+      throw;
+    }
   });
+  // The late rank must not have reduced into the tensors of ranks that had given up.
+  ASSERT_EQ(given_up.size(), 2u);
+  for (const auto& t : given_up) EXPECT_TRUE(torch::equal(t, torch::ones({8}))) << t;
   ASSERT_FALSE(report.ok());
-  bool named = false;
-  for (const auto& f : report.failures)
+  bool named = false, late_told = false;
+  for (const auto& f : report.failures) {
     named = named || f.message.find("timed out after 500ms waiting for rank 2 in all_reduce") !=
                          std::string::npos;
+    // The late rank finds the others arrived, then gone: it must not touch their tensors (they
+    // may be freed by then; it once wrote into them), and says who left.
+    late_told = late_told || (f.rank == 2 && f.message.find("left the group during all_reduce") !=
+                                                 std::string::npos);
+  }
   EXPECT_TRUE(named) << report.root_failure()->message;
+  EXPECT_TRUE(late_told) << "rank 2 was not told that its peers left";
 }
 
 TEST(ShmBackend, ARankThatLeavesIsNamedBeforeTheTimeout) {
