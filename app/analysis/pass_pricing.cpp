@@ -7,6 +7,7 @@
 
 #include "engine/train/config_bounds.h"
 #include "engine/train/strategy_registry.h"
+#include "profiling/metrics/trace_metrics.h"
 #include "profiling/projection/transformer_costs.h"
 #include "profiling/trace/pipeline_pass_names.h"
 #include "strategies/common/memory_formula.h"
@@ -54,26 +55,16 @@ struct UnitPrices {
   }
 };
 
-// The host lane's waits (on a collective, or for a turn on a shared device), merged where they
-// overlap and sorted: not compute.
-std::vector<std::pair<int64_t, int64_t>> waits_of(const profiling::RankTrace& rank) {
-  std::vector<std::pair<int64_t, int64_t>> waits;
+// The host lane's waits (on a collective, or for a turn on a shared device), merged: not compute.
+profiling::Intervals waits_of(const profiling::RankTrace& rank) {
+  profiling::Intervals waits;
   for (const auto& e : rank.events)
     if (e.category == profiling::Category::kWait && e.lane == profiling::kHostLane)
       waits.push_back({e.t0_ns, e.t1_ns});
-  std::sort(waits.begin(), waits.end());
-  std::vector<std::pair<int64_t, int64_t>> merged;
-  for (const auto& w : waits) {
-    if (!merged.empty() && w.first <= merged.back().second)
-      merged.back().second = std::max(merged.back().second, w.second);
-    else
-      merged.push_back(w);
-  }
-  return merged;
+  return profiling::merged(std::move(waits));
 }
 
-int64_t waiting_inside(const std::vector<std::pair<int64_t, int64_t>>& waits, int64_t t0,
-                       int64_t t1) {
+int64_t waiting_inside(const profiling::Intervals& waits, int64_t t0, int64_t t1) {
   auto it = std::lower_bound(waits.begin(), waits.end(), t0,
                              [](const auto& w, int64_t t) { return w.second <= t; });
   int64_t waited = 0;

@@ -100,8 +100,7 @@ struct PipelineRuntime::Impl {
     const std::vector<int64_t> shape = chunk->hidden_shape(inputs[key.second].size(0));
     if (chunk->hidden_replicated()) {
       // The same tensor rank of the other stage sent its piece; this stage's group gathers them.
-      int64_t elements = 1;
-      for (int64_t d : shape) elements *= d;
+      const int64_t elements = c10::multiply_integers(shape);
       torch::Tensor piece = torch::empty({elements / chunk->tensor_ranks()}, activation_options);
       rt.setup_.comm->recv(piece, peer(from), tag);
       return chunk->gather_hidden(piece, shape);

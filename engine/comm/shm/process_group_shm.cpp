@@ -203,6 +203,11 @@ ProcessGroupShm::~ProcessGroupShm() {
   for (int r = 0; r < size_; ++r) ring_doorbell(segment_->rank_area(r));
 }
 
+int ProcessGroupShm::checked_root(int64_t root) const {
+  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
+  return static_cast<int>(root);
+}
+
 void ProcessGroupShm::setTimeout(std::chrono::milliseconds timeout) {
   collectives_->set_timeout(timeout);
   mailbox_->set_timeout(timeout);
@@ -287,8 +292,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::enqueue(c10d::OpType type,
 c10::intrusive_ptr<c10d::Work> ProcessGroupShm::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
   require_single(tensors, "broadcast");
-  const int root = static_cast<int>(opts.rootRank);
-  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
+  const int root = checked_root(opts.rootRank);
   return enqueue(c10d::OpType::BROADCAST, tensors, {}, [this, t = tensors[0], root] {
     HostCopy c(t);
     collectives_->broadcast(c.host, root);
@@ -318,8 +322,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupShm::reduce(std::vector<at::Tensor>& tensors,
                                                        const c10d::ReduceOptions& opts) {
   require_single(tensors, "reduce");
-  const int root = static_cast<int>(opts.rootRank);
-  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
+  const int root = checked_root(opts.rootRank);
   const c10d::ReduceOp op = opts.reduceOp;
   return enqueue(c10d::OpType::REDUCE, tensors, {}, [this, t = tensors[0], root, op] {
     HostCopy c(t);
@@ -360,8 +363,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::gather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::GatherOptions& opts) {
   require_single(inputs, "gather");
-  const int root = static_cast<int>(opts.rootRank);
-  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
+  const int root = checked_root(opts.rootRank);
   std::vector<at::Tensor> outs = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
   return enqueue(c10d::OpType::GATHER, outs, inputs, [this, in = inputs[0], outs, root] {
     HostCopy input(in);
@@ -376,8 +378,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
   require_single(outputs, "scatter");
-  const int root = static_cast<int>(opts.rootRank);
-  if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
+  const int root = checked_root(opts.rootRank);
   std::vector<at::Tensor> ins = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
   return enqueue(c10d::OpType::SCATTER, outputs, ins, [this, out = outputs[0], ins, root] {
     HostCopy output(out);

@@ -94,6 +94,7 @@ class ProcessGroupShm final : public c10d::Backend {
   std::vector<std::function<void()>> failed_;
   std::vector<at::Tensor> failed_staging_;  // its host copies of CUDA or strided tensors
   void check_peer(int peer, const char* what) const;
+  int checked_root(int64_t root) const;  // a root rank of this group, or invalid_argument
   std::mutex graveyard_mutex_;
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> graveyard_;
   bool stop_ = false;
