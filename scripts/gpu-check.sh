@@ -60,7 +60,8 @@ fi
 status=0
 # GPU_SECTIONS picks sections of the run phase by name (default: all of them), to spend a lease
 # only on what changed: bench-threads bench-processes nccl cupti cupti-kineto cupti-processes
-# world1 world1-bf16 hang projection memory bench-small ep engine-cost world4 world4-untraced.
+# world1 world1-bf16 hang projection memory bench-small ep engine-cost world4 world4-untraced
+# shm-threads host-ops world1-untraced.
 want() { [ -z "${GPU_SECTIONS:-}" ] || [[ " $GPU_SECTIONS " == *" $1 "* ]]; }
 bench() {
   local name="$1"; shift
@@ -78,6 +79,13 @@ want bench-processes &&
 # host memory: trains and matches one device, and its step times beside Gloo's above.
 want shm &&
   bench "processes, 4 ranks on $DEV over shm" --quick --world 4 --device "$DEV" --backend shm --mode processes
+want shm-threads &&
+  bench "threads, 4 ranks on $DEV over shm" --quick --world 4 --device "$DEV" --backend shm --mode threads
+# Issue 34: the host's cost per operator of each kind in C++ on this GPU, and our GPT's census.
+want host-ops && for precision in bf16 fp32; do
+  step "host cost per operator on $DEV, $precision"
+  "$BIN" perf --only host-ops --device "$DEV" --precision "$precision" --format markdown || status=1
+done
 if want nccl; then
   bench "world 1 over nccl" --quick --world 1 --device "$DEV" --backend nccl
   bench "auto backend, world 1" --quick --world 1 --device "$DEV" --backend auto --strategies single,ddp_bucketed
@@ -252,13 +260,23 @@ done
 tar czf "$OUT/world4.tgz" -C "$BUILD_LOGS" world4 || status=1
 }
 
-# The same without CUPTI: what 4 rank processes sharing $DEV take a step when no kernel is traced.
-want world4-untraced && for preset in tiny small gpt2-small; do
-  step "world 4 processes on $DEV: ddp_bucketed, $preset, bf16, no device tracing"
-  "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend gloo \
-    --preset "$preset" --steps 10 --no-reference --precision bf16 --timeout 60 --no-device-tracing \
-    --json "$BUILD_LOGS/w4u-$preset.json" | grep -E "^(ranks agree|run failed|device tracing)" || status=1
-  median_step "$BUILD_LOGS/w4u-$preset.json" "w4 $preset bf16 untraced" || status=1
+# The same without CUPTI: what 4 rank processes sharing $DEV take a step when no kernel is traced,
+# over each backend of GPU_BACKENDS (issue 38: shm stages CUDA tensors through host memory).
+want world4-untraced && for backend in ${GPU_BACKENDS:-gloo}; do
+  for preset in tiny small gpt2-small; do
+    step "world 4 processes on $DEV over $backend: ddp_bucketed, $preset, bf16, no device tracing"
+    "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend "$backend" \
+      --preset "$preset" --steps 10 --no-reference --precision bf16 --timeout 60 --no-device-tracing \
+      --json "$BUILD_LOGS/w4u-$preset.json" | grep -E "^(ranks agree|run failed|device tracing)" || status=1
+    median_step "$BUILD_LOGS/w4u-$preset.json" "w4 $preset bf16 untraced $backend" || status=1
+  done
+done
+
+# Issue 34's measured points without any tracing: world 1 of each small preset, bf16.
+want world1-untraced && for preset in tiny small gpt2-small; do
+  "$BIN" run --preset "$preset" --world 1 --device "$DEV" --steps 20 --no-reference --precision bf16 \
+    --no-tracing --json "$BUILD_LOGS/w1u-$preset.json" >/dev/null || status=1
+  median_step "$BUILD_LOGS/w1u-$preset.json" "w1 $preset bf16 untraced" || status=1
 done
 
 want bench-small && bench "small, processes, 4 ranks on $DEV" --preset small --steps 10 --world 4 --device "$DEV" --backend gloo --mode processes

@@ -349,14 +349,14 @@ void add_perf_subcommand(CLI::App& app, PerfArgs* perf_args) {
   CLI::App& sub = *perf_args->app;
   sub.add_flag("--quick", perf_args->options.quick, "fewer rounds, smaller cases (about a minute)");
   sub.add_option("--only", perf_args->only,
-                 "comma-separated sections: engine, tracing, collectives, ddp, startup, gui, "
-                 "scaling (default: all)");
+                 "comma-separated sections: engine, tracing, collectives, backends, ddp, startup, "
+                 "gui, scaling, host-ops (default: all)");
   sub.add_option("--format", perf_args->format, "table, markdown or json");
   sub.add_option("--trace", perf_args->options.trace,
                  "gui: time opening and drawing this trace instead of a synthetic one (a file, "
                  "a folder of rank traces)");
   sub.add_option("--device", perf_args->options.device,
-                 "engine: train both loops on this device (cpu or cuda:N)")
+                 "engine and host-ops: run on this device (cpu or cuda:N)")
       ->capture_default_str();
   sub.add_option("--precision", perf_args->options.precision,
                  "engine: fp32, or bf16 autocast as `run --precision bf16`")

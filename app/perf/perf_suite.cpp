@@ -76,8 +76,9 @@ double median_step_seconds(const std::vector<double>& steps) {
 }
 
 const std::vector<std::string>& section_names() {
-  static const std::vector<std::string> names = {"engine", "tracing", "collectives", "backends",
-                                                 "ddp",    "startup", "gui",         "scaling"};
+  static const std::vector<std::string> names = {"engine",   "tracing", "collectives",
+                                                 "backends", "ddp",     "startup",
+                                                 "gui",      "scaling", "host-ops"};
   return names;
 }
 
@@ -90,7 +91,8 @@ std::vector<PerfRow> run_suite(const PerfOptions& options) {
        {"ddp", measure_ddp_against_pytorch},
        {"startup", measure_startup},
        {"gui", measure_gui},
-       {"scaling", measure_scaling}};
+       {"scaling", measure_scaling},
+       {"host-ops", measure_host_ops}};
   for (const auto& s : options.sections) {
     if (sections.count(s) == 0) {
       std::string known;

@@ -17,7 +17,7 @@ namespace shardscope::perf {
 // One line of the performance table: ours against a baseline measured side by side in the same
 // run (interleaved, medians), as a ratio with the target it is held to.
 struct PerfRow {
-  std::string section;  // engine, tracing, collectives, ddp, startup, gui, scaling
+  std::string section;  // engine, tracing, collectives, ddp, startup, gui, scaling, host-ops
   std::string what;     // the case: "all_reduce 1 MiB, world 2", ...
   double ours = 0;
   double baseline = 0;  // 0: no baseline (an absolute figure)
@@ -57,6 +57,7 @@ void measure_ddp_against_pytorch(const PerfOptions& options, std::vector<PerfRow
 void measure_startup(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_gui(const PerfOptions& options, std::vector<PerfRow>& rows);
 void measure_scaling(const PerfOptions& options, std::vector<PerfRow>& rows);
+void measure_host_ops(const PerfOptions& options, std::vector<PerfRow>& rows);
 
 const std::vector<std::string>& section_names();
 // Runs the chosen sections in order. Throws std::invalid_argument for an unknown section.

@@ -1,0 +1,158 @@
+// What the host spends to dispatch one operator of each kind, in C++ through LibTorch, on the
+// device asked for (issue 34: a small model on a GPU is bound by it, and the projection prices
+// it by kind): a view, a kernel-launching operator with and without autograd recording, a
+// matmul, one autograd node in backward, and AdamW's step for one parameter tensor. Then the
+// census of our GPT's own step (op_census.h), per block, for the projection to be checked
+// against. Tensors are tiny, so on a GPU the device keeps up and the host's time is what is
+// timed; on a CPU the kernels run inline and are timed with it.
+#include <chrono>
+#include <cstdio>
+#include <functional>
+
+#include <torch/torch.h>
+#include <nlohmann/json.hpp>
+
+#include "app/perf/op_census.h"
+#include "app/perf/perf_suite.h"
+#include "engine/train/config.h"
+
+namespace shardscope::perf {
+
+namespace {
+
+void synchronize(const c10::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? 0 : device.index());
+}
+
+// Host microseconds per call of `fn` (which dispatches `ops_per_call` operators), the median of
+// five batches of `calls`, each batch started on an idle device and timed before it is waited for.
+double host_us_per_op(const c10::Device& device, int calls, int ops_per_call,
+                      const std::function<void()>& fn) {
+  fn();
+  synchronize(device);
+  std::vector<double> us;
+  for (int batch = 0; batch < 5; ++batch) {
+    synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    synchronize(device);
+    us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() /
+                 (double(calls) * ops_per_call));
+  }
+  return median(us);
+}
+
+PerfRow figure(const std::string& what, double value, const std::string& unit,
+               const std::string& note = "") {
+  PerfRow row;
+  row.section = "host-ops";
+  row.what = what;
+  row.ours = value;
+  row.unit = unit;
+  row.note = note;
+  return row;
+}
+
+void measure_dispatch(const c10::Device& device, int calls, std::vector<PerfRow>& rows) {
+  const auto on = torch::TensorOptions().device(device);
+  auto x = torch::randn({64, 64}, on);
+  auto w = torch::randn({64, 64}, on);
+  torch::NoGradGuard no_grad;
+  rows.push_back(figure("view (x.view, x.transpose)",
+                        host_us_per_op(device, calls, 2,
+                                       [&] {
+                                         auto v = x.view({32, 128});
+                                         auto t = x.transpose(0, 1);
+                                       }),
+                        "us/op"));
+  rows.push_back(figure("elementwise kernel (add_), no autograd",
+                        host_us_per_op(device, calls, 1, [&] { x.add_(1e-6); }), "us/op"));
+  rows.push_back(figure("matmul (linear 64x64)",
+                        host_us_per_op(device, calls, 1, [&] { auto y = torch::linear(x, w); }),
+                        "us/op"));
+}
+
+void measure_autograd(const c10::Device& device, int calls, std::vector<PerfRow>& rows) {
+  const auto on = torch::TensorOptions().device(device);
+  auto leaf = torch::randn({64, 64}, on.requires_grad(true));
+  constexpr int kChain = 32;
+  // The forward of a chain: each mul records its node.
+  rows.push_back(figure("elementwise kernel (mul), recording autograd",
+                        host_us_per_op(device, calls / kChain, kChain,
+                                       [&] {
+                                         auto h = leaf;
+                                         for (int i = 0; i < kChain; ++i) h = h * 1.0001;
+                                       }),
+                        "us/op"));
+  // Its backward: kChain MulBackward0 nodes and one AccumulateGrad, each launching a kernel.
+  std::vector<double> us;
+  for (int rep = 0; rep < 7; ++rep) {
+    auto h = leaf;
+    for (int i = 0; i < kChain; ++i) h = h * 1.0001;
+    auto loss = h.sum();
+    synchronize(device);
+    const auto t0 = std::chrono::steady_clock::now();
+    loss.backward();
+    const auto t1 = std::chrono::steady_clock::now();
+    synchronize(device);
+    if (rep > 0)
+      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / (kChain + 2));
+  }
+  rows.push_back(figure("autograd node in backward (MulBackward0)", median(us), "us/op",
+                        "backward() of a chain of 32 muls over its 34 nodes"));
+}
+
+void measure_optimizer(const c10::Device& device, int calls, std::vector<PerfRow>& rows) {
+  const auto on = torch::TensorOptions().device(device);
+  std::vector<torch::Tensor> params;
+  for (int i = 0; i < 64; ++i) {
+    params.push_back(torch::randn({64}, on).requires_grad_(true));
+    params.back().mutable_grad() = torch::randn({64}, on);
+  }
+  torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(1e-4).weight_decay(0.1));
+  rows.push_back(figure("AdamW step, one parameter tensor",
+                        host_us_per_op(device, std::max(1, calls / 64), 64, [&] { adamw.step(); }),
+                        "us/tensor"));
+}
+
+void census_rows(const PerfOptions& options, std::vector<PerfRow>& rows) {
+  // Per block: the census of two blocks less that of one.
+  OpCensus one, two;
+  for (int layers : {1, 2}) {
+    Config config =
+        config_from_json(nlohmann::json{{"strategy", "single"},
+                                        {"preset", "tiny"},
+                                        {"device", options.device},
+                                        {"model", {{"layers", layers}}},
+                                        {"strategy_options", {{"precision", options.precision}}}});
+    finalize(config);
+    (layers == 1 ? one : two) = census_of_step(config);
+  }
+  const std::string where = " (" + options.precision + ")";
+  rows.push_back(figure("forward: operators a block" + where,
+                        double(two.forward_ops - one.forward_ops), "ops",
+                        std::to_string(two.forward_views - one.forward_views) + " of them views; " +
+                            std::to_string(one.forward_ops) + " at one block"));
+  rows.push_back(figure("backward: autograd nodes a block" + where,
+                        double(two.backward_nodes - one.backward_nodes), "nodes",
+                        std::to_string(one.backward_nodes) + " at one block"));
+  rows.push_back(figure("optimizer: operators a parameter tensor" + where,
+                        double(two.optimizer_ops - one.optimizer_ops) / 12.0, "ops",
+                        "12 parameter tensors a block"));
+}
+
+}  // namespace
+
+void measure_host_ops(const PerfOptions& options, std::vector<PerfRow>& rows) {
+  const c10::Device device(options.device);
+  const int calls = options.quick ? 256 : 4096;
+  if (options.progress) options.progress("  dispatch of one operator of each kind");
+  measure_dispatch(device, calls, rows);
+  measure_autograd(device, calls, rows);
+  measure_optimizer(device, calls, rows);
+  if (options.progress) options.progress("  census of our GPT's step");
+  census_rows(options, rows);
+}
+
+}  // namespace shardscope::perf

@@ -1,0 +1,127 @@
+#include "app/perf/op_census.h"
+
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "engine/model/gpt_model.h"
+#include "engine/model/mixed_precision.h"
+#include "engine/model/token_data.h"
+#include "engine/train/optimizer_factory.h"
+
+namespace shardscope::perf {
+
+namespace {
+
+// The observer's state: function pointers take no capture, and autograd runs a CUDA backward on
+// a thread of its own, so the counts are shared and the nesting depth is per thread.
+std::mutex census_mutex;
+std::map<std::string, int64_t>* counting = nullptr;  // where top-level ops go; null: none
+thread_local int depth = 0;
+
+std::unique_ptr<at::ObserverContext> op_begins(const at::RecordFunction& fn) {
+  const bool node = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
+  if (depth++ == 0 || node) {
+    std::lock_guard<std::mutex> lock(census_mutex);
+    if (counting != nullptr) ++(*counting)[fn.name()];
+  }
+  return nullptr;
+}
+
+void op_ends(const at::RecordFunction&, at::ObserverContext*) {
+  --depth;
+}
+
+// Counts, into `names`, what `fn` dispatches at the top level; backward nodes are counted at any
+// depth (autograd's engine calls them from within backward()).
+template <typename Fn>
+void count_into(std::map<std::string, int64_t>& names, Fn&& fn) {
+  {
+    std::lock_guard<std::mutex> lock(census_mutex);
+    counting = &names;
+  }
+  auto handle = at::addGlobalCallback(
+      at::RecordFunctionCallback(op_begins, op_ends)
+          .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
+  try {
+    fn();
+  } catch (...) {
+    at::removeCallback(handle);
+    std::lock_guard<std::mutex> lock(census_mutex);
+    counting = nullptr;
+    throw;
+  }
+  at::removeCallback(handle);
+  std::lock_guard<std::mutex> lock(census_mutex);
+  counting = nullptr;
+}
+
+int64_t total(const std::map<std::string, int64_t>& names) {
+  int64_t n = 0;
+  for (const auto& [name, count] : names) n += count;
+  return n;
+}
+
+}  // namespace
+
+bool is_view_op(const std::string& name) {
+  static const std::set<std::string> views = {
+      "aten::view",           "aten::_unsafe_view", "aten::reshape",
+      "aten::_reshape_alias", "aten::transpose",    "aten::t",
+      "aten::permute",        "aten::unsqueeze",    "aten::squeeze",
+      "aten::expand",         "aten::slice",        "aten::select",
+      "aten::split",          "aten::chunk",        "aten::unbind",
+      "aten::narrow",         "aten::as_strided",   "aten::detach",
+      "aten::alias",          "aten::flatten",      "aten::unflatten",
+      "aten::view_as",        "aten::expand_as",    "aten::split_with_sizes"};
+  return views.count(name) > 0;
+}
+
+OpCensus census_of_step(const Config& c) {
+  const c10::Device device(c.device);
+  GptModel model(c.model, c.seed);
+  model->to(device);
+  auto optimizer = make_optimizer(c.optimizer, model->parameters());
+  auto corpus = TokenCorpus::load(c.data, c.model.vocab, c.seed);
+  BatchSampler sampler(corpus, c.model.seq, c.micro_batch, 1, 1, c.seed);
+  OpCensus census;
+  for (int step = 0; step < 2; ++step) {
+    const bool counted = step == 1;
+    std::map<std::string, int64_t> forward, backward, optimizer_ops;
+    optimizer->zero_grad();
+    Batch batch = sampler.micro_batch(step, 0, 0);
+    if (!device.is_cpu()) batch = {batch.inputs.to(device), batch.targets.to(device)};
+    torch::Tensor loss;
+    {
+      ComputePrecisionScope precision(c.strategy_options, device.type());
+      auto forward_pass = [&] { loss = model->loss(batch); };
+      counted ? count_into(forward, forward_pass) : forward_pass();
+      auto backward_pass = [&] { loss.backward(); };
+      counted ? count_into(backward, backward_pass) : backward_pass();
+    }
+    auto step_pass = [&] { optimizer->step(); };
+    counted ? count_into(optimizer_ops, step_pass) : step_pass();
+    if (!counted) continue;
+    census.forward_names = forward;
+    census.forward_ops = total(forward);
+    for (const auto& [name, count] : forward)
+      if (is_view_op(name)) census.forward_views += count;
+    // Autograd records each node twice, as "autograd::engine::evaluate_function: XBackward0"
+    // around "XBackward0"; backward() itself and the ops nodes call are not nodes.
+    const std::string evaluate = "autograd::engine::evaluate_function: ";
+    for (const auto& [name, count] : backward) {
+      if (name.rfind(evaluate, 0) == 0) continue;
+      if (name.find("Backward") == std::string::npos && name != "torch::autograd::AccumulateGrad")
+        continue;
+      census.backward_names[name] = count;
+      census.backward_nodes += count;
+    }
+    census.optimizer_names = optimizer_ops;
+    census.optimizer_ops = total(optimizer_ops);
+  }
+  return census;
+}
+
+}  // namespace shardscope::perf
