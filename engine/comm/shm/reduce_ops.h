@@ -20,8 +20,11 @@ inline int64_t nbytes(const at::Tensor& t) {
 // `elements` of `like`'s dtype at `data`, on the host.
 at::Tensor view_of(const uint8_t* data, int64_t elements, const at::Tensor& like);
 
-// acc <- acc (op) other, elementwise.
+// acc <- acc (op) other, elementwise, on this thread alone (never the intra-op pool: see the
+// .cpp). Both contiguous.
 void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op);
+// What ends a reduction over `world` ranks: AVG divides the sum, the other ops leave it.
+void finish_reduction(at::Tensor& t, c10d::ReduceOp op, int world);
 
 // Refused before the first barrier, on every rank alike: a reduction that would throw on some
 // ranks only (those with a share) would leave the others waiting.

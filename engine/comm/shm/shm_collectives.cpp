@@ -22,7 +22,7 @@ void reduce_slots(const Segment& segment, int buffer, size_t offset, int64_t ele
   if (bytes_of(out) != first) std::memcpy(bytes_of(out), first, bytes);
   for (int r = 1; r < world; ++r)
     combine(out, view_of(segment.slot(buffer, r) + offset, elements, out), op);
-  if (op.op_ == c10d::ReduceOp::AVG) out.div_(world);
+  finish_reduction(out, op, world);
 }
 
 }  // namespace
@@ -72,7 +72,7 @@ void Collectives::all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op) {
     at::Tensor share = view_of(published(0, 0) + lo * element, hi - lo, tensor);
     for (int r = 1; r < world(); ++r)
       combine(share, view_of(published(r, 0) + lo * element, hi - lo, tensor), op);
-    if (op.op_ == c10d::ReduceOp::AVG) share.div_(world());
+    finish_reduction(share, op, world());
     for (int r = 1; r < world(); ++r)
       std::memcpy(published(r, 0) + lo * element, published(0, 0) + lo * element,
                   (hi - lo) * element);
@@ -100,8 +100,8 @@ void Collectives::reduce_scatter_in_place(at::Tensor& output, const std::vector<
   std::memcpy(bytes_of(acc), published(0, rank_), nbytes(acc));
   for (int r = 1; r < world(); ++r)
     combine(acc, view_of(published(r, rank_), acc.numel(), acc), op);
-  if (op.op_ == c10d::ReduceOp::AVG) acc.div_(world());
-  if (own_piece) out.copy_(acc);
+  finish_reduction(acc, op, world());
+  if (own_piece) std::memcpy(bytes_of(out), bytes_of(acc), nbytes(acc));
   sync("reduce_scatter");
 }
 

@@ -110,7 +110,7 @@ void Collectives::all_reduce_by_peer_reads(at::Tensor& tensor, c10d::ReduceOp op
     at::Tensor share = tensor.view({-1}).narrow(0, lo(rank_), lo(rank_ + 1) - lo(rank_));
     reduce_share_from_peers([&](int r) { return published(r, 0) + lo(rank_) * element; }, share, op,
                             "all_reduce");
-    if (op.op_ == c10d::ReduceOp::AVG) share.div_(world());
+    finish_reduction(share, op, world());
   }
   sync("all_reduce");
   for (int r = 0; r < world(); ++r) {
@@ -138,7 +138,7 @@ void Collectives::reduce_scatter_by_peer_reads(at::Tensor& output,
   sync_with_peers_present("reduce_scatter");
   at::Tensor out = output.view({-1});
   reduce_share_from_peers([&](int r) { return published(r, rank_); }, out, op, "reduce_scatter");
-  if (op.op_ == c10d::ReduceOp::AVG) out.div_(world());
+  finish_reduction(out, op, world());
   sync("reduce_scatter");
 }
 
