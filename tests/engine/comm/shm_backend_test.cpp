@@ -7,8 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <thread>
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
 
 #include <torch/torch.h>
 
@@ -218,6 +223,49 @@ TEST(ShmBackend, AReduceScatterIntoItsOwnInputSumsEveryRanksPiece) {
     });
     unsetenv("SHARDSCOPE_SHM_PATH");
     EXPECT_TRUE(report.ok()) << path << ": " << report.root_failure()->message;
+  }
+}
+
+// The largest tensor that an add_ or div_ of the process was given since it was reset.
+std::atomic<int64_t> largest_reduction_op{0};
+
+std::unique_ptr<at::ObserverContext> note_reduction_op(const at::RecordFunction& fn) {
+  const std::string name = fn.name();
+  if (name != "aten::add_" && name != "aten::div_") return nullptr;
+  const auto inputs = fn.inputs();
+  if (!inputs.empty() && inputs[0].isTensor()) {
+    const int64_t n = inputs[0].toTensor().numel();
+    int64_t seen = largest_reduction_op.load();
+    while (n > seen && !largest_reduction_op.compare_exchange_weak(seen, n)) {
+    }
+  }
+  return nullptr;
+}
+
+// A reduction runs on the backend's thread alone: an ATen op over more than the grain size would
+// fan out over the intra-op pool, and four rank processes on a 16-core GPU host, each with a pool
+// of 16 spinning threads, made a `small` step take 3.7 s instead of 0.14 (H100, 2026-11-26).
+TEST(ShmBackend, ReducesOnItsOwnThreadInPiecesTheIntraOpPoolNeverTakes) {
+  const int64_t n = 1 << 20;  // 32 grain sizes
+  for (const char* path : {"", "slots", "peer-reads"}) {
+    if (*path) setenv("SHARDSCOPE_SHM_PATH", path, 1);
+    largest_reduction_op = 0;
+    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(note_reduction_op)
+                                            .needsInputs(true)
+                                            .scopes({at::RecordScope::FUNCTION}));
+    const LaunchReport report = launch_rank_threads(shm_spec(2), [&](RankContext& ctx) {
+      auto t = torch::full({n}, float(ctx.rank + 1));
+      c10d::AllreduceOptions avg;
+      avg.reduceOp = c10d::ReduceOp::AVG;
+      std::vector<at::Tensor> tensors{t};
+      ctx.comm->process_group()->allreduce(tensors, avg)->wait();
+      EXPECT_TRUE(torch::equal(t, torch::full({n}, 1.5f))) << path << ", rank " << ctx.rank;
+    });
+    at::removeCallback(handle);
+    unsetenv("SHARDSCOPE_SHM_PATH");
+    EXPECT_TRUE(report.ok()) << path << ": " << report.root_failure()->message;
+    EXPECT_GT(largest_reduction_op.load(), 0) << path << ": no add_ or div_ was seen";
+    EXPECT_LE(largest_reduction_op.load(), at::internal::GRAIN_SIZE) << path;
   }
 }
 
