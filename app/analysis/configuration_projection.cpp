@@ -31,12 +31,12 @@ void require(bool ok, const char* field, const std::string& message) {
 
 // A pass of one pipeline stage: its time, and the part of it spent in the tensor group's
 // collectives. The host dispatches each op (PyTorch eager) while the device runs the ones before
-// it, so a block's pass takes its kernels' time or its dispatches', whichever is longer: small
-// models are bound by the host, as they are on a GPU.
+// it, so a block's pass takes its kernels' time or its host's, whichever is longer: small models
+// are bound by the host, as they are on a GPU.
 struct PassCost {
   double seconds = 0, tensor_comm = 0;
-  void add(const std::vector<PricedOp>& ops, double times, double dispatch_s) {
-    seconds += times * profiling::host_or_device_seconds(ops, dispatch_s);
+  void add(const std::vector<PricedOp>& ops, double times, double host_s) {
+    seconds += times * profiling::host_or_device_seconds(ops, host_s);
     tensor_comm += times * profiling::total_seconds(ops, Kind::kTensorComm);
   }
 };
@@ -134,9 +134,11 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   const PassOps block = profiling::block_ops(shape, hw, tensor_group);
   const PassOps embedding = profiling::embedding_ops(shape, hw, tensor_group);
   const PassOps head = profiling::head_ops(shape, hw, tensor_group);
-  *layer_forward = profiling::total_seconds(block.forward);
-  *layer_backward = profiling::total_seconds(block.backward_input) +
-                    profiling::total_seconds(block.backward_weight);
+  // What a block's pass takes: its kernels, or its host's dispatch when that is longer.
+  *layer_forward = profiling::host_or_device_seconds(block.forward, block.forward_host_s);
+  *layer_backward =
+      profiling::host_or_device_seconds(block.backward_input, block.backward_input_host_s) +
+      profiling::host_or_device_seconds(block.backward_weight, block.backward_weight_host_s);
   const int stages = l.pp * l.v;
   const auto blocks = stage_blocks(config.model, stages);
   std::vector<StageCost> costs(stages);
@@ -145,10 +147,9 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
     for (const auto& [ops, times] : {std::pair<const PassOps*, double>{&block, n},
                                      {&embedding, s == 0 ? 1.0 : 0.0},
                                      {&head, s == stages - 1 ? 1.0 : 0.0}}) {
-      const double dispatch = hw.gpu.dispatch_us * 1e-6;
-      costs[s].forward.add(ops->forward, times, dispatch);
-      costs[s].input.add(ops->backward_input, times, dispatch);
-      costs[s].weight.add(ops->backward_weight, times, dispatch);
+      costs[s].forward.add(ops->forward, times, ops->forward_host_s);
+      costs[s].input.add(ops->backward_input, times, ops->backward_input_host_s);
+      costs[s].weight.add(ops->backward_weight, times, ops->backward_weight_host_s);
     }
   }
   return costs;

@@ -100,21 +100,24 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   const profiling::PassOps block = profiling::block_ops(shape, hw, group);
   const profiling::PassOps embedding = profiling::embedding_ops(shape, hw, group);
   const profiling::PassOps head = profiling::head_ops(shape, hw, group);
-  const double dispatch = hw.gpu.dispatch_us * 1e-6;
-  const auto priced = [&](const std::vector<PricedOp>& ops) {
-    return profiling::host_or_device_seconds(ops, dispatch);
+  const auto priced = [&](const std::vector<PricedOp>& ops, double host_s) {
+    return profiling::host_or_device_seconds(ops, host_s);
+  };
+  const auto backward_host = [](const profiling::PassOps& ops) {
+    return ops.backward_input_host_s + ops.backward_weight_host_s;
   };
   UnitPrices u;
-  u.embedding_forward = priced(compute_only(embedding.forward));
-  u.block_forward = priced(compute_only(block.forward));
-  u.block_backward = priced(joined(block.backward_input, block.backward_weight));
-  u.head_forward = priced(compute_only(head.forward));
+  u.embedding_forward = priced(compute_only(embedding.forward), embedding.forward_host_s);
+  u.block_forward = priced(compute_only(block.forward), block.forward_host_s);
+  u.block_backward =
+      priced(joined(block.backward_input, block.backward_weight), backward_host(block));
+  u.head_forward = priced(compute_only(head.forward), head.forward_host_s);
   // The embedding's backward runs after the first block's, outside any span: priced with the
   // head's, so the micro-batch's total is whole.
   std::vector<PricedOp> head_back = joined(head.backward_input, head.backward_weight);
   for (const auto& op : joined(embedding.backward_input, embedding.backward_weight))
     head_back.push_back(op);
-  u.head_backward = priced(head_back);
+  u.head_backward = priced(head_back, backward_host(head) + backward_host(embedding));
   u.whole_backward = u.head_backward + config.model.layers * u.block_backward;
   const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
   u.optimizer = profiling::optimizer_seconds(hw, double(memory.parameters_per_gpu),
@@ -137,9 +140,9 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
     for (const auto* pass : {&ops->forward, &ops->backward_input, &ops->backward_weight}) {
       const auto compute = compute_only(*pass);
       p.kernels_s += times * profiling::total_seconds(compute);
-      p.dispatch_s += times * double(compute.size()) * dispatch;
       p.ops_per_micro_batch += int(times * double(compute.size()));
     }
+    p.dispatch_s += times * (ops->forward_host_s + backward_host(*ops));
   }
   for (const auto& rank : trace.ranks) {
     const auto waits = waits_of(rank);
@@ -168,11 +171,11 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   char text[400];
   std::snprintf(text, sizeof text,
                 "compute priced kernel by kernel on %s's GPU (bf16 kernels): a micro-batch of %lld "
-                "sequences is %d ops, %.2f ms of kernels and %.2f ms of the host dispatching them "
-                "(%.1f us each), so it is bound by %s: forward %.2f ms, backward %.2f ms; the "
-                "optimizer step %.2f ms",
+                "sequences is %d ops, %.2f ms of kernels and %.2f ms of the host dispatching its "
+                "operators and autograd nodes (%.1f us a kernel-launching operator), so it is "
+                "bound by %s: forward %.2f ms, backward %.2f ms; the optimizer step %.2f ms",
                 hw.name.c_str(), static_cast<long long>(shape.sequences), p.ops_per_micro_batch,
-                p.kernels_s * 1e3, p.dispatch_s * 1e3, hw.gpu.dispatch_us,
+                p.kernels_s * 1e3, p.dispatch_s * 1e3, hw.gpu.host_costs().autograd_op_us,
                 p.launch_bound() ? "launches" : "its kernels", p.forward_s * 1e3,
                 p.backward_s * 1e3, p.optimizer_s * 1e3);
   p.description = text;

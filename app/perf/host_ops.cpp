@@ -5,6 +5,7 @@
 // census of our GPT's own step (op_census.h), per block, for the projection to be checked
 // against. Tensors are tiny, so on a GPU the device keeps up and the host's time is what is
 // timed; on a CPU the kernels run inline and are timed with it.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -116,6 +117,27 @@ void measure_optimizer(const c10::Device& device, int calls, std::vector<PerfRow
                         "us/tensor"));
 }
 
+// "aten::linear x4, aten::view x2, ...": what `two` holds beyond `one`, most first.
+std::string names_beyond(const std::map<std::string, int64_t>& two,
+                         const std::map<std::string, int64_t>& one, double per = 1) {
+  std::vector<std::pair<double, std::string>> extra;
+  for (const auto& [name, count] : two) {
+    const auto it = one.find(name);
+    const double n = double(count - (it == one.end() ? 0 : it->second)) / per;
+    if (n > 0) extra.emplace_back(n, name);
+  }
+  std::sort(extra.begin(), extra.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  std::string out;
+  for (const auto& [n, name] : extra) {
+    char count[32];
+    std::snprintf(count, sizeof(count), " x%g", n);
+    out += (out.empty() ? "" : ", ") + name + count;
+  }
+  return out;
+}
+
 void census_rows(const PerfOptions& options, std::vector<PerfRow>& rows) {
   // Per block: the census of two blocks less that of one.
   OpCensus one, two;
@@ -130,16 +152,19 @@ void census_rows(const PerfOptions& options, std::vector<PerfRow>& rows) {
     (layers == 1 ? one : two) = census_of_step(config);
   }
   const std::string where = " (" + options.precision + ")";
-  rows.push_back(figure("forward: operators a block" + where,
-                        double(two.forward_ops - one.forward_ops), "ops",
-                        std::to_string(two.forward_views - one.forward_views) + " of them views; " +
-                            std::to_string(one.forward_ops) + " at one block"));
+  rows.push_back(
+      figure("forward: operators a block" + where, double(two.forward_ops - one.forward_ops), "ops",
+             std::to_string(two.forward_views - one.forward_views) + " of them views; " +
+                 std::to_string(one.forward_ops) +
+                 " at one block: " + names_beyond(two.forward_names, one.forward_names)));
   rows.push_back(figure("backward: autograd nodes a block" + where,
                         double(two.backward_nodes - one.backward_nodes), "nodes",
-                        std::to_string(one.backward_nodes) + " at one block"));
+                        std::to_string(one.backward_nodes) + " at one block: " +
+                            names_beyond(two.backward_names, one.backward_names)));
   rows.push_back(figure("optimizer: operators a parameter tensor" + where,
                         double(two.optimizer_ops - one.optimizer_ops) / 12.0, "ops",
-                        "12 parameter tensors a block"));
+                        "12 parameter tensors a block: " +
+                            names_beyond(two.optimizer_names, one.optimizer_names, 12.0)));
 }
 
 }  // namespace

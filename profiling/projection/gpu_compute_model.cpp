@@ -47,6 +47,13 @@ double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int6
   return std::max(floor_of_a_gemm(gpu) + compute, memory_seconds(gpu, moved));
 }
 
+GpuCompute::HostCosts GpuCompute::host_costs() const {
+  if (host.op_us > 0) return host;
+  HostCosts h;
+  h.op_us = h.autograd_op_us = h.matmul_us = h.node_us = dispatch_us;
+  return h;  // adamw_tensor_us 0: the optimizer's kernels at op_us each
+}
+
 double memory_seconds(const GpuCompute& gpu, double bytes) {
   if (bytes <= 0) return 0;
   return std::max(bytes / (gpu.memory_gbps * 1e9 * gpu.memory_efficiency), floor_of_a_kernel(gpu));

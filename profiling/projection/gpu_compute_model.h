@@ -22,9 +22,21 @@ struct GpuCompute {
   double gemm_floor_us = 0;
   // Host time to dispatch one operator (PyTorch eager); a device waits when kernels are shorter.
   double dispatch_us = 0;
+  // The host's time per operator of each kind, measured in C++ through LibTorch on that GPU's
+  // machine (`shardscope perf --only host-ops`): a view, a kernel-launching operator without and
+  // with autograd recording it, a matmul (Linear), one autograd node in backward with the one
+  // kernel it launches, and AdamW's step for one parameter tensor. 0: dispatch_us stands for
+  // every kernel-launching kind (see host_costs()).
+  struct HostCosts {
+    double view_us = 0, op_us = 0, autograd_op_us = 0, matmul_us = 0, node_us = 0,
+           adamw_tensor_us = 0;
+  } host;
   std::string sources;  // where each figure comes from
 
   bool known() const { return sms > 0 && matmul_tflops > 0 && memory_gbps > 0; }
+  // The host costs measured, or, for a profile without them, dispatch_us for each operator that
+  // launches a kernel and nothing for views and for an autograd node beyond its kernels.
+  HostCosts host_costs() const;
 };
 
 // Seconds of a batched GEMM C[m x n] = A[m x k] B[k x n] in `bytes`-byte elements: the GEMM's

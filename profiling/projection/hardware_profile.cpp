@@ -95,6 +95,20 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
   gpu.kernel_us = optional_non_negative(j, "kernel_us", where);
   gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
   gpu.gemm_floor_us = optional_non_negative(j, "gemm_floor_us", where);
+  if (j.contains("host")) {
+    const std::string in = where + ".host";
+    const json& h = object_field(j, "host", where, "view_us, op_us, autograd_op_us, ...");
+    gpu.host.view_us = positive(h, "view_us", in);
+    gpu.host.op_us = positive(h, "op_us", in);
+    gpu.host.autograd_op_us = positive(h, "autograd_op_us", in);
+    gpu.host.matmul_us = positive(h, "matmul_us", in);
+    gpu.host.node_us = positive(h, "node_us", in);
+    gpu.host.adamw_tensor_us = positive(h, "adamw_tensor_us", in);
+    if (gpu.host.node_us < gpu.host.op_us || gpu.host.autograd_op_us < gpu.host.op_us)
+      throw std::runtime_error(in +
+                               ": a node and an autograd-recorded operator include the "
+                               "operator itself: node_us and autograd_op_us >= op_us");
+  }
   gpu.sources = optional_text(j, "sources", where);
   if (gpu.sources.empty())
     throw std::runtime_error(where + ": 'sources' is missing (where each figure was measured)");

@@ -134,6 +134,14 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
   pass.memory("grad accumulate", 3.0 * 4 * (4 + 2 * m.mlp_ratio) * h * h / t);
 }
 
+void set_host_seconds(PassOps& ops, const HostOps& host, const HardwareProfile& hw,
+                      bool recomputed) {
+  ops.forward_host_s = forward_host_seconds(host, hw.gpu);
+  ops.backward_input_host_s =
+      backward_input_host_seconds(host, hw.gpu) + (recomputed ? ops.forward_host_s : 0);
+  ops.backward_weight_host_s = backward_weight_host_seconds(host, hw.gpu);
+}
+
 }  // namespace
 
 double total_seconds(const std::vector<PricedOp>& ops) {
@@ -158,6 +166,7 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   block_backward_input(input, shape);
   Pass weight(hw, tensor_group, ops.backward_weight);
   block_backward_weight(weight, shape);
+  set_host_seconds(ops, block_host_ops(true), hw, shape.activation_checkpointing);
   return ops;
 }
 
@@ -184,6 +193,7 @@ PassOps embedding_ops(const PassShape& s, const HardwareProfile& hw,
                       s.tp);
   }
   weight.memory("embedding grad", double(tokens) * h * 3 * kResidual);
+  set_host_seconds(ops, embedding_host_ops(true), hw, false);
   return ops;
 }
 
@@ -219,6 +229,7 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
   input.memory("ln_f grad", double(local) * h * (2 * kResidual + kCompute));
   Pass weight(hw, tensor_group, ops.backward_weight);
   lm_head.weight_gradient(weight);
+  set_host_seconds(ops, head_host_ops(true, s.model.tie_embeddings), hw, false);
   return ops;
 }
 
@@ -240,7 +251,10 @@ double sequence_parallel_gradient_bytes(const ModelShape& model) {
 double optimizer_seconds(const HardwareProfile& hw, double parameters, double tensors) {
   // mul_ (decay), mul_ add_ (first moment), mul_ addcmul_ (second), sqrt div add_ (denominator),
   // addcdiv_ (update): torch::optim::AdamW's step, one parameter at a time.
-  const double host = tensors * kAdamWKernelsPerTensor * hw.gpu.dispatch_us * 1e-6;
+  const GpuCompute::HostCosts costs = hw.gpu.host_costs();
+  const double per_tensor =
+      costs.adamw_tensor_us > 0 ? costs.adamw_tensor_us : kAdamWKernelsPerTensor * costs.op_us;
+  const double host = tensors * per_tensor * 1e-6;
   return std::max(memory_seconds(hw.gpu, 30.0 * parameters), host);
 }
 
@@ -248,8 +262,67 @@ int64_t parameter_tensors(const ModelShape& model) {
   return 12 * model.layers + 4 + (model.tie_embeddings ? 0 : 1);
 }
 
-double host_or_device_seconds(const std::vector<PricedOp>& ops, double dispatch_s) {
-  return std::max(total_seconds(ops), double(ops.size()) * dispatch_s);
+double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s) {
+  return std::max(total_seconds(ops), host_s);
+}
+
+// Counted from a step of our GPT (perf --only host-ops prints each name with its count). The
+// kernels each node launches on a GPU: none for view nodes (View, T, Transpose, UnsafeView,
+// Unsqueeze, Split's is a cat: one), AccumulateGrad (zero_grad leaves no gradient, so the first
+// is taken as it is) and a residual add's; one for a bias add's (its gradient summed over the
+// tokens), ToCopy (autocast's casts), GELU and log-softmax; two for LayerNorm (input, then weight
+// and bias), flash attention (its preprocessing, then the kernel) and NLL (zeros, then the
+// scatter); four for an embedding's (sort, unique, sum, scatter); two matmuls for Mm.
+HostOps block_host_ops(bool autocast) {
+  HostOps h;
+  // view x4, transpose x4, t x4, split; matmul x4; add_ x4 (biases), add x2, layer_norm x2,
+  // gelu, scaled_dot_product_attention.
+  h.views = 13, h.matmuls = 4, h.ops = 10;
+  // AccumulateGrad x12, View x8, Add x6, Mm x4, T x4, Transpose x4, UnsafeView x4, LayerNorm x2,
+  // Gelu, attention, Split; autocast: ToCopy x6.
+  h.nodes = 47 + (autocast ? 6 : 0);
+  h.node_kernels = 4 + 2 * 2 + 1 + 2 + 1 + (autocast ? 6 : 0);
+  h.node_matmuls = 8;
+  return h;
+}
+
+HostOps embedding_host_ops(bool) {
+  HostOps h;
+  h.views = 1, h.ops = 4;  // unsqueeze; embedding x2, arange, add
+  // AccumulateGrad x2, Embedding x2, Unsqueeze, Add (the position rows summed over sequences).
+  h.nodes = 6;
+  h.node_kernels = 2 * 4 + 1;
+  return h;
+}
+
+HostOps head_host_ops(bool autocast, bool tied_embeddings) {
+  HostOps h;
+  h.views = 3, h.ops = 3, h.matmuls = 1;  // t, view, reshape; layer_norm, to, cross_entropy
+  // AccumulateGrad x3 (x2 tied: the head's weight is the embedding's), View x2, Mm, T,
+  // UnsafeView, LayerNorm, LogSoftmax, NllLoss; autocast: ToCopy x3.
+  h.nodes = 11 - (tied_embeddings ? 1 : 0) + (autocast ? 3 : 0);
+  h.node_kernels = 2 + 1 + 2 + (autocast ? 3 : 0);
+  h.node_matmuls = 2;
+  return h;
+}
+
+double forward_host_seconds(const HostOps& o, const GpuCompute& gpu) {
+  const auto c = gpu.host_costs();
+  // A matmul records its node as any operator does.
+  const double recording = c.autograd_op_us - c.op_us;
+  return 1e-6 *
+         (o.views * c.view_us + o.ops * c.autograd_op_us + o.matmuls * (c.matmul_us + recording));
+}
+
+double backward_input_host_seconds(const HostOps& o, const GpuCompute& gpu) {
+  const auto c = gpu.host_costs();
+  // node_us was measured with the one kernel its node launched: the node alone is the rest.
+  return 1e-6 * (o.nodes * (c.node_us - c.op_us) + o.node_kernels * c.op_us +
+                 o.node_matmuls / 2 * c.matmul_us);
+}
+
+double backward_weight_host_seconds(const HostOps& o, const GpuCompute& gpu) {
+  return 1e-6 * o.node_matmuls / 2 * gpu.host_costs().matmul_us;
 }
 
 }  // namespace shardscope::profiling

@@ -23,19 +23,42 @@ struct PricedOp {
   std::string collective;
 };
 
+// What the host dispatches for a pass of our GPT (engine/model) in one micro-batch: the top-level
+// ATen operators of its forward (views, which launch nothing, and matmuls apart from the rest),
+// and the autograd nodes of its backward with the kernels they launch. perf's census
+// (app/perf/op_census.h) counts the operators and nodes of a real step, and
+// ProjectionCheck.HostOperatorsAreWhatAStepDispatches holds these counts to it; the kernels a
+// node launches on a GPU are CUDA's, named with each count in the .cpp.
+struct HostOps {
+  double views = 0, ops = 0, matmuls = 0;                // forward
+  double nodes = 0, node_kernels = 0, node_matmuls = 0;  // backward
+};
+// One block; the embedding (token and position lookups, their sum); the head (final LayerNorm,
+// LM head, cross-entropy). `autocast`: bf16 autocast, whose weight casts add a node each.
+HostOps block_host_ops(bool autocast);
+HostOps embedding_host_ops(bool autocast);
+HostOps head_host_ops(bool autocast, bool tied_embeddings);
+// Host seconds of a forward, and of a backward (its weight-gradient matmuls apart, for a split
+// backward's weight pass), at the GPU's measured host costs.
+double forward_host_seconds(const HostOps& ops, const GpuCompute& gpu);
+double backward_input_host_seconds(const HostOps& ops, const GpuCompute& gpu);
+double backward_weight_host_seconds(const HostOps& ops, const GpuCompute& gpu);
+
 // The passes of one micro-batch on one GPU. A split backward's input pass is `backward_input`,
 // its weight pass (the weight-gradient matmuls, which nobody waits for) `backward_weight`; a
 // whole backward is both. With activation checkpointing `backward_input` begins with the
 // recomputed forward.
 struct PassOps {
   std::vector<PricedOp> forward, backward_input, backward_weight;
+  // The host's time to dispatch each pass (HostOps at the GPU's host costs).
+  double forward_host_s = 0, backward_input_host_s = 0, backward_weight_host_s = 0;
 };
 
 double total_seconds(const std::vector<PricedOp>& ops);
 double total_seconds(const std::vector<PricedOp>& ops, PricedOp::Kind kind);
-// The ops' time when the host dispatches each in `dispatch_s` while the device runs those before
-// it: the longer of the two totals (the queue between them is deep enough for a block).
-double host_or_device_seconds(const std::vector<PricedOp>& ops, double dispatch_s);
+// The ops' time when the host takes `host_s` to dispatch them while the device runs those before
+// it: the longer of the two (the queue between them is deep enough for a block).
+double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s);
 
 // The model's shape and what one micro-batch of one GPU holds.
 struct PassShape {
@@ -67,7 +90,8 @@ double sequence_parallel_gradient_bytes(const ModelShape& model);
 // The optimizer step over `parameters` fp32 master weights in `tensors` tensors (AdamW: weights,
 // gradients and both moments read, weights and moments written, the bf16 copy written: 30 bytes
 // a parameter), or, when longer, the host's dispatch of its kernels: LibTorch's AdamW runs
-// kAdamWKernelsPerTensor of them per parameter tensor.
+// kAdamWKernelsPerTensor of them per parameter tensor (the census counts them), each tensor at
+// the GPU's measured adamw_tensor_us.
 constexpr int kAdamWKernelsPerTensor = 9;
 double optimizer_seconds(const HardwareProfile& hw, double parameters, double tensors = 0);
 // The parameter tensors of our GPT: per block two LayerNorms and four Linears, each a weight and

@@ -4,6 +4,7 @@
 #include "app/analysis/pass_pricing.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "app/analysis/configuration_projection.h"
 #include "app/analysis/trace_projection.h"
@@ -91,6 +92,23 @@ TEST(PassPricing, WhatTheModelCannotPriceKeepsTheScale) {
   const analysis::TraceProjection t =
       analysis::project_recorded_trace(s.trace, profiling::load_hardware_profile("8xH100"), 0);
   EXPECT_TRUE(t.compute_model.empty());
+}
+
+// Issue 34's measured points: our engine's step at world 1 on an H100 80GB HBM3 without device
+// tracing, bf16 (scripts/gpu-check.sh, 2026-11-26, median of 18 steps): tiny 5.12, small 10.08,
+// gpt2-small 31.41 ms. Small models there are bound by the host, which the projection prices
+// from the host costs measured op by op (perf --only host-ops) and the census of our GPT's ops,
+// neither of which looked at these step times. Each within a quarter, as the issue asks.
+TEST(ProjectionCheck, SmallModelsAtWorldOneComeWithinAQuarterOfAnH100) {
+  const auto hw = profiling::load_hardware_profile("8xH100");
+  for (const auto& [preset, measured_ms] : std::vector<std::pair<std::string, double>>{
+           {"tiny", 5.12}, {"small", 10.08}, {"gpt2-small", 31.41}}) {
+    Config config = config_from_json(nlohmann::json{{"strategy", "single"}, {"preset", preset}});
+    finalize(config);
+    const double projected_ms = configured_step(config, hw) * 1e3;
+    EXPECT_NEAR(projected_ms / measured_ms, 1.0, 0.25)
+        << preset << ": projected " << projected_ms << " ms, measured " << measured_ms << " ms";
+  }
 }
 
 }  // namespace
