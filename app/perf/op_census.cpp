@@ -19,13 +19,27 @@ namespace {
 // a thread of its own, so the counts are shared and the nesting depth is per thread.
 std::mutex census_mutex;
 std::map<std::string, int64_t>* counting = nullptr;  // where top-level ops go; null: none
+double* counting_flops = nullptr;                    // top-level matmuls' FLOPs; null: none
 thread_local int depth = 0;
+
+// 2 m n k of a matmul [..., m, k] x [..., k, n]: twice the first's elements times n.
+double matmul_flops(const at::RecordFunction& fn) {
+  const auto inputs = fn.inputs();
+  if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isTensor()) return 0;
+  const at::Tensor& a = inputs[0].toTensor();
+  const at::Tensor& b = inputs[1].toTensor();
+  if (b.dim() < 2) return 0;
+  return 2.0 * double(a.numel()) * double(b.size(-1));
+}
 
 std::unique_ptr<at::ObserverContext> op_begins(const at::RecordFunction& fn) {
   const bool node = fn.scope() == at::RecordScope::BACKWARD_FUNCTION;
   if (depth++ == 0 || node) {
+    const std::string name = fn.name();
     std::lock_guard<std::mutex> lock(census_mutex);
-    if (counting != nullptr) ++(*counting)[fn.name()];
+    if (counting != nullptr) ++(*counting)[name];
+    if (counting_flops != nullptr && !node && name == "aten::matmul")
+      *counting_flops += matmul_flops(fn);
   }
   return nullptr;
 }
@@ -37,25 +51,30 @@ void op_ends(const at::RecordFunction&, at::ObserverContext*) {
 // Counts, into `names`, what `fn` dispatches at the top level; backward nodes are counted at any
 // depth (autograd's engine calls them from within backward()).
 template <typename Fn>
-void count_into(std::map<std::string, int64_t>& names, Fn&& fn) {
+void count_into(std::map<std::string, int64_t>& names, double* flops, Fn&& fn) {
+  const auto stop = [] {
+    std::lock_guard<std::mutex> lock(census_mutex);
+    counting = nullptr;
+    counting_flops = nullptr;
+  };
   {
     std::lock_guard<std::mutex> lock(census_mutex);
     counting = &names;
+    counting_flops = flops;
   }
   auto handle = at::addGlobalCallback(
       at::RecordFunctionCallback(op_begins, op_ends)
+          .needsInputs(flops != nullptr)
           .scopes({at::RecordScope::FUNCTION, at::RecordScope::BACKWARD_FUNCTION}));
   try {
     fn();
   } catch (...) {
     at::removeCallback(handle);
-    std::lock_guard<std::mutex> lock(census_mutex);
-    counting = nullptr;
+    stop();
     throw;
   }
   at::removeCallback(handle);
-  std::lock_guard<std::mutex> lock(census_mutex);
-  counting = nullptr;
+  stop();
 }
 
 int64_t total(const std::map<std::string, int64_t>& names) {
@@ -97,12 +116,12 @@ OpCensus census_of_step(const Config& c) {
     {
       ComputePrecisionScope precision(c.strategy_options, device.type());
       auto forward_pass = [&] { loss = model->loss(batch); };
-      counted ? count_into(forward, forward_pass) : forward_pass();
+      counted ? count_into(forward, &census.forward_matmul_flops, forward_pass) : forward_pass();
       auto backward_pass = [&] { loss.backward(); };
-      counted ? count_into(backward, backward_pass) : backward_pass();
+      counted ? count_into(backward, nullptr, backward_pass) : backward_pass();
     }
     auto step_pass = [&] { optimizer->step(); };
-    counted ? count_into(optimizer_ops, step_pass) : step_pass();
+    counted ? count_into(optimizer_ops, nullptr, step_pass) : step_pass();
     if (!counted) continue;
     census.forward_names = forward;
     census.forward_ops = total(forward);

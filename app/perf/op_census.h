@@ -18,6 +18,8 @@ struct OpCensus {
   int64_t forward_ops = 0, forward_views = 0;
   int64_t backward_nodes = 0;
   int64_t optimizer_ops = 0;
+  // FLOPs of the forward's top-level matmuls (2 m n k each), from their inputs' shapes.
+  double forward_matmul_flops = 0;
   std::map<std::string, int64_t> forward_names, backward_names, optimizer_names;
 };
 

@@ -1,0 +1,118 @@
+// What the projection says the host dispatches for our GPT (profiling::HostOps) against what a
+// real step of it dispatches, counted by perf's census: operators of the forward, views and
+// matmuls among them, autograd nodes of the backward, operators of the optimizer.
+#include "app/perf/op_census.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "app/perf/perf_suite.h"
+#include "engine/train/config_bounds.h"
+#include "profiling/projection/hardware_profile.h"
+#include "profiling/projection/memory_projection.h"
+#include "profiling/projection/transformer_costs.h"
+
+namespace shardscope::perf {
+namespace {
+
+Config tiny(int layers, bool autocast, bool tied = false) {
+  Config config = config_from_json(
+      nlohmann::json{{"strategy", "single"},
+                     {"preset", "tiny"},
+                     {"model", {{"layers", layers}, {"tie_embeddings", tied}}},
+                     {"strategy_options", {{"precision", autocast ? "bf16" : "fp32"}}}});
+  finalize(config);
+  return config;
+}
+
+OpCensus census(int layers, bool autocast, bool tied = false) {
+  return census_of_step(tiny(layers, autocast, tied));
+}
+
+// FLOPs of the projection's matmuls in `ops`.
+double matmul_flops(const std::vector<profiling::PricedOp>& ops) {
+  double flops = 0;
+  for (const auto& op : ops)
+    if (op.kind == profiling::PricedOp::Kind::kMatmul) flops += op.flops;
+  return flops;
+}
+
+int64_t forward_total(const profiling::HostOps& h) {
+  return int64_t(h.views + h.ops + h.matmuls);
+}
+
+int64_t named(const std::map<std::string, int64_t>& names, const std::string& name) {
+  const auto it = names.find(name);
+  return it == names.end() ? 0 : it->second;
+}
+
+TEST(ProjectionCheck, HostOperatorsAreWhatAStepDispatches) {
+  for (const bool autocast : {false, true}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "fp32");
+    const OpCensus one = census(1, autocast), two = census(2, autocast);
+    // A block: two blocks less one.
+    const profiling::HostOps block = profiling::block_host_ops(autocast);
+    EXPECT_EQ(two.forward_ops - one.forward_ops, forward_total(block));
+    EXPECT_EQ(two.forward_views - one.forward_views, int64_t(block.views));
+    EXPECT_EQ(named(two.forward_names, "aten::matmul") - named(one.forward_names, "aten::matmul"),
+              int64_t(block.matmuls));
+    EXPECT_EQ(two.backward_nodes - one.backward_nodes, int64_t(block.nodes));
+    EXPECT_EQ(named(two.backward_names, "MmBackward0") - named(one.backward_names, "MmBackward0"),
+              int64_t(block.node_matmuls / 2));
+    // The embedding and the head: one block's step less the block.
+    const profiling::HostOps embedding = profiling::embedding_host_ops(autocast);
+    const profiling::HostOps head = profiling::head_host_ops(autocast, false);
+    EXPECT_EQ(one.forward_ops - forward_total(block),
+              forward_total(embedding) + forward_total(head));
+    EXPECT_EQ(one.forward_views - int64_t(block.views), int64_t(embedding.views + head.views));
+    EXPECT_EQ(one.backward_nodes - int64_t(block.nodes), int64_t(embedding.nodes + head.nodes));
+    // AdamW: kAdamWKernelsPerTensor operators a parameter tensor.
+    profiling::ModelShape shape;
+    shape.layers = 1;
+    EXPECT_EQ(one.optimizer_ops,
+              profiling::kAdamWKernelsPerTensor * profiling::parameter_tensors(shape));
+    EXPECT_EQ(two.optimizer_ops - one.optimizer_ops, profiling::kAdamWKernelsPerTensor * 12);
+  }
+}
+
+// The matmuls the projection prices are the ones a step runs, FLOP for FLOP (from the shapes of
+// each top-level matmul's inputs): a block's four Linears and the LM head.
+TEST(ProjectionCheck, MatmulFlopsAreWhatAStepRuns) {
+  const Config config = tiny(2, true);
+  const OpCensus one = census(1, true), two = census(2, true);
+  profiling::PassShape shape;
+  shape.model = model_shape(config.model);
+  shape.sequences = config.micro_batch;
+  const auto hw = profiling::load_hardware_profile("8xH100");
+  const double block = matmul_flops(profiling::block_ops(shape, hw, hw).forward);
+  const double head = matmul_flops(profiling::head_ops(shape, hw, hw).forward) +
+                      matmul_flops(profiling::embedding_ops(shape, hw, hw).forward);
+  ASSERT_GT(block, 0);
+  EXPECT_DOUBLE_EQ(two.forward_matmul_flops - one.forward_matmul_flops, block);
+  EXPECT_DOUBLE_EQ(one.forward_matmul_flops - block, head);
+}
+
+TEST(ProjectionCheck, ATiedHeadAccumulatesOneGradientLess) {
+  const OpCensus untied = census(1, true, false), tied = census(1, true, true);
+  const double fewer =
+      profiling::head_host_ops(true, false).nodes - profiling::head_host_ops(true, true).nodes;
+  EXPECT_EQ(untied.backward_nodes - tied.backward_nodes, int64_t(fewer));
+  EXPECT_EQ(named(untied.backward_names, "torch::autograd::AccumulateGrad") -
+                named(tied.backward_names, "torch::autograd::AccumulateGrad"),
+            1);
+}
+
+TEST(PerfSuite, HostOpsTimesEachKindAndCountsOurStep) {
+  PerfOptions options;
+  options.quick = true;
+  options.sections = {"host-ops"};
+  const auto rows = run_suite(options);
+  ASSERT_EQ(rows.size(), 9u);
+  for (const auto& row : rows) EXPECT_GT(row.ours, 0) << row.what;
+  // A view launches nothing: it costs the host less than an operator that launches a kernel.
+  EXPECT_LT(rows[0].ours, rows[1].ours) << rows[0].what << " vs " << rows[1].what;
+  EXPECT_EQ(rows[6].ours, forward_total(profiling::block_host_ops(false))) << rows[6].what;
+}
+
+}  // namespace
+}  // namespace shardscope::perf
