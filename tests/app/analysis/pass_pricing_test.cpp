@@ -111,5 +111,23 @@ TEST(ProjectionCheck, SmallModelsAtWorldOneComeWithinAQuarterOfAnH100) {
   }
 }
 
+// ZeRO's stages shard the optimizer's state over the data-parallel group: each rank steps 1/d of
+// the parameters, so a step bound by memory (a large model) takes 1/d of the time. Before, the
+// projection priced every rank's step over all of them.
+TEST(ProjectionCheck, ZeroStepsEachRanksShareOfTheOptimizer) {
+  const auto hw = profiling::load_hardware_profile("8xA100");
+  const auto optimizer_s = [&](const std::string& strategy) {
+    Config config = config_from_json(nlohmann::json{{"strategy", strategy},
+                                                    {"world", 8},
+                                                    {"preset", "gpt3-175b"},
+                                                    {"strategy_options", {{"precision", "bf16"}}}});
+    return analysis::project_configuration(config, hw, 1).optimizer_s;
+  };
+  const double replicated = optimizer_s("ddp_bucketed");
+  ASSERT_GT(replicated, 0);
+  for (const char* zero : {"zero1", "zero2", "fsdp"})
+    EXPECT_NEAR(optimizer_s(zero), replicated / 8, replicated * 1e-9) << zero;
+}
+
 }  // namespace
 }  // namespace shardscope
