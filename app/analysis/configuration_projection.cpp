@@ -217,6 +217,7 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
       e.seq = seq;
       e.peer = int16_t(peer);
       e.group_size = 2;
+      e.bytes = p.pipeline_send_bytes;
     }
   };
   for (int r = 0; r < l.pp; ++r) {
@@ -288,8 +289,9 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   const bool sp = l.memory.sequence_parallel && l.tp > 1;
   const double activation = double(l.sequences) * config.model.seq * config.model.d_model * 4;
   if (l.pp > 1) {
+    p.pipeline_send_bytes = int64_t(activation / l.tp);
     p.pipeline_transfer_s =
-        profiling::estimate_collective("send", int64_t(activation / l.tp), 2, hop).time_s;
+        profiling::estimate_collective("send", p.pipeline_send_bytes, 2, hop).time_s;
     if (l.tp > 1 && !sp) {
       p.pipeline_transfer_s +=
           profiling::estimate_collective("all_gather_into", int64_t(activation), l.tp,
@@ -384,6 +386,7 @@ nlohmann::json projection_json(const ConfigurationProjection& p) {
             {"data_comm", p.data_comm_s},
             {"optimizer", p.optimizer_s}}},
           {"pipeline_transfer_s", p.pipeline_transfer_s},
+          {"pipeline_send_bytes", p.pipeline_send_bytes},
           {"layer_forward_s", p.layer_forward_s},
           {"layer_backward_s", p.layer_backward_s},
           {"model_flops", p.model_flops},

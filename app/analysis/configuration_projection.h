@@ -29,8 +29,9 @@ struct ConfigurationProjection {
   double pipeline_wait_s = 0;  // bubble: idle in the pipeline, transfers included
   double data_comm_s = 0;      // gradient all_reduce over the data-parallel group, after backward
   double optimizer_s = 0;
-  double pipeline_transfer_s = 0;  // one activation's send between stages (on the bubble's path)
-  double model_flops = 0;          // Megatron's 72 B s L h^2 (1 + s/6h + V/12Lh)
+  double pipeline_transfer_s = 0;   // one activation's send between stages (on the bubble's path)
+  int64_t pipeline_send_bytes = 0;  // what a rank sends a hop: its tensor rank's 1/t, fp32
+  double model_flops = 0;           // Megatron's 72 B s L h^2 (1 + s/6h + V/12Lh)
   double mfu = 0;
   double layer_forward_s = 0, layer_backward_s = 0;  // one block, one micro-batch
   profiling::MemoryProjection memory;                // the busiest GPU

@@ -6,8 +6,10 @@
 
 #include <map>
 
+#include "app/analysis/configuration_projection.h"
 #include "engine/train/config_bounds.h"
 #include "engine/train/run.h"
+#include "profiling/projection/hardware_profile.h"
 #include "profiling/projection/transformer_costs.h"
 #include "tests/support/reference_check.h"
 
@@ -98,6 +100,58 @@ TEST(ProjectionCheck, TensorCollectivesAreWhatARunRecords) {
     }
     for (const auto& [op, tally] : priced)
       EXPECT_TRUE(ran.count(op)) << which << ": priced " << op << " that the run never calls";
+  }
+}
+
+// What a pipeline rank sends in a step: one activation a micro-batch to the next stage, one
+// gradient back, each its tensor rank's 1/t of the fp32 residual stream (Megatron's
+// scatter-gather). The projected step's trace holds the same sends, op for op and byte for byte.
+TEST(ProjectionCheck, PipelineSendsAreWhatARunSends) {
+  struct PipelineCase {
+    const char* strategy;
+    int world, tp, pp, micro_batches;
+    const char* schedule;
+  };
+  for (const PipelineCase c :
+       {PipelineCase{"pp", 2, 1, 2, 4, "gpipe"}, PipelineCase{"pp", 2, 1, 2, 2, "1f1b"},
+        PipelineCase{"hybrid", 4, 2, 2, 4, "interleaved-1f1b"}}) {
+    Config config = test::tiny_config(c.strategy, c.world, 1);
+    config.reference = false;
+    config.steps = 2;
+    config.strategy_options.precision = "bf16";
+    config.strategy_options.tensor_parallel = c.tp;
+    config.strategy_options.pipeline_parallel = c.pp;
+    config.strategy_options.micro_batches = c.micro_batches;
+    config.strategy_options.schedule = c.schedule;
+    config.model.layers = 4;  // interleaving's two stages a rank need a block each
+    finalize(config);
+    const std::string which = std::string(c.strategy) + " tp " + std::to_string(c.tp) + " pp " +
+                              std::to_string(c.pp) + " " + c.schedule;
+    const RunSummary s = run_training(config);
+    ASSERT_TRUE(s.ok) << which << ": " << s.failure;
+    // Every rank's sends in the second step, against the projection's of its pipeline rank (a
+    // tensor rank sends what its pipeline rank's trace shows).
+    const auto projection =
+        analysis::project_configuration(config, profiling::load_hardware_profile("8xA100"), 1);
+    int64_t projected_sends = 0, projected_bytes = 0;
+    for (const auto& rank : projection.trace.ranks) {
+      for (const auto& e : rank.events) {
+        if (projection.trace.str(e.name) != "send") continue;
+        ++projected_sends;
+        projected_bytes += e.bytes;
+      }
+    }
+    int64_t sends = 0, bytes = 0;
+    for (const auto& rank : s.ranks) {
+      for (const auto& e : rank.comm_events) {
+        if (e.step != 1 || e.op != "send") continue;
+        ++sends;
+        bytes += e.bytes;
+      }
+    }
+    ASSERT_GT(sends, 0) << which;
+    EXPECT_EQ(projected_sends * c.tp, sends) << which;
+    EXPECT_EQ(projected_bytes * c.tp, bytes) << which;
   }
 }
 
