@@ -324,11 +324,8 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.memory = profiling::project_memory(model_shape(config.model), l.memory);
   // A tensor-parallel rank holds a shard of each of its stage's tensors: as many tensors.
   const double tensors = double(profiling::parameter_tensors(model_shape(config.model))) / l.pp;
-  // ZeRO's stages (1 to 3) shard the optimizer's state over the data-parallel group: a rank steps
-  // its 1/d of the parameters (in as many tensors or pieces of tensors, whose host cost stays).
-  const bool sharded_state = l.memory.zero != profiling::kZeroStages[0];
-  const double stepped = double(p.memory.parameters_per_gpu) / (sharded_state ? l.dp : 1);
-  p.optimizer_s = profiling::optimizer_seconds(hw, stepped, tensors);
+  p.optimizer_s =
+      profiling::rank_optimizer_seconds(hw, l.memory, double(p.memory.parameters_per_gpu), tensors);
   if (l.dp > 1) {
     // Gradients in fp32 (or the reduce dtype) over the data-parallel group after backward, not
     // overlapped: the ZeRO stages move the same bytes (reduce-scatter then all-gather), and

@@ -120,8 +120,8 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   u.head_backward = priced(head_back, backward_host(head) + backward_host(embedding));
   u.whole_backward = u.head_backward + config.model.layers * u.block_backward;
   const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
-  u.optimizer = profiling::optimizer_seconds(hw, double(memory.parameters_per_gpu),
-                                             double(profiling::parameter_tensors(shape.model)));
+  u.optimizer = profiling::rank_optimizer_seconds(
+      hw, l, double(memory.parameters_per_gpu), double(profiling::parameter_tensors(shape.model)));
 
   PassPricing p;
   const double layers = config.model.layers;

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <thread>
 
 #include "engine/model/gpt_model.h"
 #include "engine/model/mixed_precision.h"
@@ -20,6 +22,7 @@ namespace {
 std::mutex census_mutex;
 std::map<std::string, int64_t>* counting = nullptr;  // where top-level ops go; null: none
 double* counting_flops = nullptr;                    // top-level matmuls' FLOPs; null: none
+std::thread::id counting_thread;  // whose top-level ops count (another thread's are not ours)
 thread_local int depth = 0;
 
 // 2 m n k of a matmul [..., m, k] x [..., k, n]: twice the first's elements times n.
@@ -37,7 +40,9 @@ std::unique_ptr<at::ObserverContext> op_begins(const at::RecordFunction& fn) {
   if (depth++ == 0 || node) {
     const std::string name = fn.name();
     std::lock_guard<std::mutex> lock(census_mutex);
-    if (counting != nullptr) ++(*counting)[name];
+    if (counting == nullptr || (!node && std::this_thread::get_id() != counting_thread))
+      return nullptr;
+    ++(*counting)[name];
     if (counting_flops != nullptr && !node && name == "aten::matmul")
       *counting_flops += matmul_flops(fn);
   }
@@ -59,8 +64,11 @@ void count_into(std::map<std::string, int64_t>& names, double* flops, Fn&& fn) {
   };
   {
     std::lock_guard<std::mutex> lock(census_mutex);
+    // The observer's state is the process's: one census at a time.
+    if (counting != nullptr) throw std::logic_error("a census of operators is already counting");
     counting = &names;
     counting_flops = flops;
+    counting_thread = std::this_thread::get_id();
   }
   auto handle = at::addGlobalCallback(
       at::RecordFunctionCallback(op_begins, op_ends)

@@ -12,8 +12,9 @@ namespace shardscope::perf {
 // with a RecordFunction observer: the top-level ATen operators of the forward (those the model
 // calls, not those they call in turn), the autograd nodes of the backward, and the top-level
 // operators of the optimizer's step. Views (view, transpose, ...) launch no kernel on a GPU and
-// cost the host less; they are counted apart. What the projection prices per block
-// (profiling::kHostOpsPerBlock...) is checked against this.
+// cost the host less; they are counted apart. What the projection prices
+// (profiling::block_host_ops() and its kin) is checked against this. Top-level operators count
+// on the calling thread only, nodes wherever autograd runs them. One census at a time.
 struct OpCensus {
   int64_t forward_ops = 0, forward_views = 0;
   int64_t backward_nodes = 0;

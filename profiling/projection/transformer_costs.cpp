@@ -134,11 +134,13 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
   pass.memory("grad accumulate", 3.0 * 4 * (4 + 2 * m.mlp_ratio) * h * h / t);
 }
 
+// A checkpointed block's forward runs without autograd recording it; its backward begins with
+// the forward again, recorded.
 void set_host_seconds(PassOps& ops, const HostOps& host, const HardwareProfile& hw,
-                      bool recomputed) {
-  ops.forward_host_s = forward_host_seconds(host, hw.gpu);
-  ops.backward_input_host_s =
-      backward_input_host_seconds(host, hw.gpu) + (recomputed ? ops.forward_host_s : 0);
+                      bool checkpointed) {
+  ops.forward_host_s = forward_host_seconds(host, hw.gpu, !checkpointed);
+  ops.backward_input_host_s = backward_input_host_seconds(host, hw.gpu) +
+                              (checkpointed ? forward_host_seconds(host, hw.gpu) : 0);
   ops.backward_weight_host_s = backward_weight_host_seconds(host, hw.gpu);
 }
 
@@ -258,6 +260,12 @@ double optimizer_seconds(const HardwareProfile& hw, double parameters, double te
   return std::max(memory_seconds(hw.gpu, 30.0 * parameters), host);
 }
 
+double rank_optimizer_seconds(const HardwareProfile& hw, const TrainingLayout& layout,
+                              double parameters, double tensors) {
+  const double shards = layout.zero != kZeroStages[0] ? std::max(1, layout.dp) : 1;
+  return optimizer_seconds(hw, parameters / shards, tensors / shards);
+}
+
 int64_t parameter_tensors(const ModelShape& model) {
   return 12 * model.layers + 4 + (model.tie_embeddings ? 0 : 1);
 }
@@ -268,61 +276,80 @@ double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s) {
 
 // Counted from a step of our GPT (perf --only host-ops prints each name with its count). The
 // kernels each node launches on a GPU: none for view nodes (View, T, Transpose, UnsafeView,
-// Unsqueeze, Split's is a cat: one), AccumulateGrad (zero_grad leaves no gradient, so the first
-// is taken as it is) and a residual add's; one for a bias add's (its gradient summed over the
-// tokens), ToCopy (autocast's casts), GELU and log-softmax; two for LayerNorm (input, then weight
-// and bias), flash attention (its preprocessing, then the kernel) and NLL (zeros, then the
-// scatter); four for an embedding's (sort, unique, sum, scatter); two matmuls for Mm.
+// Unsqueeze), AccumulateGrad (zero_grad leaves no gradient, so the first is taken as it is) and a
+// residual add's; one for Split's (a cat), a bias add's (its gradient summed over the tokens),
+// ToCopy (autocast's casts), GELU and log-softmax; two for LayerNorm (input, then weight and
+// bias), flash attention (its preprocessing, then the kernel) and NLL (zeros, then the scatter);
+// four for an embedding's (sort, unique, sum, scatter); two matmuls for Mm, one each side.
 HostOps block_host_ops(bool autocast) {
   HostOps h;
   // view x4, transpose x4, t x4, split; matmul x4; add_ x4 (biases), add x2, layer_norm x2,
-  // gelu, scaled_dot_product_attention.
+  // gelu, scaled_dot_product_attention. Autocast casts the four weights and the two LayerNorm
+  // outputs that enter a matmul.
   h.views = 13, h.matmuls = 4, h.ops = 10;
+  h.casts = autocast ? 6 : 0;
   // AccumulateGrad x12, View x8, Add x6, Mm x4, T x4, Transpose x4, UnsafeView x4, LayerNorm x2,
   // Gelu, attention, Split; autocast: ToCopy x6.
-  h.nodes = 47 + (autocast ? 6 : 0);
-  h.node_kernels = 4 + 2 * 2 + 1 + 2 + 1 + (autocast ? 6 : 0);
+  h.nodes = 47 + h.casts;
+  h.node_kernels = 4 + 2 * 2 + 1 + 2 + 1 + h.casts;
   h.node_matmuls = 8;
+  // The weights' side: AccumulateGrad x12, the biases' Add x4, T x4, the weights' ToCopy x4.
+  h.weight_nodes = 12 + 4 + 4 + (autocast ? 4 : 0);
+  h.weight_node_kernels = 4 + (autocast ? 4 : 0);
+  h.weight_node_matmuls = 4;
   return h;
 }
 
 HostOps embedding_host_ops(bool) {
   HostOps h;
   h.views = 1, h.ops = 4;  // unsqueeze; embedding x2, arange, add
-  // AccumulateGrad x2, Embedding x2, Unsqueeze, Add (the position rows summed over sequences).
-  h.nodes = 6;
-  h.node_kernels = 2 * 4 + 1;
+  // AccumulateGrad x2, Embedding x2, Unsqueeze, Add (the position rows summed over sequences):
+  // all on the weights' side (token ids have no gradient).
+  h.nodes = h.weight_nodes = 6;
+  h.node_kernels = h.weight_node_kernels = 2 * 4 + 1;
   return h;
 }
 
 HostOps head_host_ops(bool autocast, bool tied_embeddings) {
   HostOps h;
   h.views = 3, h.ops = 3, h.matmuls = 1;  // t, view, reshape; layer_norm, to, cross_entropy
+  h.casts = autocast ? 2 : 0;             // the head's weight and the final LayerNorm's output
   // AccumulateGrad x3 (x2 tied: the head's weight is the embedding's), View x2, Mm, T,
-  // UnsafeView, LayerNorm, LogSoftmax, NllLoss; autocast: ToCopy x3.
+  // UnsafeView, LayerNorm, LogSoftmax, NllLoss; autocast: ToCopy x3 (the logits' `to` too).
   h.nodes = 11 - (tied_embeddings ? 1 : 0) + (autocast ? 3 : 0);
   h.node_kernels = 2 + 1 + 2 + (autocast ? 3 : 0);
   h.node_matmuls = 2;
+  h.weight_nodes = 3 - (tied_embeddings ? 1 : 0) + 1 + (autocast ? 1 : 0);  // AccumulateGrad, T
+  h.weight_node_kernels = autocast ? 1 : 0;
+  h.weight_node_matmuls = 1;
   return h;
 }
 
-double forward_host_seconds(const HostOps& o, const GpuCompute& gpu) {
+double forward_host_seconds(const HostOps& o, const GpuCompute& gpu, bool recording) {
   const auto c = gpu.host_costs();
-  // A matmul records its node as any operator does.
-  const double recording = c.autograd_op_us - c.op_us;
-  return 1e-6 *
-         (o.views * c.view_us + o.ops * c.autograd_op_us + o.matmuls * (c.matmul_us + recording));
+  // A matmul and a cast are recorded as any operator is.
+  const double op = recording ? c.autograd_op_us : c.op_us;
+  const double record = op - c.op_us;
+  return 1e-6 * (o.views * c.view_us + (o.ops + o.casts) * op + o.matmuls * (c.matmul_us + record));
 }
 
-double backward_input_host_seconds(const HostOps& o, const GpuCompute& gpu) {
+namespace {
+
+// node_us was measured with the one kernel its node launched: the node alone is the rest.
+double backward_host_seconds(double nodes, double kernels, double matmuls, const GpuCompute& gpu) {
   const auto c = gpu.host_costs();
-  // node_us was measured with the one kernel its node launched: the node alone is the rest.
-  return 1e-6 * (o.nodes * (c.node_us - c.op_us) + o.node_kernels * c.op_us +
-                 o.node_matmuls / 2 * c.matmul_us);
+  return 1e-6 * (nodes * (c.node_us - c.op_us) + kernels * c.op_us + matmuls * c.matmul_us);
+}
+
+}  // namespace
+
+double backward_input_host_seconds(const HostOps& o, const GpuCompute& gpu) {
+  return backward_host_seconds(o.nodes - o.weight_nodes, o.node_kernels - o.weight_node_kernels,
+                               o.node_matmuls - o.weight_node_matmuls, gpu);
 }
 
 double backward_weight_host_seconds(const HostOps& o, const GpuCompute& gpu) {
-  return 1e-6 * o.node_matmuls / 2 * gpu.host_costs().matmul_us;
+  return backward_host_seconds(o.weight_nodes, o.weight_node_kernels, o.weight_node_matmuls, gpu);
 }
 
 }  // namespace shardscope::profiling

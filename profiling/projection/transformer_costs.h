@@ -30,17 +30,23 @@ struct PricedOp {
 // ProjectionCheck.HostOperatorsAreWhatAStepDispatches holds these counts to it; the kernels a
 // node launches on a GPU are CUDA's, named with each count in the .cpp.
 struct HostOps {
-  double views = 0, ops = 0, matmuls = 0;                // forward
+  double views = 0, ops = 0, matmuls = 0;  // forward, top level
+  double casts = 0;  // forward: autocast's casts, called inside the matmuls (a ToCopy node each)
   double nodes = 0, node_kernels = 0, node_matmuls = 0;  // backward
+  // The part of the backward on the weights' side (AccumulateGrad, a weight's transpose and cast,
+  // a bias's sum, the weight-gradient matmuls): what a split backward's weight pass runs.
+  double weight_nodes = 0, weight_node_kernels = 0, weight_node_matmuls = 0;
 };
 // One block; the embedding (token and position lookups, their sum); the head (final LayerNorm,
-// LM head, cross-entropy). `autocast`: bf16 autocast, whose weight casts add a node each.
+// LM head, cross-entropy). `autocast`: bf16 autocast (what a GPU projection prices), whose casts
+// add a node each.
 HostOps block_host_ops(bool autocast);
 HostOps embedding_host_ops(bool autocast);
 HostOps head_host_ops(bool autocast, bool tied_embeddings);
-// Host seconds of a forward, and of a backward (its weight-gradient matmuls apart, for a split
-// backward's weight pass), at the GPU's measured host costs.
-double forward_host_seconds(const HostOps& ops, const GpuCompute& gpu);
+// Host seconds of a forward (`recording`: autograd records it; a checkpointed block's first
+// forward runs without), and of a backward's input and weight sides, at the GPU's measured host
+// costs. A whole backward is both sides.
+double forward_host_seconds(const HostOps& ops, const GpuCompute& gpu, bool recording = true);
 double backward_input_host_seconds(const HostOps& ops, const GpuCompute& gpu);
 double backward_weight_host_seconds(const HostOps& ops, const GpuCompute& gpu);
 
@@ -94,6 +100,12 @@ double sequence_parallel_gradient_bytes(const ModelShape& model);
 // the GPU's measured adamw_tensor_us.
 constexpr int kAdamWKernelsPerTensor = 9;
 double optimizer_seconds(const HardwareProfile& hw, double parameters, double tensors = 0);
+// A rank's optimizer step over `parameters` in `tensors` (what it holds) under `layout`: ZeRO's
+// stages (1 to 3) shard the optimizer's state over the data-parallel group, so a rank steps its
+// 1/d of the parameters in about 1/d of the tensors (ZeRO-1 the whole tensors it owns; ZeRO-2 and
+// FSDP pieces of flat shards, a few more where a tensor straddles two ranks).
+double rank_optimizer_seconds(const HardwareProfile& hw, const TrainingLayout& layout,
+                              double parameters, double tensors);
 // The parameter tensors of our GPT: per block two LayerNorms and four Linears, each a weight and
 // a bias; the token and position embeddings, the final LayerNorm's two, and an untied head.
 int64_t parameter_tensors(const ModelShape& model);

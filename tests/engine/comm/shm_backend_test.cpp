@@ -226,12 +226,12 @@ TEST(ShmBackend, AReduceScatterIntoItsOwnInputSumsEveryRanksPiece) {
   }
 }
 
-// The largest tensor that an add_ or div_ of the process was given since it was reset.
+// The largest tensor that an add_, div_ or minimum of the process was given since it was reset.
 std::atomic<int64_t> largest_reduction_op{0};
 
 std::unique_ptr<at::ObserverContext> note_reduction_op(const at::RecordFunction& fn) {
   const std::string name = fn.name();
-  if (name != "aten::add_" && name != "aten::div_") return nullptr;
+  if (name != "aten::add_" && name != "aten::div_" && name != "aten::minimum") return nullptr;
   const auto inputs = fn.inputs();
   if (!inputs.empty() && inputs[0].isTensor()) {
     const int64_t n = inputs[0].toTensor().numel();
@@ -254,17 +254,25 @@ TEST(ShmBackend, ReducesOnItsOwnThreadInPiecesTheIntraOpPoolNeverTakes) {
                                             .needsInputs(true)
                                             .scopes({at::RecordScope::FUNCTION}));
     const LaunchReport report = launch_rank_threads(shm_spec(2), [&](RankContext& ctx) {
-      auto t = torch::full({n}, float(ctx.rank + 1));
-      c10d::AllreduceOptions avg;
-      avg.reduceOp = c10d::ReduceOp::AVG;
-      std::vector<at::Tensor> tensors{t};
-      ctx.comm->process_group()->allreduce(tensors, avg)->wait();
-      EXPECT_TRUE(torch::equal(t, torch::full({n}, 1.5f))) << path << ", rank " << ctx.rank;
+      auto& pg = *ctx.comm->process_group();
+      for (const auto op : {c10d::ReduceOp::AVG, c10d::ReduceOp::MIN}) {
+        auto t = torch::full({n}, float(ctx.rank + 1));
+        c10d::AllreduceOptions options;
+        options.reduceOp = op;
+        std::vector<at::Tensor> tensors{t};
+        pg.allreduce(tensors, options)->wait();
+        const float expected = op == c10d::ReduceOp::AVG ? 1.5f : 1.0f;
+        EXPECT_TRUE(torch::equal(t, torch::full({n}, expected))) << path << ", rank " << ctx.rank;
+      }
+      auto in = torch::full({2 * n}, float(ctx.rank + 1));
+      auto out = torch::empty({n});
+      pg._reduce_scatter_base(out, in)->wait();
+      EXPECT_TRUE(torch::equal(out, torch::full({n}, 3.0f))) << path << ", rank " << ctx.rank;
     });
     at::removeCallback(handle);
     unsetenv("SHARDSCOPE_SHM_PATH");
     EXPECT_TRUE(report.ok()) << path << ": " << report.root_failure()->message;
-    EXPECT_GT(largest_reduction_op.load(), 0) << path << ": no add_ or div_ was seen";
+    EXPECT_GT(largest_reduction_op.load(), 0) << path << ": no reduction op was seen";
     EXPECT_LE(largest_reduction_op.load(), at::internal::GRAIN_SIZE) << path;
   }
 }
