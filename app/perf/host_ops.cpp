@@ -72,6 +72,10 @@ void measure_dispatch(const c10::Device& device, int calls, std::vector<PerfRow>
   rows.push_back(figure("matmul (linear 64x64)",
                         host_us_per_op(device, calls, 1, [&] { auto y = torch::linear(x, w); }),
                         "us/op"));
+  // What a backward's MmBackward0 calls: mm alone, without linear's transpose and bias.
+  rows.push_back(figure("matmul (mm 64x64), as backward calls it",
+                        host_us_per_op(device, calls, 1, [&] { auto y = torch::mm(x, w); }),
+                        "us/op"));
 }
 
 void measure_autograd(const c10::Device& device, int calls, std::vector<PerfRow>& rows) {

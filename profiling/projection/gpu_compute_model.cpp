@@ -48,9 +48,13 @@ double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int6
 }
 
 GpuCompute::HostCosts GpuCompute::host_costs() const {
-  if (host.op_us > 0) return host;
+  if (host.op_us > 0) {
+    HostCosts h = host;
+    if (h.mm_us <= 0) h.mm_us = h.matmul_us;
+    return h;
+  }
   HostCosts h;
-  h.op_us = h.autograd_op_us = h.matmul_us = h.node_us = dispatch_us;
+  h.op_us = h.autograd_op_us = h.matmul_us = h.mm_us = h.node_us = dispatch_us;
   return h;  // adamw_tensor_us 0: the optimizer's kernels at op_us each
 }
 

@@ -30,6 +30,8 @@ struct GpuCompute {
   struct HostCosts {
     double view_us = 0, op_us = 0, autograd_op_us = 0, matmul_us = 0, node_us = 0,
            adamw_tensor_us = 0;
+    // A bare mm, as a backward's nodes call it (optional in a profile; 0: matmul_us).
+    double mm_us = 0;
   } host;
   std::string sources;  // where each figure comes from
 

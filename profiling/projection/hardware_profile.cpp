@@ -104,8 +104,10 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
     gpu.host.matmul_us = positive(h, "matmul_us", in);
     gpu.host.node_us = positive(h, "node_us", in);
     gpu.host.adamw_tensor_us = positive(h, "adamw_tensor_us", in);
-    for (const double us : {gpu.host.view_us, gpu.host.op_us, gpu.host.autograd_op_us,
-                            gpu.host.matmul_us, gpu.host.node_us, gpu.host.adamw_tensor_us}) {
+    gpu.host.mm_us = optional_non_negative(h, "mm_us", in);
+    for (const double us :
+         {gpu.host.view_us, gpu.host.op_us, gpu.host.autograd_op_us, gpu.host.matmul_us,
+          gpu.host.node_us, gpu.host.adamw_tensor_us, gpu.host.mm_us}) {
       if (!(us <= 1e6))
         throw std::runtime_error(in + ": a host cost is microseconds, at most 1e6 (one second)");
     }

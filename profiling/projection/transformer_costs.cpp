@@ -338,7 +338,7 @@ namespace {
 // node_us was measured with the one kernel its node launched: the node alone is the rest.
 double backward_host_seconds(double nodes, double kernels, double matmuls, const GpuCompute& gpu) {
   const auto c = gpu.host_costs();
-  return 1e-6 * (nodes * (c.node_us - c.op_us) + kernels * c.op_us + matmuls * c.matmul_us);
+  return 1e-6 * (nodes * (c.node_us - c.op_us) + kernels * c.op_us + matmuls * c.mm_us);
 }
 
 }  // namespace
