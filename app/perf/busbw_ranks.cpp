@@ -149,6 +149,7 @@ CollectiveSeconds time_collectives_in_processes(const std::string& backend, int 
 }
 
 int busbw_rank_main(const BusbwRankArgs& args) {
+  prepare_process_for_groups();
   ProcessGroupSpec spec;
   spec.backend = args.backend;
   spec.rank = args.rank;

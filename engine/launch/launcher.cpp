@@ -268,6 +268,7 @@ LaunchReport launch_rank_threads(const LaunchSpec& spec,
     report.logs.push_back(std::make_unique<profiling::RankEventLog>(r));
   report.peak_allocated_bytes.assign(spec.world, 0);
 
+  prepare_process_for_groups();  // here, before any rank thread reads the environment
   auto store = c10::make_intrusive<c10d::HashStore>();
   store->setTimeout(spec.timeout);
   std::mutex failures_mutex;

@@ -32,24 +32,31 @@ size_t bytes_from_env(const char* name, size_t fallback, size_t least) {
 
 }  // namespace
 
+// Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a failing rank closes its
+// connections, a peer's write raises SIGPIPE, whose default action kills the whole process
+// (every rank, and the report). Python ignores SIGPIPE for the same reason; so do we, and the
+// write fails with EPIPE, which Gloo turns into an exception on the peer.
+//
+// c10d's flight recorder is one process-wide singleton that every group writes on each
+// collective; with several ranks' groups in one process its bookkeeping races (crashes seen
+// in FlightRecorder::recordWithResetEnabled when ranks start collectives together). Comm
+// records every call already, so it is switched off before the first group reads the setting.
+void prepare_process_for_groups() {
+  static std::mutex preparing;
+  std::lock_guard<std::mutex> lock(preparing);
+  std::signal(SIGPIPE, SIG_IGN);
+  const char* buffer = std::getenv("TORCH_FR_BUFFER_SIZE");
+  if (buffer == nullptr || std::string(buffer) != "0")
+    setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
+}
+
 c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec& spec) {
   if (spec.backend != "gloo" && spec.backend != "nccl" && spec.backend != "shm") {
     throw std::invalid_argument("process group backend '" + spec.backend + "' is not supported");
   }
-  // Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a failing rank closes its
-  // connections, a peer's write raises SIGPIPE, whose default action kills the whole process
-  // (every rank, and the report). Python ignores SIGPIPE for the same reason; so do we, and the
-  // write fails with EPIPE, which Gloo turns into an exception on the peer.
-  //
-  // c10d's flight recorder is one process-wide singleton that every group writes on each
-  // collective; with several ranks' groups in one process its bookkeeping races (crashes seen
-  // in FlightRecorder::recordWithResetEnabled when ranks start collectives together). Comm
-  // records every call already, so it is switched off before the first group reads the setting.
-  static std::once_flag process_setup;
-  std::call_once(process_setup, [] {
-    std::signal(SIGPIPE, SIG_IGN);
-    setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/1);
-  });
+  // Done already by whoever started this rank's thread; then this only reads (safe beside other
+  // threads' reads).
+  prepare_process_for_groups();
   auto store = c10::make_intrusive<c10d::PrefixStore>("shardscope/" + spec.name, spec.store);
   if (spec.backend == "shm") {
     // Ranks of one host: every tensor, host or CUDA, through shared memory.

@@ -1,5 +1,7 @@
 #include "engine/launch/rank_process.h"
+
 #include "engine/launch/peer_liveness.h"
+#include "engine/launch/process_group_factory.h"
 
 #include <algorithm>
 #include <atomic>
@@ -245,6 +247,7 @@ RankEnvironment rank_environment_from_env() {
 
 int run_rank_process(const Config& config, const RankEnvironment& env, const std::string& out_dir,
                      const RankProcessReports& reports) {
+  prepare_process_for_groups();  // before the keeper's thread or the rank's start
   if (env.world != config.world) {
     throw ConfigError("WORLD_SIZE", std::to_string(env.world) +
                                         " processes, but the config's world is " +

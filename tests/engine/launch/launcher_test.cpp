@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <string>
+
 #include <torch/torch.h>
 
 #include "engine/comm/comm.h"
@@ -19,6 +22,26 @@ TEST(Launcher, EveryRankRunsWithItsOwnIdentity) {
   });
   EXPECT_TRUE(report.ok());
   EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// The process's environment is set up before any rank thread starts. The first group of a
+// process once called setenv on one rank's thread while the other rank's thread read the
+// environment (oneDNN's getenv as the rank started): glibc's environment is not thread-safe, and
+// that getenv crashed in CI (1 run in about 700 here, under load).
+TEST(Launcher, TheEnvironmentIsSetBeforeAnyRankThreadStarts) {
+  unsetenv("TORCH_FR_BUFFER_SIZE");
+  LaunchSpec spec;
+  spec.world = 2;
+  spec.backend = "shm";
+  std::string before_ranks = "(not called)";
+  spec.watch_logs = [&](const std::vector<const profiling::RankEventLog*>* logs) {
+    if (logs == nullptr) return;  // the call after the ranks ended
+    const char* value = std::getenv("TORCH_FR_BUFFER_SIZE");
+    before_ranks = value != nullptr ? value : "(unset)";
+  };
+  const LaunchReport report = launch_rank_threads(spec, [](RankContext&) {});
+  EXPECT_TRUE(report.ok());
+  EXPECT_EQ(before_ranks, "0");
 }
 
 TEST(Launcher, ARankThatThrowsStopsTheOthersAndIsNamed) {
