@@ -9,12 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "app/perf/perf_suite.h"
+#include "app/perf/plain_loop.h"
 #include "engine/launch/launcher.h"
-#include "engine/model/gpt_model.h"
-#include "engine/model/mixed_precision.h"
-#include "engine/model/token_data.h"
 #include "engine/train/config.h"
-#include "engine/train/optimizer_factory.h"
 
 namespace shardscope::perf {
 
@@ -22,26 +19,11 @@ namespace {
 
 std::vector<double> plain_loop(const Config& c) {
   at::set_num_threads(default_threads_per_rank(1));
-  const c10::Device device(c.device);
-  GptModel model(c.model, c.seed);
-  model->to(device);
-  auto optimizer = make_optimizer(c.optimizer, model->parameters());
-  auto corpus = TokenCorpus::load(c.data, c.model.vocab, c.seed);
-  BatchSampler sampler(corpus, c.model.seq, c.micro_batch, 1, 1, c.seed);
+  PlainLoop loop(c);
   std::vector<double> seconds;
   for (int step = 0; step < c.steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
-    optimizer->zero_grad();
-    Batch batch = sampler.micro_batch(step, 0, 0);
-    if (!device.is_cpu()) batch = {batch.inputs.to(device), batch.targets.to(device)};
-    torch::Tensor loss;
-    {
-      ComputePrecisionScope precision(c.strategy_options, device.type());
-      loss = model->loss(batch);
-    }
-    loss.backward();
-    optimizer->step();
-    (void)loss.item<double>();
+    (void)loop.step(step).item<double>();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return seconds;

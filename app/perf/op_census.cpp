@@ -1,5 +1,7 @@
 #include "app/perf/op_census.h"
 
+#include "app/perf/plain_loop.h"
+
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 #include <atomic>
@@ -7,11 +9,6 @@
 #include <set>
 #include <stdexcept>
 #include <thread>
-
-#include "engine/model/gpt_model.h"
-#include "engine/model/mixed_precision.h"
-#include "engine/model/token_data.h"
-#include "engine/train/optimizer_factory.h"
 
 namespace shardscope::perf {
 
@@ -107,29 +104,22 @@ bool is_view_op(const std::string& name) {
 }
 
 OpCensus census_of_step(const Config& c) {
-  const c10::Device device(c.device);
-  GptModel model(c.model, c.seed);
-  model->to(device);
-  auto optimizer = make_optimizer(c.optimizer, model->parameters());
-  auto corpus = TokenCorpus::load(c.data, c.model.vocab, c.seed);
-  BatchSampler sampler(corpus, c.model.seq, c.micro_batch, 1, 1, c.seed);
+  PlainLoop loop(c);
   OpCensus census;
   for (int step = 0; step < 2; ++step) {
     const bool counted = step == 1;
     std::map<std::string, int64_t> forward, backward, optimizer_ops;
-    optimizer->zero_grad();
-    Batch batch = sampler.micro_batch(step, 0, 0);
-    if (!device.is_cpu()) batch = {batch.inputs.to(device), batch.targets.to(device)};
-    torch::Tensor loss;
-    {
-      ComputePrecisionScope precision(c.strategy_options, device.type());
-      auto forward_pass = [&] { loss = model->loss(batch); };
-      counted ? count_into(forward, &census.forward_matmul_flops, forward_pass) : forward_pass();
-      auto backward_pass = [&] { loss.backward(); };
-      counted ? count_into(backward, nullptr, backward_pass) : backward_pass();
-    }
-    auto step_pass = [&] { optimizer->step(); };
-    counted ? count_into(optimizer_ops, nullptr, step_pass) : step_pass();
+    loop.step(step, [&](PlainLoop::Phase phase, const std::function<void()>& fn) {
+      if (!counted) return fn();
+      switch (phase) {
+        case PlainLoop::Phase::kForward:
+          return count_into(forward, &census.forward_matmul_flops, fn);
+        case PlainLoop::Phase::kBackward:
+          return count_into(backward, nullptr, fn);
+        case PlainLoop::Phase::kOptimizer:
+          return count_into(optimizer_ops, nullptr, fn);
+      }
+    });
     if (!counted) continue;
     census.forward_names = forward;
     census.forward_ops = total(forward);

@@ -79,42 +79,22 @@ TEST(ProjectConfiguration, KorthikantiTable5RowsStayWithinAQuarterOfThePaper) {
   int cells = 0;
   for (const Row& r : rows) {
     for (const bool full : {true, false}) {
-      std::vector<std::string> args = {"project",
-                                       "--hardware",
-                                       "8xA100",
-                                       "--nodes",
-                                       std::to_string(r.gpus / 8),
-                                       "--strategy",
-                                       r.pp > 1 ? "hybrid" : "tp",
-                                       "--world",
-                                       std::to_string(r.gpus),
-                                       "--tp",
-                                       "8",
-                                       "--layers",
-                                       std::to_string(r.layers),
-                                       "--d-model",
-                                       std::to_string(r.d_model),
-                                       "--heads",
-                                       std::to_string(r.heads),
-                                       "--seq",
-                                       "2048",
-                                       "--vocab",
-                                       "51200",
-                                       "--mlp-ratio",
-                                       "4",
-                                       "--global-batch",
-                                       std::to_string(r.global_batch),
-                                       "--micro-batches",
-                                       std::to_string(r.global_batch),
-                                       "--precision",
-                                       "bf16",
-                                       "--json"};
+      // The 22B row's flags, with this row's shape, layout and batch.
+      std::map<std::string, std::string> flags = {
+          {"--nodes", std::to_string(r.gpus / 8)},
+          {"--strategy", r.pp > 1 ? "hybrid" : "tp"},
+          {"--world", std::to_string(r.gpus)},
+          {"--layers", std::to_string(r.layers)},
+          {"--d-model", std::to_string(r.d_model)},
+          {"--heads", std::to_string(r.heads)},
+          {"--global-batch", std::to_string(r.global_batch)},
+          {"--micro-batches", std::to_string(r.global_batch)}};
       if (r.pp > 1) {
-        args.insert(args.end(), {"--pp", std::to_string(r.pp), "--schedule",
-                                 r.stages_per_rank > 1 ? "interleaved-1f1b" : "1f1b"});
-        if (r.stages_per_rank > 1)
-          args.insert(args.end(), {"--stages-per-rank", std::to_string(r.stages_per_rank)});
+        flags["--pp"] = std::to_string(r.pp);
+        flags["--schedule"] = r.stages_per_rank > 1 ? "interleaved-1f1b" : "1f1b";
+        if (r.stages_per_rank > 1) flags["--stages-per-rank"] = std::to_string(r.stages_per_rank);
       }
+      std::vector<std::string> args = megatron_22b(flags, {"--json"});
       args.push_back(full ? "--activation-checkpointing" : "--sequence-parallel");
       const test::CliResult out = cli(args);
       ASSERT_EQ(out.code, 0) << r.model << ": " << out.err;
