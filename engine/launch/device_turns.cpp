@@ -8,12 +8,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
 
+#include "engine/launch/compute_cores.h"
 #include "profiling/record/host_tracing.h"
 
 // glibc before 2.37 names the thread of a SIGEV_THREAD_ID event only by its inner field.
@@ -142,20 +144,29 @@ void DeviceTurns::take_file_lock() {
 }
 
 void DeviceTurns::pin_compute_cores(int compute_cores) {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const std::vector<int> cpus = allowed_cores();
+  std::vector<int> compute;
+  if (compute_cores >= 1 && static_cast<int>(cpus.size()) > compute_cores) {
+    if (one_rank_per_process_) {
+      // A rank process computes where its launcher claimed (the ranks take turns there), or,
+      // started by another launcher (torchrun), on the first cores as every rank of its job.
+      for (int c : compute_cores_from_environment()) {
+        if (std::find(cpus.begin(), cpus.end(), c) != cpus.end()) compute.push_back(c);
+      }
+      if (static_cast<int>(compute.size()) != compute_cores)
+        compute.assign(cpus.begin(), cpus.begin() + compute_cores);
+    } else {
+      compute = claim_compute_cores(cpus, compute_cores);
     }
   }
   std::lock_guard<std::mutex> lock(pinning_);
-  compute_cpus_.clear();
+  compute_cpus_ = compute;
   communication_cpus_.clear();
-  if (compute_cores < 1 || static_cast<int>(cpus.size()) <= compute_cores) return;
-  compute_cpus_.assign(cpus.begin(), cpus.begin() + compute_cores);
-  communication_cpus_.assign(cpus.begin() + compute_cores, cpus.end());
+  if (compute.empty()) return;
+  for (int c : cpus) {
+    if (std::find(compute.begin(), compute.end(), c) == compute.end())
+      communication_cpus_.push_back(c);
+  }
 }
 
 void DeviceTurns::keep_to_communication_cores() {

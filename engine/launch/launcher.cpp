@@ -14,6 +14,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "engine/comm/comm.h"
+#include "engine/launch/backward_thread.h"
 #include "engine/launch/device_turns.h"
 #include "engine/launch/process_group_factory.h"
 #include "engine/launch/rank_runner.h"
@@ -218,6 +219,12 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
   const int threads =
       spec.threads_per_rank > 0 ? spec.threads_per_rank : default_threads_per_rank(spec.world);
   set_intra_op_threads(threads);
+  // A rank that takes turns on a CPU "device" and computes on this thread alone: what the thread
+  // did not run, the machine took from it (device time takes that out). Not where a second
+  // thread runs its backward, nor where ranks contend (device time keeps the contention).
+  profiling::RankEventLog::measure_cpu_time_on_this_thread(threads == 1 && spec.take_turns &&
+                                                           spec.device.rfind("cpu", 0) == 0 &&
+                                                           !backward_thread_emulated());
   profiling::RankEventLog* log = spec.tracing ? log_storage : nullptr;
   profiling::RankLogScope tracing(log);
   profiling::RankMemoryTracker memory(rank, log);

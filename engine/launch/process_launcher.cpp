@@ -22,6 +22,8 @@
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "engine/launch/compute_cores.h"
+#include "engine/launch/launcher.h"
 #include "engine/launch/rank_process.h"
 #include "engine/launch/rank_result_file.h"
 #include "engine/launch/stop_request.h"
@@ -197,7 +199,7 @@ std::vector<std::string> inherited_environment() {
     if (key == "RANK" || key == "WORLD_SIZE" || key == "LOCAL_RANK" || key == "MASTER_ADDR" ||
         key == "MASTER_PORT" || key == "SHARDSCOPE_STORE_HOSTED" || key == "GLOO_SOCKET_IFNAME" ||
         key == "SHARDSCOPE_GLOO_ADDRESS" || key == "SHARDSCOPE_LAUNCHER_REPORTS" ||
-        key == "TORCHELASTIC_USE_AGENT_STORE")
+        key == "TORCHELASTIC_USE_AGENT_STORE" || key == kComputeCoresVariable)
       continue;
     inherited.push_back(entry);
   }
@@ -209,7 +211,15 @@ std::vector<std::string> inherited_environment() {
 std::vector<ChildCommand> worker_commands(const Config& config, const std::string& dir,
                                           int store_port) {
   const std::string exe = worker_executable();
-  const std::vector<std::string> inherited = inherited_environment();
+  std::vector<std::string> inherited = inherited_environment();
+  // Ranks that take turns on this CPU compute on cores this launcher claims, beside any other run.
+  const LaunchSpec spec = launch_spec(config);
+  const std::vector<int> cores = allowed_cores();
+  if (spec.take_turns && config.world > 1 && config.device.rfind("cpu", 0) == 0 &&
+      spec.threads_per_rank >= 1 && static_cast<int>(cores.size()) > spec.threads_per_rank) {
+    inherited.push_back(std::string(kComputeCoresVariable) + "=" +
+                        compute_cores_text(claim_compute_cores(cores, spec.threads_per_rank)));
+  }
   std::vector<ChildCommand> commands(config.world);
   for (int r = 0; r < config.world; ++r) {
     ChildCommand& c = commands[r];

@@ -72,7 +72,8 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
   json events = json::array(), spans = json::array(), memory = json::array();
   for (const auto& e : log.snapshot()) events.push_back(e);
   for (const auto& s : log.spans()) {
-    spans.push_back({s.name, static_cast<int>(s.category), s.t0_ns, s.t1_ns, s.step, s.micro});
+    spans.push_back(
+        {s.name, static_cast<int>(s.category), s.t0_ns, s.t1_ns, s.step, s.micro, s.off_cpu_us});
   }
   for (const auto& m : log.memory()) {
     memory.push_back({m.t_ns, static_cast<int>(m.kind), m.bytes});
@@ -148,6 +149,7 @@ bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
     span.t1_ns = s.at(3);
     span.step = s.at(4);
     span.micro = s.at(5);
+    if (s.size() > 6) span.off_cpu_us = s.at(6);
     spans.push_back(std::move(span));
   }
   for (const auto& m : in.at("memory_samples")) {

@@ -117,6 +117,10 @@ std::string to_chrome_json(const Trace& trace) {
       w.integer(e.step);
       w.raw(",\"micro\":");
       w.integer(e.micro);
+      if (e.off_cpu_us != 0) {
+        w.raw(",\"off_cpu_us\":");
+        w.integer(e.off_cpu_us);
+      }
       if (e.category == Category::kCollective || e.category == Category::kWait) {
         w.raw(",\"bytes\":");
         w.integer(e.bytes);

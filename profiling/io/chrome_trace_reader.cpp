@@ -151,11 +151,12 @@ enum ArgKey : size_t {
   kRank,
   kArgName,
   kLane,
-  kLaneName
+  kLaneName,
+  kOffCpuUs
 };
-constexpr std::array<const char*, 11> kArgKeys = {"step", "micro",      "bytes",    "seq",
-                                                  "peer", "group_size", "group",    "rank",
-                                                  "name", "lane",       "lane_name"};
+constexpr std::array<const char*, 12> kArgKeys = {"step", "micro",      "bytes",     "seq",
+                                                  "peer", "group_size", "group",     "rank",
+                                                  "name", "lane",       "lane_name", "off_cpu_us"};
 using EventMembers = Members<kEventKeys.size()>;
 using ArgMembers = Members<kArgKeys.size()>;
 
@@ -405,6 +406,7 @@ struct TraceBuilder {
     out.seq = optional_field<int64_t>(args, kSeq, -1);
     out.peer = optional_field<int16_t>(args, kPeer, -1);
     out.group_size = optional_field<int16_t>(args, kGroupSize, 0);
+    out.off_cpu_us = std::max(0, optional_field<int32_t>(args, kOffCpuUs, 0));
     out.group = trace.intern(optional_field<std::string>(args, kGroup, ""));
     r.events.push_back(out);
   }

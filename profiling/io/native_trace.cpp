@@ -1,10 +1,11 @@
 // The native trace format (.sst): a 32-byte header, then the payload.
 //   header: magic "SSTRACE\0", u32 version, u32 header size, u64 payload size,
 //           u64 FNV-1a checksum of the payload
-//   version 2 is written; version 1, read too, differs only in its checksum's offset basis
-//   (1469598103934665603, FNV-1a's 14695981039346656037 with a digit lost).
+//   version 3 is written. Version 2, read too, has no i32 off_cpu_us after an event's step
+//   (52-byte event records, not 56); version 1 is version 2 with its checksum's offset basis
+//   1469598103934665603 (FNV-1a's 14695981039346656037 with a digit lost).
 //   payload: run JSON, string table, then per rank: rank, lanes, failure, events (fixed
-//            52-byte records), memory counters (17-byte records). Little-endian throughout.
+//            56-byte records), memory counters (17-byte records). Little-endian throughout.
 // The reader trusts nothing: every count is checked against the bytes that remain before
 // anything is allocated, every index against its table, every enum against its range.
 #include <algorithm>
@@ -21,12 +22,13 @@ namespace shardscope::profiling {
 namespace {
 
 constexpr char kMagic[8] = {'S', 'S', 'T', 'R', 'A', 'C', 'E', '\0'};
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr uint32_t kOldestVersion = 1;
 constexpr uint64_t kFnvOffset = 14695981039346656037ull;
 constexpr uint64_t kVersion1Offset = 1469598103934665603ull;
 constexpr uint32_t kHeaderSize = 32;
-constexpr size_t kEventRecord = 8 * 4 + 4 * 2 + 4 + 2 * 3 + 1 + 1;
+constexpr size_t kEventRecord = 8 * 4 + 4 * 2 + 4 + 4 + 2 * 3 + 1 + 1;
+constexpr size_t kVersion2EventRecord = kEventRecord - 4;  // no off_cpu_us
 constexpr size_t kCounterRecord = 8 + 8 + 1;
 
 uint64_t fnv1a(const char* data, size_t size, uint64_t offset_basis) {
@@ -120,6 +122,7 @@ std::string to_native(const Trace& trace) {
       w.put(e.name);
       w.put(e.group);
       w.put(e.step);
+      w.put(e.off_cpu_us);
       w.put(e.micro);
       w.put(e.peer);
       w.put(e.group_size);
@@ -184,7 +187,8 @@ Trace from_native(const std::string& bytes) {
     if (lanes > 256) throw TraceFormatError("corrupt trace: more than 256 lanes");
     for (uint64_t i = 0; i < lanes; ++i) rank.lanes.push_back(r.get_string("lane name"));
     rank.failure = r.get_string("failure");
-    const uint64_t events = r.get_count(kEventRecord, "event");
+    const bool has_off_cpu = version >= 3;
+    const uint64_t events = r.get_count(has_off_cpu ? kEventRecord : kVersion2EventRecord, "event");
     rank.events.resize(events);
     for (auto& e : rank.events) {
       e.t0_ns = r.get<int64_t>("event");
@@ -194,6 +198,7 @@ Trace from_native(const std::string& bytes) {
       e.name = r.get<uint32_t>("event");
       e.group = r.get<uint32_t>("event");
       e.step = r.get<int32_t>("event");
+      if (has_off_cpu) e.off_cpu_us = r.get<int32_t>("event");
       e.micro = r.get<int16_t>("event");
       e.peer = r.get<int16_t>("event");
       e.group_size = r.get<int16_t>("event");

@@ -52,7 +52,60 @@ struct Segment {
   int64_t a = 0, b = 0;  // measured
   Piece kind = Piece::kHost;
   std::string key;  // what work it is
+  // b - a, less its share of the time its thread was off its core (off_cpu_shares).
+  int64_t on_core_ns = 0;
 };
+
+// Where the recording measured how long its thread was off its core within each span (a busy
+// machine preempting it: a device of its own would not have), that time is taken out of the
+// span's own pieces, in proportion to their lengths. A span's own: what its children's off-core
+// time does not already count (a wait's, all of it). `inner[k]`: the innermost span of segment k
+// (spans.size() where none).
+void off_cpu_shares(const std::vector<const Event*>& spans, const std::vector<size_t>& inner,
+                    std::vector<Segment>& segments) {
+  const size_t none = spans.size();
+  std::vector<int64_t> own_off(spans.size()), own_wall(spans.size());
+  bool measured = false;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    own_off[i] = int64_t{spans[i]->off_cpu_us} * 1000;
+    measured = measured || own_off[i] > 0;
+  }
+  if (!measured) {
+    for (Segment& s : segments) s.on_core_ns = s.b - s.a;
+    return;
+  }
+  // Each span's parent: the innermost one that encloses it, found in order of start (the longer
+  // of two that start together is the outer).
+  std::vector<size_t> order(spans.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
+    return spans[x]->t0_ns != spans[y]->t0_ns ? spans[x]->t0_ns < spans[y]->t0_ns
+                                              : spans[x]->t1_ns > spans[y]->t1_ns;
+  });
+  std::vector<size_t> open;
+  for (size_t i : order) {
+    while (!open.empty() && spans[open.back()]->t1_ns < spans[i]->t1_ns) open.pop_back();
+    // A wait is counted as off the core all through: a communication call's wait is built
+    // from the call's own stamps, with no measure of its thread, and blocks it.
+    const int64_t child_off = spans[i]->category == Category::kWait
+                                  ? spans[i]->t1_ns - spans[i]->t0_ns
+                                  : int64_t{spans[i]->off_cpu_us} * 1000;
+    if (!open.empty()) own_off[open.back()] -= child_off;
+    open.push_back(i);
+  }
+  for (size_t k = 0; k < segments.size(); ++k) {
+    if (inner[k] != none) own_wall[inner[k]] += segments[k].b - segments[k].a;
+  }
+  for (size_t k = 0; k < segments.size(); ++k) {
+    Segment& s = segments[k];
+    const int64_t wall = s.b - s.a;
+    s.on_core_ns = wall;
+    const size_t i = inner[k];
+    if (i == none || own_off[i] <= 0 || own_wall[i] <= 0) continue;
+    const double share = std::min(1.0, double(own_off[i]) / double(own_wall[i]));
+    s.on_core_ns = wall - static_cast<int64_t>(share * double(wall));
+  }
+}
 
 // The pieces of one rank's host lane, in time order: between every two instants where a span
 // starts or ends, the innermost span that covers it says what it is.
@@ -98,6 +151,7 @@ std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int 
     return label;
   };
   std::vector<Segment> out;
+  std::vector<size_t> inner_of;  // per segment
   std::vector<size_t> active;
   std::map<std::pair<size_t, std::string>, int> seen;  // alike pieces of one span occurrence
   size_t next = 0;
@@ -116,7 +170,8 @@ std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int 
           (spans[i]->t0_ns == spans[inner]->t0_ns && spans[i]->t1_ns <= spans[inner]->t1_ns))
         inner = i;
     }
-    Segment s{a, b, piece_of(trace, inner == none ? nullptr : spans[inner]), ""};
+    Segment s{a, b, piece_of(trace, inner == none ? nullptr : spans[inner]), "", b - a};
+    inner_of.push_back(inner);
     if (!keyed) {
       out.push_back(std::move(s));
       continue;
@@ -126,6 +181,7 @@ std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int 
     if (inner != none) s.key += "|" + std::to_string(seen[{inner, s.key}]++);
     out.push_back(std::move(s));
   }
+  if (keyed) off_cpu_shares(spans, inner_of, out);
   return out;
 }
 
@@ -183,7 +239,7 @@ Trace same_work_same_time(const Trace& measured, const std::vector<int>& work_cl
   for (size_t r = 0; r < n; ++r) {
     const int cls = r < work_class.size() ? work_class[r] : -1 - static_cast<int>(r);
     segments[r] = segments_of(measured, measured.ranks[r], cls);
-    for (const Segment& s : segments[r]) samples[s.key].push_back(s.b - s.a);
+    for (const Segment& s : segments[r]) samples[s.key].push_back(s.on_core_ns);
   }
   std::unordered_map<std::string, int64_t> durations;
   for (auto& [key, lengths] : samples) durations[key] = median(std::move(lengths));

@@ -18,7 +18,9 @@ namespace shardscope::profiling {
 //   occurrences, on every step, micro-batch and rank of its work class. Ranks of one class do
 //   identical work under spans of one name (data-parallel replicas); different classes keep
 //   their real differences (a pipeline stage with more layers, the last stage's loss, a rank
-//   whose experts get more tokens).
+//   whose experts get more tokens). A piece's length is what its thread ran: where the recording
+//   measured how long the thread was off its core within a span (Event::off_cpu_us), that is
+//   taken out first, so a stage preempted all through a busy machine's run is not slower.
 // - The device runs ahead of its host, as a GPU does (ReplayOptions::device_ahead_of_host, over
 //   device_work_intervals). Forward, backward, optimizer and gradient-sync spans are device work;
 //   what the host does between them (posting a send, freeing a micro-batch's activations) runs

@@ -1,5 +1,8 @@
 #include "profiling/record/rank_event_log.h"
 
+#include <algorithm>
+#include <atomic>
+#include <climits>
 #include <mutex>
 #include <utility>
 
@@ -77,17 +80,44 @@ uint32_t RankEventLog::intern_locked(std::string_view name) {
   return id;
 }
 
+namespace {
+
+thread_local bool measures_cpu_time = false;
+
+// A small number of this thread's own, never 0 (0: no thread measured the span).
+uint32_t this_thread_number() {
+  static std::atomic<uint32_t> next{1};
+  thread_local const uint32_t number = next.fetch_add(1);
+  return number;
+}
+
+}  // namespace
+
+void RankEventLog::measure_cpu_time_on_this_thread(bool on) {
+  measures_cpu_time = on;
+}
+
 size_t RankEventLog::begin_span(std::string_view name, Category category) {
+  const int64_t cpu = measures_cpu_time ? thread_cpu_ns() : -1;
+  const uint32_t thread = cpu >= 0 ? this_thread_number() : 0;
   const int64_t t = now_ns();
   std::lock_guard<SpinLock> lock(mutex_);
-  spans_.push_back({intern_locked(name), category, micro_, step_, t, 0});
+  spans_.push_back({intern_locked(name), category, micro_, step_, t, 0, cpu, thread});
   return spans_.size() - 1;
 }
 
 void RankEventLog::end_span(size_t index) {
   const int64_t t = now_ns();
+  const int64_t cpu = measures_cpu_time ? thread_cpu_ns() : -1;
+  const uint32_t thread = cpu >= 0 ? this_thread_number() : 0;
   std::lock_guard<SpinLock> lock(mutex_);
-  if (index < spans_.size() && spans_[index].t1_ns == 0) spans_[index].t1_ns = t;
+  if (index >= spans_.size() || spans_[index].t1_ns != 0) return;
+  Span& s = spans_[index];
+  s.t1_ns = t;
+  if (s.cpu0_ns >= 0 && cpu >= 0 && s.thread == thread) {
+    const int64_t off = (t - s.t0_ns) - (cpu - s.cpu0_ns);
+    s.off_cpu_us = static_cast<int32_t>(std::clamp<int64_t>(off / 1000, 0, INT32_MAX));
+  }
 }
 
 void RankEventLog::add_memory(MemoryKind kind, int64_t bytes) {
@@ -139,8 +169,10 @@ void RankEventLog::restore(std::vector<CommEvent> events, std::vector<HostSpan> 
   }
   spans_.clear();
   spans_.reserve(spans.size());
-  for (const HostSpan& s : spans)
-    spans_.push_back({intern_locked(s.name), s.category, s.micro, s.step, s.t0_ns, s.t1_ns});
+  for (const HostSpan& s : spans) {
+    spans_.push_back({intern_locked(s.name), s.category, s.micro, s.step, s.t0_ns, s.t1_ns, -1, 0});
+    spans_.back().off_cpu_us = s.off_cpu_us;
+  }
   memory_ = std::move(memory);
 }
 
@@ -149,7 +181,7 @@ std::vector<HostSpan> RankEventLog::spans() const {
   std::vector<HostSpan> out;
   out.reserve(spans_.size());
   for (const Span& s : spans_)
-    out.push_back({names_[s.name], s.category, s.t0_ns, s.t1_ns, s.step, s.micro});
+    out.push_back({names_[s.name], s.category, s.t0_ns, s.t1_ns, s.step, s.micro, s.off_cpu_us});
   return out;
 }
 

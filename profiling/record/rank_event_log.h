@@ -22,6 +22,10 @@ struct HostSpan {
   int64_t t1_ns = 0;  // 0 while open
   int32_t step = -1;
   int16_t micro = -1;
+  // Of the span, the microseconds its thread was off its core (wall time less the thread's CPU
+  // time): a busy machine's preemption, or a wait. Measured only on threads that compute alone
+  // (RankEventLog::measure_cpu_time_on_this_thread); 0 where not measured.
+  int32_t off_cpu_us = 0;
 };
 
 struct MemorySample {
@@ -51,6 +55,11 @@ class RankEventLog {
   void stamp_wait_end(size_t index, int64_t t_ns);
   void mark_blocking(size_t index);
 
+  // Spans begun on the calling thread from now on also measure its CPU time (off_cpu_us). For a
+  // thread whose compute runs on itself alone (one intra-op thread): there, what the thread did
+  // not run is time the machine took from it, which a device of its own would not have.
+  static void measure_cpu_time_on_this_thread(bool on);
+
   size_t begin_span(std::string_view name, Category category);
   void end_span(size_t index);
   void add_memory(MemoryKind kind, int64_t bytes);
@@ -74,6 +83,9 @@ class RankEventLog {
     int32_t step = -1;
     int64_t t0_ns = 0;
     int64_t t1_ns = 0;
+    int64_t cpu0_ns = -1;  // the beginning thread's CPU time, when it measures it
+    uint32_t thread = 0;   // which thread began it (its CPU time is only its own)
+    int32_t off_cpu_us = 0;
   };
 
   // A CommEvent with its names interned: 72 bytes to copy when the vector grows, and no

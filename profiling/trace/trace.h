@@ -49,12 +49,18 @@ struct Event {
   uint32_t name = 0;   // index into Trace::strings
   uint32_t group = 0;  // collectives: process group name, index into Trace::strings
   int32_t step = -1;
+  // Host spans: the microseconds the recording thread was off its core within the span (a busy
+  // machine's preemption, or a wait), where measured (HostSpan::off_cpu_us); else 0.
+  int32_t off_cpu_us = 0;
   int16_t micro = -1;
   int16_t peer = -1;  // point-to-point peer or broadcast root
   int16_t group_size = 0;
   uint8_t lane = kHostLane;
   Category category = Category::kOther;
 };
+
+// Events are many (a GPU step's kernels): the field above fits what was padding.
+static_assert(sizeof(Event) == 56, "an Event's size is part of a trace's memory");
 
 struct CounterSample {
   int64_t t_ns = 0;

@@ -29,6 +29,7 @@ Trace build_trace(const RunRecord& run, const std::vector<const RankEventLog*>& 
       e.category = s.category;
       e.step = s.step;
       e.micro = s.micro;
+      e.off_cpu_us = s.off_cpu_us;
       e.lane = kHostLane;
       rank.events.push_back(e);
     }

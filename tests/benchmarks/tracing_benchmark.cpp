@@ -39,6 +39,19 @@ void BM_HostSpan(benchmark::State& state) {
   }
 }
 
+// The same on a rank thread that computes alone, which also reads its CPU time twice.
+void BM_HostSpanMeasuringCpuTime(benchmark::State& state) {
+  RankEventLog log(0);
+  RankLogScope scope(&log);
+  RankEventLog::measure_cpu_time_on_this_thread(true);
+  int64_t n = 0;
+  for (auto _ : state) {
+    ScopedSpan span(Category::kForward, "forward blocks.1");
+    keep_small(state, log, ++n);
+  }
+  RankEventLog::measure_cpu_time_on_this_thread(false);
+}
+
 // One collective as Comm records it: the call with its op, group and dtype, then the
 // backend's completion and the caller's wait.
 void BM_CollectiveRecord(benchmark::State& state) {
@@ -105,6 +118,7 @@ void BM_ClockRead(benchmark::State& state) {
 
 BENCHMARK(BM_ClockRead);
 BENCHMARK(BM_HostSpan);
+BENCHMARK(BM_HostSpanMeasuringCpuTime);
 BENCHMARK(BM_CollectiveRecord);
 BENCHMARK(BM_MemorySample);
 BENCHMARK(BM_AllocationHook);

@@ -18,13 +18,16 @@ class HandTrace {
       trace_.ranks.push_back(rank);
     }
   }
-  void span(int rank, const char* name, Category category, int64_t t0, int64_t t1, int step = 0) {
+  // `off_cpu_us`: how long the recording thread was off its core within the span.
+  void span(int rank, const char* name, Category category, int64_t t0, int64_t t1, int step = 0,
+            int32_t off_cpu_us = 0) {
     Event e;
     e.t0_ns = t0;
     e.t1_ns = t1;
     e.name = trace_.intern(name);
     e.category = category;
     e.step = step;
+    e.off_cpu_us = off_cpu_us;
     trace_.ranks[rank].events.push_back(e);
   }
   // A call issued at `issue`, completed at `complete`, waited for from `wait0` to `wait1`.

@@ -32,7 +32,8 @@ profiling::Trace sample_trace() {
     add("step 0", Category::kStep, 0, 10'000, profiling::kHostLane);
     add("micro-batch 0", Category::kMicroBatch, 10, 6'000, profiling::kHostLane);
     add("forward blocks.0", Category::kForward, 20, 2'000, profiling::kHostLane);
-    add("backward blocks.0", Category::kBackward, 2'000, 5'999, profiling::kHostLane);
+    add("backward blocks.0", Category::kBackward, 2'000, 5'999, profiling::kHostLane)->off_cpu_us =
+        1 + r;
     Event* ar =
         add("all_reduce", Category::kCollective, 3'000 + r * 500, 7'000, profiling::kCommLane);
     ar->bytes = 1'000'000;
@@ -87,6 +88,7 @@ void expect_same_trace(const profiling::Trace& a, const profiling::Trace& b) {
       EXPECT_EQ(e.micro, f.micro);
       EXPECT_EQ(e.peer, f.peer);
       EXPECT_EQ(e.group_size, f.group_size);
+      EXPECT_EQ(e.off_cpu_us, f.off_cpu_us);
       EXPECT_EQ(e.lane, f.lane);
       EXPECT_EQ(e.category, f.category);
     }

@@ -61,6 +61,47 @@ TEST(DeviceModel, RanksOfDifferentClassesKeepTheirOwnWork) {
   for (const Event* e : named(own, 1, "forward blocks.0")) EXPECT_EQ(e->t1_ns - e->t0_ns, 13 * kMs);
 }
 
+// A stage whose thread a busy machine preempted all through its run: every forward took 30 ms of
+// wall time, 10 of them off its core (measured by the recording). The median of alike pieces
+// cannot see that (all are slow); what the thread ran can.
+TEST(DeviceModel, TimeOffTheCoreIsTakenOut) {
+  HandTrace b(1);
+  for (int step = 0; step < 3; ++step) {
+    const int64_t t = step * 31 * kMs;
+    b.span(0, "forward blocks.0", Category::kForward, t, t + 30 * kMs, step, 10000);
+  }
+  const Trace t = same_work_same_time(b.build(), {0});
+  for (const Event* e : named(t, 0, "forward blocks.0")) EXPECT_EQ(e->t1_ns - e->t0_ns, 20 * kMs);
+}
+
+// A span's own time off the core is what its children's does not count: a 30 ms backward, 12 ms
+// off its core, of which 8 ms were inside its 8 ms wait for a collective (which the replay
+// prices). The other 4 ms come out of the backward's own 22 ms, in proportion: 18 ms remain.
+TEST(DeviceModel, AChildsTimeOffTheCoreIsItsOwn) {
+  HandTrace b(1);
+  b.span(0, "backward blocks.0", Category::kBackward, 0, 30 * kMs, 0, 12000);
+  b.span(0, "wait all_reduce", Category::kWait, 10 * kMs, 18 * kMs, 0, 8000);
+  const Trace t = same_work_same_time(b.build(), {0});
+  const auto backward = named(t, 0, "backward blocks.0");
+  ASSERT_EQ(backward.size(), 1u);
+  // 18 ms of the backward's own and the wait's nanosecond (and a nanosecond of rounding).
+  EXPECT_NEAR(backward[0]->t1_ns - backward[0]->t0_ns, 18 * kMs, 2);
+  // A wait built from a communication call's stamps measures nothing of its thread: it was
+  // blocked all through, and only the rest comes out of the backward.
+  HandTrace call(1);
+  call.span(0, "backward blocks.0", Category::kBackward, 0, 30 * kMs, 0, 12000);
+  call.call(0, "all_reduce", "tp", 0, 2, -1, 64, 10 * kMs, 18 * kMs, 10 * kMs, 18 * kMs);
+  const Trace c = same_work_same_time(call.build(), {0});
+  const auto blocked = named(c, 0, "backward blocks.0");
+  ASSERT_EQ(blocked.size(), 1u);
+  EXPECT_NEAR(blocked[0]->t1_ns - blocked[0]->t0_ns, 18 * kMs, 2);
+  // Unmeasured (0), a span keeps its wall time.
+  HandTrace plain(1);
+  plain.span(0, "backward blocks.0", Category::kBackward, 0, 30 * kMs);
+  const Trace p = same_work_same_time(plain.build(), {0});
+  EXPECT_EQ(named(p, 0, "backward blocks.0")[0]->t1_ns, 30 * kMs);
+}
+
 TEST(DeviceModel, MicroBatchesOfOneStageAreTheSameWork) {
   HandTrace b(1);
   b.span(0, "forward micro-batch 0", Category::kForward, 0, 4 * kMs);

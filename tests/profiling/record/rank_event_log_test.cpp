@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <string>
 #include <thread>
 
@@ -101,6 +102,41 @@ TEST(RankEventLog, StampsFromAnotherThreadLandWhileTheRankAppends) {
     ASSERT_EQ(events[i].t_complete_ns, 10 + static_cast<int64_t>(i)) << i;
     ASSERT_EQ(events[i].seq, i);
   }
+}
+
+// A thread that measures its CPU time records how long it was off its core within a span: a
+// sleep inside one is off it, a spin is not. Where it does not measure, or the span ends on
+// another thread (whose CPU time is not the first's), nothing is recorded.
+TEST(RankEventLog, ASpanSaysHowLongItsThreadWasOffItsCore) {
+  RankEventLog log(0);
+  auto spin = [](std::chrono::milliseconds d) {
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  std::thread([&] {
+    RankEventLog::measure_cpu_time_on_this_thread(true);
+    const size_t slept = log.begin_span("slept", Category::kOther);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    log.end_span(slept);
+    const size_t spun = log.begin_span("spun", Category::kOther);
+    spin(std::chrono::milliseconds(20));
+    log.end_span(spun);
+    const size_t elsewhere = log.begin_span("ended elsewhere", Category::kOther);
+    std::thread([&] { log.end_span(elsewhere); }).join();
+    RankEventLog::measure_cpu_time_on_this_thread(false);
+    const size_t unmeasured = log.begin_span("unmeasured", Category::kOther);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    log.end_span(unmeasured);
+  }).join();
+  const auto spans = log.spans();
+  ASSERT_EQ(spans.size(), 4u);
+  EXPECT_GE(spans[0].off_cpu_us, 45000) << "a 50 ms sleep";
+  EXPECT_LE(spans[0].off_cpu_us, (spans[0].t1_ns - spans[0].t0_ns) / 1000);
+  // A spin is off its core only as long as the machine preempts it: at most the spin.
+  EXPECT_LT(spans[1].off_cpu_us, (spans[1].t1_ns - spans[1].t0_ns) / 1000);
+  EXPECT_EQ(spans[2].off_cpu_us, 0);
+  EXPECT_EQ(spans[3].off_cpu_us, 0);
 }
 
 }  // namespace

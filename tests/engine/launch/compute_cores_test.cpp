@@ -1,0 +1,52 @@
+// Two runs at once compute on different cores: each claims its own across processes, and lets
+// go when it ends. The cores here are numbers no machine's runs use (900, 901): a claim is a lock
+// on a file named after the core, so the test never meets a real run's claims.
+#include "engine/launch/compute_cores.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vector>
+
+namespace shardscope {
+namespace {
+
+const std::vector<int> kCores = {900, 901};
+
+// What a claim in a process of its own gets: the first core as the exit status (+1), 0 none,
+// 99 two cores 900 and 901.
+int claim_in_a_child(int count) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const std::vector<int> got = claim_compute_cores(kCores, count);
+    if (got == kCores) ::_exit(99);
+    ::_exit(got.size() == 1 ? got[0] - 899 : 0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(ComputeCores, TwoRunsAtOnceComputeOnDifferentCores) {
+  EXPECT_EQ(claim_compute_cores(kCores, 1), std::vector<int>{900});
+  EXPECT_EQ(claim_compute_cores(kCores, 1), std::vector<int>{900}) << "claimed again: the same";
+  EXPECT_EQ(claim_in_a_child(1), 2) << "another process, beside this one: the other core";
+  EXPECT_EQ(claim_in_a_child(1), 2) << "the first child's claim ended with it";
+  // Wanting both while this process holds one: fewer free than wanted, so the first two,
+  // unclaimed, as a run alone would take.
+  EXPECT_EQ(claim_in_a_child(2), 99);
+  // This process wants both: it lets go of its one and claims the two.
+  EXPECT_EQ(claim_compute_cores(kCores, 2), kCores);
+  EXPECT_EQ(claim_in_a_child(1), 1) << "both taken: the first, unclaimed";
+}
+
+TEST(ComputeCores, ALauncherPassesItsClaimAsText) {
+  EXPECT_EQ(compute_cores_text({0, 3}), "0,3");
+  EXPECT_EQ(compute_cores_of("0,3"), (std::vector<int>{0, 3}));
+  for (const char* bad : {"", "x", "1,", "-1", "1,,2", "99999999999"})
+    EXPECT_TRUE(compute_cores_of(bad).empty()) << "'" << bad << "'";
+}
+
+}  // namespace
+}  // namespace shardscope
