@@ -119,6 +119,9 @@ nlohmann::json TimelineView::describe(const Trace& trace, const TimelineIndex& i
       {"duration_ms", (e.t1_ns - e.t0_ns) * 1e-6},
       {"step", e.step}};
   if (ref.folded > 1) d["folded"] = ref.folded;
+  // Recorded on a busy machine: how much of the span its thread spent off its core, which
+  // device time leaves out (profiling/projection/device_model.h).
+  if (e.off_cpu_us > 0) d["off_core_ms"] = e.off_cpu_us * 1e-3;
   if (e.category == Category::kCollective) {
     d["bytes"] = e.bytes;
     d["group"] = trace.str(e.group);

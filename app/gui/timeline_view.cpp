@@ -207,6 +207,7 @@ std::string TimelineView::selection_text(const Trace& trace, const TimelineIndex
             " (both ends posted to the receive's completion)";
     return line;
   }
+  if (d.contains("off_core_ms")) line += " (" + format_ms(d["off_core_ms"]) + " off its core)";
   if (d.contains("bytes")) line += ", " + format_bytes(d["bytes"].get<double>());
   if (d.contains("busbw_gbps")) {
     line += ", busbw " + profiling::format_gbps(d["busbw_gbps"].get<double>());
@@ -602,6 +603,10 @@ void TimelineView::draw_hover(const Frame& f, const Trace& trace, const Timeline
                 d["category"].get<std::string>().c_str());
     ImGui::Text("start %s, duration %s", format_ms(d["start_ms"]).c_str(),
                 format_ms(d["duration_ms"]).c_str());
+    if (d.contains("off_core_ms")) {
+      ImGui::Text("off its core %s of it: waits, or preempted (which device time leaves out)",
+                  format_ms(d["off_core_ms"]).c_str());
+    }
     if (d.contains("bytes")) {
       ImGui::Text("%s in group %s (seq %lld)", format_bytes(d["bytes"].get<double>()).c_str(),
                   d["group"].get<std::string>().c_str(),

@@ -75,8 +75,9 @@ std::vector<int> claim_compute_cores(const std::vector<int>& allowed, int count)
   for (int core : allowed) {
     if (static_cast<int>(claim.cores.size()) == count) break;
     const std::string path = dir + "/cpu-" + std::to_string(core);
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd < 0) continue;
+    const int fd =
+        ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (fd < 0) continue;  // not ours to lock (a link; O_NONBLOCK: a FIFO put there opens)
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       ::close(fd);  // another run computes there
       continue;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "app/gui/timeline_view.h"
 #include "app/perf/synthetic_trace.h"
 
 namespace shardscope::gui {
@@ -181,6 +182,18 @@ TEST(TimelineIndex, FoldingBoundsTheMarksByPixelsNotEvents) {
   layout_row(trace.ranks[0], index.rows[1], close, width, 3, &marks);
   ASSERT_FALSE(marks.empty());
   for (const auto& m : marks) EXPECT_EQ(m.count, 1u);
+}
+
+// A span recorded on a busy machine says how long its thread was off its core; one that was not
+// measured says nothing of it.
+TEST(TimelineView, DetailsSayHowLongASpanWasOffItsCore) {
+  Event measured = span(0, 5'000'000);
+  measured.off_cpu_us = 1500;
+  const auto t = one_rank({measured, span(6'000'000, 7'000'000)});
+  const TimelineIndex index = build_timeline_index(t);
+  const auto first = TimelineView::describe(t, index, EventRef{0, 0});
+  EXPECT_DOUBLE_EQ(first.at("off_core_ms").get<double>(), 1.5);
+  EXPECT_FALSE(TimelineView::describe(t, index, EventRef{0, 1}).contains("off_core_ms"));
 }
 
 TEST(TimelineIndex, MemoryStripTakesTheMostHeldInEachColumn) {
