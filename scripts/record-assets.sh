@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 B="${SHARDSCOPE_BUILD_DIR:-build}/shardscope"
 T=assets/traces
 mkdir -p "$T" assets/screenshots
-# ($T/fsdp-w4-v1.sst is kept as written by version 1 of the format, for the test that old files
-# still open: it is not re-recorded.)
+# ($T/fsdp-w4-v1.sst and $T/failed-w2-v2.sst are kept as written by versions 1 and 2 of the
+# format, for the test that old files still open: they are not re-recorded.)
 common=(--preset tiny --steps 3 --quiet)
 "$B" run --strategy ddp_bucketed --world 2 --bucket-mb 0.1 "${common[@]}" --trace "$T/ddp_bucketed-w2.sst"
 "$B" run --strategy ddp_bucketed --world 2 --bucket-mb 0.1 --no-overlap "${common[@]}" --trace "$T/ddp_bucketed-no-overlap-w2.sst"
