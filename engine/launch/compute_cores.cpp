@@ -58,6 +58,11 @@ std::vector<int> allowed_cores() {
 }
 
 std::vector<int> claim_compute_cores(const std::vector<int>& allowed, int count) {
+  return claim_compute_cores_in(lock_folder(), allowed, count);
+}
+
+std::vector<int> claim_compute_cores_in(const std::string& dir, const std::vector<int>& allowed,
+                                        int count) {
   const std::vector<int> first(allowed.begin(),
                                allowed.begin() + std::min<size_t>(allowed.size(), count));
   Claim& claim = this_process_claim();
@@ -70,7 +75,6 @@ std::vector<int> claim_compute_cores(const std::vector<int>& allowed, int count)
     return claim.cores;
   claim.release();
   claim.owner = ::getpid();
-  const std::string dir = lock_folder();
   if (dir.empty() || count < 1) return first;
   for (int core : allowed) {
     if (static_cast<int>(claim.cores.size()) == count) break;

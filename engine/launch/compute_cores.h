@@ -16,6 +16,9 @@ namespace shardscope {
 // life. Where fewer are free, the first `count` of `allowed`, unclaimed (as it was before
 // claims). Claiming as many again returns the same cores.
 std::vector<int> claim_compute_cores(const std::vector<int>& allowed, int count);
+// The same with the locks in `folder` (empty: claim nothing), for tests.
+std::vector<int> claim_compute_cores_in(const std::string& folder, const std::vector<int>& allowed,
+                                        int count);
 
 // A launcher's claim for its rank processes, which take turns and so compute on the same cores:
 // it passes them in this variable ("0,3"), and they read it back with

@@ -198,7 +198,7 @@ Trace from_native(const std::string& bytes) {
       e.name = r.get<uint32_t>("event");
       e.group = r.get<uint32_t>("event");
       e.step = r.get<int32_t>("event");
-      if (has_off_cpu) e.off_cpu_us = r.get<int32_t>("event");
+      if (has_off_cpu) e.off_cpu_us = std::max(0, r.get<int32_t>("event"));
       e.micro = r.get<int16_t>("event");
       e.peer = r.get<int16_t>("event");
       e.group_size = r.get<int16_t>("event");

@@ -89,7 +89,7 @@ void off_cpu_shares(const std::vector<const Event*>& spans, const std::vector<si
     // from the call's own stamps, with no measure of its thread, and blocks it.
     const int64_t child_off = spans[i]->category == Category::kWait
                                   ? spans[i]->t1_ns - spans[i]->t0_ns
-                                  : int64_t{spans[i]->off_cpu_us} * 1000;
+                                  : std::max<int64_t>(0, int64_t{spans[i]->off_cpu_us} * 1000);
     if (!open.empty()) own_off[open.back()] -= child_off;
     open.push_back(i);
   }
@@ -102,8 +102,10 @@ void off_cpu_shares(const std::vector<const Event*>& spans, const std::vector<si
     s.on_core_ns = wall;
     const size_t i = inner[k];
     if (i == none || own_off[i] <= 0 || own_wall[i] <= 0) continue;
-    const double share = std::min(1.0, double(own_off[i]) / double(own_wall[i]));
-    s.on_core_ns = wall - static_cast<int64_t>(share * double(wall));
+    // wall x off / own wall, in integers wide enough for any span: never below 0, never past it.
+    const __int128 cut =
+        static_cast<__int128>(wall) * std::min(own_off[i], own_wall[i]) / own_wall[i];
+    s.on_core_ns = wall - static_cast<int64_t>(cut);
   }
 }
 
@@ -251,6 +253,7 @@ Trace same_work_same_time(const Trace& measured, const std::vector<int>& work_cl
     for (Event& e : rank.events) {
       e.t0_ns = through(anchors, e.t0_ns);
       e.t1_ns = std::max(e.t0_ns, through(anchors, e.t1_ns));
+      e.off_cpu_us = 0;  // taken out: the retimed span ran on its core all through
     }
     for (CounterSample& c : rank.counters) c.t_ns = through(anchors, c.t_ns);
   }

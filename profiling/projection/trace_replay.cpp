@@ -425,7 +425,11 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
   // projected issue and completion.
   Trace out = measured;
   out.run.projected = RecordedProjection{hw.name, scale};
-  for (size_t r = 0; r < n_ranks; ++r) project_rank(measured, replay, r, out.ranks[r]);
+  for (size_t r = 0; r < n_ranks; ++r) {
+    project_rank(measured, replay, r, out.ranks[r]);
+    // The target's times: no thread of it was preempted.
+    for (Event& e : out.ranks[r].events) e.off_cpu_us = 0;
+  }
   out.normalise();
   return out;
 }

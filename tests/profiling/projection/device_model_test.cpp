@@ -71,7 +71,15 @@ TEST(DeviceModel, TimeOffTheCoreIsTakenOut) {
     b.span(0, "forward blocks.0", Category::kForward, t, t + 30 * kMs, step, 10000);
   }
   const Trace t = same_work_same_time(b.build(), {0});
-  for (const Event* e : named(t, 0, "forward blocks.0")) EXPECT_EQ(e->t1_ns - e->t0_ns, 20 * kMs);
+  for (const Event* e : named(t, 0, "forward blocks.0")) {
+    EXPECT_EQ(e->t1_ns - e->t0_ns, 20 * kMs);
+    EXPECT_EQ(e->off_cpu_us, 0) << "taken out: the retimed span says so no more";
+  }
+  // A hostile file's negative figure is no time: the forward keeps its 30 ms.
+  HandTrace hostile(1);
+  hostile.span(0, "forward blocks.0", Category::kForward, 0, 30 * kMs, 0, -10000);
+  EXPECT_EQ(named(same_work_same_time(hostile.build(), {0}), 0, "forward blocks.0")[0]->t1_ns,
+            30 * kMs);
 }
 
 // A span's own time off the core is what its children's does not count: a 30 ms backward, 12 ms
