@@ -52,5 +52,26 @@ TEST(RankResultFile, DeviceActivityTravelsWithTheOutcome) {
   EXPECT_TRUE(back.device_activity.empty());
 }
 
+// A rank process's spans come back with how long its thread was off its core in each, so that
+// device time takes the same out of a processes run as of a threads run.
+TEST(RankResultFile, SpansKeepTheirTimeOffTheCore) {
+  const std::string dir = test::test_temp_dir().string();
+  profiling::RankEventLog log(0);
+  log.restore({},
+              {{"forward blocks.0", profiling::Category::kForward, 10, 5'000'000, 0, -1, 1234},
+               {"backward blocks.0", profiling::Category::kBackward, 5'000'000, 9'000'000, 0, -1}},
+              {});
+  RankOutcome outcome;
+  outcome.failure = RankFailure{0, "stopped", 1};
+  write_rank_outcome(dir, 0, outcome, log);
+  RankOutcome read;
+  profiling::RankEventLog read_log(0);
+  ASSERT_TRUE(read_rank_outcome(dir, 0, read, read_log));
+  const auto spans = read_log.spans();
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].off_cpu_us, 1234);
+  EXPECT_EQ(spans[1].off_cpu_us, 0);
+}
+
 }  // namespace
 }  // namespace shardscope
