@@ -69,7 +69,10 @@ int64_t model_parameters(const ModelShape& m) {
 // weights and the router's.
 // Tensor parallelism over t: the column/row-parallel tensors (qkv, attention output, fc, GELU,
 // the weight copies, heads' logsumexp, vocabulary-parallel logits) divide by t; sequence
-// parallelism divides the replicated LayerNorm/residual tensors by t as well.
+// parallelism divides the LayerNorms' inputs and statistics by t as well, but not their
+// outputs: our tp gathers a LayerNorm's output along the sequence and the column-parallel
+// Linear after it saves what was gathered, whole (Megatron's saves its shard and gathers it
+// again in backward: docs/device-time-and-projection.md).
 // (Korthikanti et al.'s sbh(34 + 5as/h) is for Megatron's block: 16-bit, dropout masks and a
 // materialised s x s softmax; ours has none of those, so it under-counted fp32 by 1.5-1.8x.)
 ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout& l) {
@@ -84,16 +87,18 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
   if (l.activation_checkpointing) {
     out.per_block = s * b * h * R / sp;
   } else {
-    const double replicated = s * b * h * (2 * R + 2 * c) + 16 * s * b;
+    // The LayerNorms' inputs and statistics, then their outputs as qkv's and fc's inputs.
+    const double replicated = s * b * h * 2 * R + 16 * s * b;
+    const double gathered = s * b * h * 2 * c;
     const double E = double(m.experts), k = double(m.top_k);
     const double mlp = E > 0 ? s * b * h * c * k * (2 + 2 * r) + s * b * (4 * E + 4 + 32 * k)
                              : s * b * h * c * 2 * r;
     const double split = s * b * h * c * 4 + mlp + 4 * a * s * b;
-    out.per_block = replicated / sp + split / t;
+    out.per_block = replicated / sp + gathered + split / t;
     const double held_experts = std::max(E / std::max(1, l.ep), 1.0);
     if (weight_copies) out.per_block += c * (4 + 2 * r * held_experts) * h * h / t + c * E * h;
   }
-  out.head = (s * b * h * (R + c) + 8 * s * b) / sp + 4 * s * b * V / t;
+  out.head = (s * b * h * R + 8 * s * b) / sp + s * b * h * c + 4 * s * b * V / t;
   if (weight_copies) out.head += c * V * h / t;  // the LM head's (or tied embedding's) copy
   return out;
 }

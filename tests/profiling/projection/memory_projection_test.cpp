@@ -59,7 +59,8 @@ TEST(MemoryProjection, ActivationsAreWhatOurGptSaves) {
   EXPECT_NEAR(project_memory(m, layout).activations,
               L * (36 * s * b * h + stats) + copies + head_bf16 + 8 * s, 1);
   // Tensor parallel over 8: the split tensors (qkv, attention, MLP, copies, logits) divide by 8;
-  // sequence parallel divides the LayerNorm / residual ones as well.
+  // sequence parallel divides the LayerNorms' inputs and statistics as well, not the gathered
+  // outputs the Linears after them save (2 of 4 bytes a position and feature, and ln_f's).
   layout.compute_bytes = 4;
   layout.tp = 8;
   const double head_tp = 8 * s * b * h + 8 * s * b + 4 * s * b * V / 8;
@@ -68,9 +69,9 @@ TEST(MemoryProjection, ActivationsAreWhatOurGptSaves) {
       L * (16 * s * b * h + 16 * s * b + (48 * s * b * h + 4 * a * s * b) / 8) + head_tp + 8 * s,
       1);
   layout.sequence_parallel = true;
-  const double head_sp = (8 * s * b * h + 8 * s * b) / 8 + 4 * s * b * V / 8;
+  const double head_sp = (4 * s * b * h + 8 * s * b) / 8 + 4 * s * b * h + 4 * s * b * V / 8;
   EXPECT_NEAR(project_memory(m, layout).activations,
-              L * (64 * s * b * h + stats) / 8 + head_sp + 8 * s, 1);
+              L * ((56 * s * b * h + stats) / 8 + 8 * s * b * h) + head_sp + 8 * s, 1);
   // Checkpointing keeps each block's fp32 input only.
   layout.activation_checkpointing = true;
   EXPECT_NEAR(project_memory(m, layout).activations, L * 4 * s * b * h / 8 + head_sp + 8 * s, 1);
