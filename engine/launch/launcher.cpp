@@ -150,7 +150,7 @@ Comm::Options world_comm_options(const LaunchSpec& spec) {
 // whatever `body` throws, they are destroyed by the time the caller catches it.
 void connect_and_run(RankRun& run, const std::function<void(RankContext&)>& body) {
   const LaunchSpec& spec = run.spec;
-  if (spec.take_turns && spec.device.rfind("cpu", 0) == 0) {
+  if (spec.takes_turns_on_cpu()) {
     // The turn's holder computes on `threads` cores; the collectives get the rest.
     DeviceTurns::instance().pin_compute_cores(run.threads);
     DeviceTurns::keep_to_communication_cores();
@@ -222,9 +222,8 @@ std::optional<RankFailure> run_rank(const LaunchSpec& spec, int rank,
   // A rank that takes turns on a CPU "device" and computes on this thread alone: what the thread
   // did not run, the machine took from it (device time takes that out). Not where a second
   // thread runs its backward, nor where ranks contend (device time keeps the contention).
-  profiling::RankEventLog::measure_cpu_time_on_this_thread(threads == 1 && spec.take_turns &&
-                                                           spec.device.rfind("cpu", 0) == 0 &&
-                                                           !backward_thread_emulated());
+  profiling::RankEventLog::measure_cpu_time_on_this_thread(
+      threads == 1 && spec.takes_turns_on_cpu() && !backward_thread_emulated());
   profiling::RankEventLog* log = spec.tracing ? log_storage : nullptr;
   profiling::RankLogScope tracing(log);
   profiling::RankMemoryTracker memory(rank, log);

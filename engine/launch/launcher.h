@@ -26,6 +26,9 @@ struct LaunchSpec {
   bool take_turns = false;            // ranks take turns on the device (DeviceTurns)
   int64_t memory_capacity_bytes = 0;  // a simulated device capacity per rank (host memory); 0: none
   GlooNetwork gloo_network;           // rank threads: loopback
+  // Ranks take turns on a CPU "device": the holder computes on cores of its own
+  // (DeviceTurns::pin_compute_cores) and can tell its own time from the machine's.
+  bool takes_turns_on_cpu() const { return take_turns && device.rfind("cpu", 0) == 0; }
   // Watches the ranks' logs while they train (the GUI's live timeline): called with the logs
   // before the ranks start, and with null once they have all stopped, after which the logs
   // must not be touched. Called on the launching thread.

@@ -215,8 +215,8 @@ std::vector<ChildCommand> worker_commands(const Config& config, const std::strin
   // Ranks that take turns on this CPU compute on cores this launcher claims, beside any other run.
   const LaunchSpec spec = launch_spec(config);
   const std::vector<int> cores = allowed_cores();
-  if (spec.take_turns && config.world > 1 && config.device.rfind("cpu", 0) == 0 &&
-      spec.threads_per_rank >= 1 && static_cast<int>(cores.size()) > spec.threads_per_rank) {
+  if (spec.takes_turns_on_cpu() && config.world > 1 && spec.threads_per_rank >= 1 &&
+      static_cast<int>(cores.size()) > spec.threads_per_rank) {
     inherited.push_back(std::string(kComputeCoresVariable) + "=" +
                         compute_cores_text(claim_compute_cores(cores, spec.threads_per_rank)));
   }

@@ -54,15 +54,15 @@ struct Segment {
   std::string key;  // what work it is
   // b - a, less its share of the time its thread was off its core (off_cpu_shares).
   int64_t on_core_ns = 0;
+  // The innermost span over it: an index into the rank's spans (their count where none).
+  size_t inner = 0;
 };
 
 // Where the recording measured how long its thread was off its core within each span (a busy
 // machine preempting it: a device of its own would not have), that time is taken out of the
 // span's own pieces, in proportion to their lengths. A span's own: what its children's off-core
-// time does not already count (a wait's, all of it). `inner[k]`: the innermost span of segment k
-// (spans.size() where none).
-void off_cpu_shares(const std::vector<const Event*>& spans, const std::vector<size_t>& inner,
-                    std::vector<Segment>& segments) {
+// time does not already count (a wait's, all of it).
+void off_cpu_shares(const std::vector<const Event*>& spans, std::vector<Segment>& segments) {
   const size_t none = spans.size();
   std::vector<int64_t> own_off(spans.size()), own_wall(spans.size());
   bool measured = false;
@@ -70,10 +70,7 @@ void off_cpu_shares(const std::vector<const Event*>& spans, const std::vector<si
     own_off[i] = int64_t{spans[i]->off_cpu_us} * 1000;
     measured = measured || own_off[i] > 0;
   }
-  if (!measured) {
-    for (Segment& s : segments) s.on_core_ns = s.b - s.a;
-    return;
-  }
+  if (!measured) return;  // each piece keeps its wall time
   // Each span's parent: the innermost one that encloses it, found in order of start (the longer
   // of two that start together is the outer).
   std::vector<size_t> order(spans.size());
@@ -93,14 +90,12 @@ void off_cpu_shares(const std::vector<const Event*>& spans, const std::vector<si
     if (!open.empty()) own_off[open.back()] -= child_off;
     open.push_back(i);
   }
-  for (size_t k = 0; k < segments.size(); ++k) {
-    if (inner[k] != none) own_wall[inner[k]] += segments[k].b - segments[k].a;
+  for (const Segment& s : segments) {
+    if (s.inner != none) own_wall[s.inner] += s.b - s.a;
   }
-  for (size_t k = 0; k < segments.size(); ++k) {
-    Segment& s = segments[k];
+  for (Segment& s : segments) {
     const int64_t wall = s.b - s.a;
-    s.on_core_ns = wall;
-    const size_t i = inner[k];
+    const size_t i = s.inner;
     if (i == none || own_off[i] <= 0 || own_wall[i] <= 0) continue;
     // wall x off / own wall, in integers wide enough for any span: never below 0, never past it.
     const __int128 cut =
@@ -153,7 +148,6 @@ std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int 
     return label;
   };
   std::vector<Segment> out;
-  std::vector<size_t> inner_of;  // per segment
   std::vector<size_t> active;
   std::map<std::pair<size_t, std::string>, int> seen;  // alike pieces of one span occurrence
   size_t next = 0;
@@ -172,8 +166,7 @@ std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int 
           (spans[i]->t0_ns == spans[inner]->t0_ns && spans[i]->t1_ns <= spans[inner]->t1_ns))
         inner = i;
     }
-    Segment s{a, b, piece_of(trace, inner == none ? nullptr : spans[inner]), "", b - a};
-    inner_of.push_back(inner);
+    Segment s{a, b, piece_of(trace, inner == none ? nullptr : spans[inner]), "", b - a, inner};
     if (!keyed) {
       out.push_back(std::move(s));
       continue;
@@ -183,7 +176,7 @@ std::vector<Segment> segments_of(const Trace& trace, const RankTrace& rank, int 
     if (inner != none) s.key += "|" + std::to_string(seen[{inner, s.key}]++);
     out.push_back(std::move(s));
   }
-  if (keyed) off_cpu_shares(spans, inner_of, out);
+  if (keyed) off_cpu_shares(spans, out);
   return out;
 }
 
