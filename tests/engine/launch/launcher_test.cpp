@@ -78,7 +78,9 @@ TEST(Launcher, CollectiveBuffersAreReleasedWhereTheRankSeesIt) {
   });
   ASSERT_TRUE(report.ok());
   for (int64_t peak : report.peak_allocated_bytes) {
-    EXPECT_GT(peak, 6 << 20);  // a buffer and a gathered pair were alive together
+    // A buffer and a gathered pair were alive together (6 MiB exactly where the backend let go
+    // of every earlier round in time: 3 runs in 12 here).
+    EXPECT_GE(peak, 6 << 20);
     // A backend thread may still hold a few rounds when the rank sweeps (bounded lag); 40
     // rounds of 6 MiB never released would be 240 MiB.
     EXPECT_LT(peak, 60 << 20);
