@@ -162,6 +162,12 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "fp32, or bf16 (bf16 compute with fp32 master weights)"},
       {"--reduce-dtype", "strategy_options.reduce_dtype", Kind::String,
        "dtype gradients are reduced in: fp32 or bf16"},
+      {"--attention", "model.attention", Kind::String,
+       "each block's attention kernels: sdpa (default; flash on a GPU, keeps no s x s matrix) "
+       "or unfused (scores materialised and saved, as Megatron-LM ran them in 2022)"},
+      {"--selective-recompute", "model.selective_recompute", Kind::Bool,
+       "run each block's attention again in backward instead of keeping what it saved "
+       "(Korthikanti et al.'s selective recompute)"},
       {"--activation-checkpointing", "strategy_options.activation_checkpointing", Kind::Bool,
        "recompute each block's activations during backward instead of keeping them"},
       {"--offload", "strategy_options.offload", Kind::Bool,
@@ -222,7 +228,9 @@ const std::vector<FlagSpec>& run_flag_specs() {
 void RunFlags::add_to(CLI::App& app) {
   // Values are held as text until every flag is known (see overrides()), so CLI11 would call
   // each one TEXT: the help names the real type, and the default of a fresh Config.
-  const nlohmann::json defaults = to_json(Config{});
+  // A named Config, not a temporary: GCC 12 takes a temporary's strings for uninitialised.
+  const Config fresh;
+  const nlohmann::json defaults = to_json(fresh);
   for (const auto& spec : run_flag_specs()) {
     CLI::Option* option = nullptr;
     if (spec.kind == Kind::Bool || spec.kind == Kind::BoolOff) {

@@ -35,16 +35,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(int d_model, int heads_) : head
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x) {
-  const auto batch = x.size(0), time = x.size(1), channels = x.size(2);
-  auto split = qkv->forward(x).split(channels, /*dim=*/2);
-  auto heads_view = [&](const torch::Tensor& t) {
-    return t.view({batch, time, heads, channels / heads}).transpose(1, 2);
-  };
-  auto q = heads_view(split[0]), k = heads_view(split[1]), v = heads_view(split[2]);
-  auto y = attention ? attention(q, k, v)
-                     : at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{},
-                                                        /*dropout_p=*/0.0, /*is_causal=*/true);
-  return proj->forward(y.transpose(1, 2).contiguous().view({batch, time, channels}));
+  return proj->forward(attention_of_qkv(qkv->forward(x), heads, attention));
 }
 
 MlpImpl::MlpImpl(int d_model, int hidden) {
@@ -127,8 +118,11 @@ GptModelImpl::GptModelImpl(const ModelConfig& c, uint64_t seed) : config(c) {
   tok_emb = register_module("tok_emb", torch::nn::Embedding(c.vocab, c.d_model));
   pos_emb = register_module("pos_emb", torch::nn::Embedding(c.seq, c.d_model));
   blocks = register_module("blocks", torch::nn::ModuleList());
-  for (int i = 0; i < c.layers; ++i)
-    blocks->push_back(Block(c.d_model, c.heads, c.d_model * c.mlp_ratio, c.experts, c.top_k));
+  for (int i = 0; i < c.layers; ++i) {
+    Block block(c.d_model, c.heads, c.d_model * c.mlp_ratio, c.experts, c.top_k);
+    block->attn->attention = attention_settings(c);
+    blocks->push_back(block);
+  }
   ln_f = register_module("ln_f", torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.d_model})));
   if (!c.tie_embeddings) {
     lm_head = register_module(

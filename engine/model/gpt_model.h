@@ -13,6 +13,7 @@
 #include <torch/nn/modules/normalization.h>
 
 #include "engine/model/batch.h"
+#include "engine/model/core_attention.h"
 #include "engine/train/config.h"
 
 namespace shardscope::profiling {
@@ -23,17 +24,13 @@ namespace shardscope {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-// Causal attention of q, k, v laid out [batch, heads, time, head size]: what a strategy that
-// splits the sequence (context parallelism) replaces, since no rank holds every key.
-using AttentionFn =
-    std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&)>;
-
 struct CausalSelfAttentionImpl : torch::nn::Module {
   CausalSelfAttentionImpl(int d_model, int heads);
   torch::Tensor forward(const torch::Tensor& x);
 
   int heads;
-  AttentionFn attention;  // unset: scaled_dot_product_attention over the whole causal sequence
+  // The kernels, selective recompute, and what context parallelism runs instead (its ring).
+  AttentionSettings attention;
   torch::nn::Linear qkv{nullptr};
   torch::nn::Linear proj{nullptr};
 };

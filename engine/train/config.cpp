@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model/core_attention.h"
 #include "engine/model/gpt_model.h"
 #include "engine/train/config_bounds.h"
 #include "engine/train/strategy_registry.h"
@@ -120,6 +121,8 @@ const std::map<std::string, FieldBinding>& field_table() {
       {"model.unused_parameter", SHARDSCOPE_FIELD(bool, model.unused_parameter)},
       {"model.experts", SHARDSCOPE_FIELD(int, model.experts)},
       {"model.top_k", SHARDSCOPE_FIELD(int, model.top_k)},
+      {"model.attention", SHARDSCOPE_FIELD(std::string, model.attention)},
+      {"model.selective_recompute", SHARDSCOPE_FIELD(bool, model.selective_recompute)},
       {"optimizer.name", SHARDSCOPE_FIELD(std::string, optimizer.name)},
       {"optimizer.lr", SHARDSCOPE_FIELD(double, optimizer.lr)},
       {"optimizer.weight_decay", SHARDSCOPE_FIELD(double, optimizer.weight_decay)},
@@ -416,6 +419,14 @@ void validate_model(const Config& c) {
   require(m.experts == 0 || (m.top_k >= 1 && m.top_k <= m.experts), "model.top_k",
           "must be between 1 and the " + std::to_string(m.experts) + " experts");
   require(m.layers <= 1024, "model.layers", "at most 1024, got " + std::to_string(m.layers));
+  require(is_attention_kernel(m.attention), "model.attention",
+          "unknown kernel '" + m.attention + "' (sdpa or unfused)");
+  require(m.attention == kAttentionKernels[0] || c.strategy_options.context_parallel <= 1,
+          "model.attention",
+          "context parallelism runs its own ring attention; unfused needs context_parallel 1");
+  require(!m.selective_recompute || !c.strategy_options.activation_checkpointing,
+          "model.selective_recompute",
+          "activation checkpointing already recomputes every whole block: choose one");
   if (!m.frozen.empty()) {
     const std::vector<std::string> names = parameter_names(m);
     for (const auto& name : m.frozen) {

@@ -39,6 +39,12 @@ struct ModelConfig {
   // router sending every token to its `top_k` experts (0: the dense MLP).
   int experts = 0;
   int top_k = 2;
+  // The kernels of each block's attention (engine/model/core_attention.h): "sdpa" (flash on a
+  // GPU, no s x s matrix kept) or "unfused" (scores materialised, as Megatron-LM ran in 2022).
+  std::string attention = "sdpa";
+  // Selective recompute (Korthikanti et al. 2022): each block's attention runs again in backward
+  // instead of keeping what it saved.
+  bool selective_recompute = false;
 };
 
 struct OptimizerConfig {

@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "engine/model/core_attention.h"
 #include "engine/train/config.h"
 
 namespace shardscope {
@@ -23,8 +24,17 @@ std::string gigabytes(double bytes) {
 }  // namespace
 
 profiling::ModelShape model_shape(const ModelConfig& m) {
-  return {m.vocab,     m.d_model,        m.heads,   m.layers, m.seq,
-          m.mlp_ratio, m.tie_embeddings, m.experts, m.top_k};
+  return {m.vocab,
+          m.d_model,
+          m.heads,
+          m.layers,
+          m.seq,
+          m.mlp_ratio,
+          m.tie_embeddings,
+          m.experts,
+          m.top_k,
+          attention_settings(m).unfused,
+          m.selective_recompute};
 }
 
 int64_t usable_memory_bytes() {

@@ -60,6 +60,10 @@ int64_t model_parameters(const ModelShape& m) {
 // Head: ln_f saves its input (R sbh) and its output as the LM head's input (c sbh) plus 8 sb of
 // statistics; the loss is computed in fp32 and log-softmax saves its output (4 sbV); autocast
 // adds the LM head's weight copy (c Vh).
+// Unfused attention (engine/model/core_attention.cpp) saves q (scaled), k and v as the batched
+// matmuls' contiguous copies (3c, as SDPA's views) and the softmax's output, c a s^2 b, instead
+// of the logsumexp; with selective recompute the attention keeps only its input, the qkv output
+// (3c), and the projection its output (c), neither kernel's own.
 // With activation checkpointing each block keeps only its input (R sbh) and recomputes the rest
 // in backward (in no-grad forward: no weight copies either); the head is not checkpointed.
 // A mixture of experts (E experts, each token to k of them) saves, instead of the MLP's fc and
@@ -93,7 +97,11 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
     const double E = double(m.experts), k = double(m.top_k);
     const double mlp = E > 0 ? s * b * h * c * k * (2 + 2 * r) + s * b * (4 * E + 4 + 32 * k)
                              : s * b * h * c * 2 * r;
-    const double split = s * b * h * c * 4 + mlp + 4 * a * s * b;
+    // The attention's own: SDPA's logsumexp (fp32, a s b); unfused, the softmax's output (c a s^2
+    // b, which its product with v saves too); with selective recompute, nothing.
+    const double attention =
+        m.selective_recompute ? 0 : (m.unfused_attention ? c * a * s * s * b : 4 * a * s * b);
+    const double split = s * b * h * c * 4 + mlp + attention;
     out.per_block = replicated / sp + gathered + split / t;
     const double held_experts = std::max(E / std::max(1, l.ep), 1.0);
     if (weight_copies) out.per_block += c * (4 + 2 * r * held_experts) * h * h / t + c * E * h;

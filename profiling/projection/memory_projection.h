@@ -10,6 +10,9 @@ struct ModelShape {
   int64_t vocab = 0, d_model = 0, heads = 0, layers = 0, seq = 0, mlp_ratio = 4;
   bool tie_embeddings = false;
   int64_t experts = 0, top_k = 0;  // a mixture of experts' MLPs per block (0: dense)
+  // Each block's attention materialises its s x s scores (not SDPA's flash kernel), and with
+  // selective recompute runs again in backward instead of keeping what it saved.
+  bool unfused_attention = false, selective_recompute = false;
 };
 
 // What the dp dimension shards, by ZeRO stage (the index): nothing, optimizer state, and

@@ -29,6 +29,10 @@ class Pass {
     ops_.push_back({name, Kind::kAttention, attention_flops(batch_heads, seq, head_dim, backward),
                     0, attention_seconds(hw_.gpu, batch_heads, seq, head_dim, backward), ""});
   }
+  void batched_matmul(const std::string& name, int64_t batch, int64_t m, int64_t n, int64_t k) {
+    ops_.push_back({name, Kind::kAttention, gemm_flops(m, n, k, batch), 0,
+                    gemm_seconds(hw_.gpu, m, n, k, batch, kCompute), ""});
+  }
   void memory(const std::string& name, double bytes) {
     ops_.push_back({name, Kind::kMemory, 0, bytes, memory_seconds(hw_.gpu, bytes), ""});
   }
@@ -79,6 +83,44 @@ void leave_region(Pass& pass, const PassShape& s, bool backward) {
   }
 }
 
+// The block's attention with the kernel our GPT runs (engine/model/core_attention.cpp). SDPA is
+// one flash kernel. Unfused, over BH = b a/t heads of s x s scores in the compute dtype: q scaled,
+// q, k and v made contiguous for the batched matmuls, and the output transposed back (s d
+// elements each, read and written); the scores q k^T (a batched GEMM), the causal mask filled in
+// place and the softmax (each reading and writing the scores), and their product with v.
+void attention_forward(Pass& pass, const PassShape& s) {
+  const ModelShape& m = s.model;
+  const int64_t bh = s.sequences * m.heads / s.tp, seq = m.seq, d = m.d_model / m.heads;
+  if (!m.unfused_attention) return pass.attention("attention", bh, seq, d, false);
+  const double head = double(bh) * seq * d * kCompute, scores = double(bh) * seq * seq * kCompute;
+  pass.memory("attention scale", 2 * head);
+  pass.memory("attention layout", 4 * 2 * head);
+  pass.memory("causal mask", 2.0 * seq * seq);
+  pass.batched_matmul("scores", bh, seq, seq, d);
+  pass.memory("mask fill", 2 * scores);
+  pass.memory("softmax", 2 * scores);
+  pass.batched_matmul("scores x v", bh, seq, d, seq);
+}
+
+// Its backward: unfused, the output's gradient made contiguous and q's, k's and v's made the
+// qkv output's layout again (four copies of s d elements a head), the gradients of the softmax
+// (its output and gradient read, the scores' written), of the mask (read and written) and of the
+// scale, and four batched GEMMs: of the probabilities and v, then of q and k.
+void attention_backward(Pass& pass, const PassShape& s) {
+  const ModelShape& m = s.model;
+  const int64_t bh = s.sequences * m.heads / s.tp, seq = m.seq, d = m.d_model / m.heads;
+  if (!m.unfused_attention) return pass.attention("attention grad", bh, seq, d, true);
+  const double head = double(bh) * seq * d * kCompute, scores = double(bh) * seq * seq * kCompute;
+  pass.memory("attention layout grad", 4 * 2 * head);
+  pass.batched_matmul("probs grad", bh, seq, seq, d);
+  pass.batched_matmul("v grad", bh, seq, d, seq);
+  pass.memory("softmax grad", 3 * scores);
+  pass.memory("mask fill grad", 2 * scores);
+  pass.batched_matmul("q grad", bh, seq, d, seq);
+  pass.batched_matmul("k grad", bh, seq, d, seq);
+  pass.memory("attention scale grad", 2 * head);
+}
+
 void block_forward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
@@ -90,7 +132,7 @@ void block_forward(Pass& pass, const PassShape& s) {
     enter_region(pass, s, false);
     if (sub == 0) {
       Linear{"qkv", tokens, h, 3 * h / t}.forward(pass);
-      pass.attention("attention", s.sequences * m.heads / t, m.seq, h / m.heads, false);
+      attention_forward(pass, s);
       Linear{"attn proj", tokens, h / t, h}.forward(pass);
     } else {
       Linear{"fc", tokens, h, m.mlp_ratio * h / t}.forward(pass);
@@ -115,7 +157,9 @@ void block_backward_input(Pass& pass, const PassShape& s) {
       Linear{"fc", tokens, h, m.mlp_ratio * h / t}.input_gradient(pass);
     } else {
       Linear{"attn proj", tokens, h / t, h}.input_gradient(pass);
-      pass.attention("attention grad", s.sequences * m.heads / t, m.seq, h / m.heads, true);
+      // Selective recompute runs the attention again when backward reaches it.
+      if (m.selective_recompute && !s.activation_checkpointing) attention_forward(pass, s);
+      attention_backward(pass, s);
       Linear{"qkv", tokens, h, 3 * h / t}.input_gradient(pass);
     }
     enter_region(pass, s, true);
@@ -168,7 +212,8 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   block_backward_input(input, shape);
   Pass weight(hw, tensor_group, ops.backward_weight);
   block_backward_weight(weight, shape);
-  set_host_seconds(ops, block_host_ops(true), hw, shape.activation_checkpointing);
+  set_host_seconds(ops, block_host_ops(true, shape.model.unfused_attention), hw,
+                   shape.activation_checkpointing);
   return ops;
 }
 
@@ -281,7 +326,7 @@ double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s) {
 // ToCopy (autocast's casts), GELU and log-softmax; two for LayerNorm (input, then weight and
 // bias), flash attention (its preprocessing, then the kernel) and NLL (zeros, then the scatter);
 // four for an embedding's (sort, unique, sum, scatter); two matmuls for Mm, one each side.
-HostOps block_host_ops(bool autocast) {
+HostOps block_host_ops(bool autocast, bool unfused_attention) {
   HostOps h;
   // view x4, transpose x4, t x4, split; matmul x4; add_ x4 (biases), add x2, layer_norm x2,
   // gelu, scaled_dot_product_attention. Autocast casts the four weights and the two LayerNorm

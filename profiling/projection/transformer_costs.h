@@ -40,7 +40,7 @@ struct HostOps {
 // One block; the embedding (token and position lookups, their sum); the head (final LayerNorm,
 // LM head, cross-entropy). `autocast`: bf16 autocast (what a GPU projection prices), whose casts
 // add a node each.
-HostOps block_host_ops(bool autocast);
+HostOps block_host_ops(bool autocast, bool unfused_attention = false);
 HostOps embedding_host_ops(bool autocast);
 HostOps head_host_ops(bool autocast, bool tied_embeddings);
 // Host seconds of a forward (`recording`: autograd records it; a checkpointed block's first

@@ -9,6 +9,8 @@
 // optimizer state over those d x c ranks as well.
 #include "strategies/context/context_parallel.h"
 
+#include "engine/model/core_attention.h"
+
 #include <torch/torch.h>
 
 #include "engine/comm/comm.h"
@@ -51,7 +53,7 @@ class ContextParallel final : public BucketedDataParallel {
     }
     positions_ = cp::zigzag_positions(config.model.seq, ring_.rank, c).to(ctx_->device);
     for (size_t i = 0; i < model_->blocks->size(); ++i) {
-      model_->blocks[i]->as<Block>()->attn->attention =
+      model_->blocks[i]->as<Block>()->attn->attention.replace =
           [this](const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
             return cp::ring_attention(q, k, v, ring_);
           };
@@ -112,6 +114,11 @@ void validate_context_parallel(const Config& config) {
     throw ConfigError(field, "model.seq " + std::to_string(config.model.seq) +
                                  " cannot be cut into 2 x " + std::to_string(c) +
                                  " equal chunks (each rank holds an early and a late one)");
+  }
+  if (attention_settings(config.model).unfused) {
+    throw ConfigError("model.attention",
+                      "cp runs its own ring attention (SDPA's kernels on each pair of chunks), "
+                      "not unfused");
   }
   const std::string& sync = config.strategy_options.data_parallel_sync;
   if (sync != "ddp_bucketed" && sync != "zero1") {

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "engine/comm/comm.h"
+#include "engine/model/core_attention.h"
 #include "engine/state/initial_weights.h"
 #include "profiling/record/host_tracing.h"
 #include "strategies/tensor/tensor_parallel.h"
@@ -216,22 +217,21 @@ torch::Tensor TensorParallelStage::forward(const torch::Tensor& input,
                 : tp::vocab_parallel_lookup(input, param("tok_emb.weight"), rank_ * vocab_rows);
     x = leave(tokens) + F::embedding(positions, param("pos_emb.weight")).unsqueeze(0);
   }
-  const int64_t local_heads = m.heads / t_, head_dim = m.d_model / m.heads;
+  const int64_t local_heads = m.heads / t_;
+  AttentionSettings attention = attention_settings(m);
+  if (ring_.ranks > 1) {
+    attention.replace = [this](const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v) {
+      return cp::ring_attention(q, k, v, ring_);
+    };
+  }
   for (int i = spec_.first_block; i < spec_.last_block; ++i) {
     profiling::ScopedSpan span(profiling::Category::kForward,
                                "forward blocks." + std::to_string(i));
     const std::string b = "blocks." + std::to_string(i);
     auto qkv = F::linear(enter(layer_norm(x, b + ".ln1")), param(b + ".attn.qkv.weight"),
                          param(b + ".attn.qkv.bias"));
-    auto split = qkv.chunk(3, 2);
-    auto heads = [&](const torch::Tensor& z) {
-      return z.reshape({z.size(0), z.size(1), local_heads, head_dim}).transpose(1, 2);
-    };
-    auto y = ring_.ranks > 1
-                 ? cp::ring_attention(heads(split[0]), heads(split[1]), heads(split[2]), ring_)
-                 : at::scaled_dot_product_attention(heads(split[0]), heads(split[1]),
-                                                    heads(split[2]), {}, 0.0, /*is_causal=*/true);
-    y = y.transpose(1, 2).reshape({y.size(0), y.size(2), local_heads * head_dim});
+    auto y = attention_of_qkv(qkv, local_heads, attention);
     x = x + leave(F::linear(y, param(b + ".attn.proj.weight"))) + param(b + ".attn.proj.bias");
     auto hidden = F::linear(enter(layer_norm(x, b + ".ln2")), param(b + ".mlp.fc.weight"),
                             param(b + ".mlp.fc.bias"));

@@ -32,6 +32,16 @@ std::vector<BadConfigCase> bad_config_cases() {
       {R"({"model":{"vocab":100}})", "model.vocab", "at least 256"},
       {R"({"model":{"vocab":1},"data":"synthetic"})", "model.vocab", "at least 2"},
       {R"({"model":{"colour":"red"}})", "model.colour", "unknown key"},
+      {R"({"model":{"attention":"flash"}})", "model.attention", "unknown kernel 'flash'"},
+      {R"({"model":{"attention":3}})", "model.attention", "expected a string"},
+      {R"({"model":{"attention":"unfused"},"strategy":"cp","world":2,)"
+       R"("strategy_options":{"context_parallel":2}})",
+       "model.attention", "its own ring attention"},
+      {R"({"model":{"attention":"unfused"},"strategy":"cp","world":2})", "model.attention",
+       "its own ring attention"},
+      {R"({"model":{"selective_recompute":true},)"
+       R"("strategy_options":{"activation_checkpointing":true}})",
+       "model.selective_recompute", "choose one"},
       {R"({"stepz":3})", "stepz", "unknown key"},
       {R"({"steps":0})", "steps", "at least 1"},
       {R"({"micro_batch":0})", "micro_batch", "at least 1"},

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -60,23 +61,23 @@ TEST(ProjectConfiguration, PrintsTheStepMfuAndMemoryAndItsPartsAddUp) {
 }
 
 // Korthikanti et al. 2022, Table 5 (A100 80 GB, t 8): one step of each model, full recompute and
-// selective recompute with sequence parallelism, in seconds. The bar is 10 % a row and
-// 5 % on average, which the projection does not meet (mean 7.6 %, 22B's selective row -22.9 %:
-// docs/device-time-and-projection.md says why); this holds what it reaches, a quarter a row and
-// a tenth on average, so that no change slips back unseen. Nothing here is fitted: the rates come
-// from the A100 profile's measured sources.
-TEST(ProjectConfiguration, KorthikantiTable5RowsStayWithinAQuarterOfThePaper) {
+// selective recompute with sequence parallelism, in seconds. Each cell's relative error, ours
+// against the paper's, with `kernel` as every block's attention. The full column adds
+// --activation-checkpointing; the selective one --sequence-parallel, and with unfused attention
+// --selective-recompute (SDPA saves no score matrix, so our run without recompute is already
+// what selective recompute saves). Nothing is fitted: the rates come from the A100 profile's
+// measured sources.
+std::vector<double> table5_errors(const std::string& kernel) {
   struct Row {
     const char* model;
-    int layers, d_model, heads, pp, gpus, global_batch, stages_per_rank;
+    int layers, d_model, heads, pp, gpus, global_batch, micro_batches, stages_per_rank;
     double full_s, selective_s;
   };
-  const Row rows[] = {{"22B", 48, 6144, 64, 1, 8, 4, 1, 1.42, 1.10},
-                      {"175B", 96, 12288, 96, 8, 64, 64, 3, 18.13, 13.75},
-                      {"530B", 105, 20480, 128, 35, 280, 280, 3, 49.05, 37.83},
-                      {"1T", 128, 25600, 160, 64, 512, 512, 1, 94.42, 71.49}};
-  double error_sum = 0;
-  int cells = 0;
+  const Row rows[] = {{"22B", 48, 6144, 64, 1, 8, 4, 1, 1, 1.42, 1.10},
+                      {"175B", 96, 12288, 96, 8, 64, 64, 64, 3, 18.13, 13.75},
+                      {"530B", 105, 20480, 128, 35, 280, 280, 280, 3, 49.05, 37.83},
+                      {"1T", 128, 25600, 160, 64, 512, 512, 512, 1, 94.42, 71.49}};
+  std::vector<double> errors;
   for (const Row& r : rows) {
     for (const bool full : {true, false}) {
       // The 22B row's flags, with this row's shape, layout and batch.
@@ -88,7 +89,8 @@ TEST(ProjectConfiguration, KorthikantiTable5RowsStayWithinAQuarterOfThePaper) {
           {"--d-model", std::to_string(r.d_model)},
           {"--heads", std::to_string(r.heads)},
           {"--global-batch", std::to_string(r.global_batch)},
-          {"--micro-batches", std::to_string(r.global_batch)}};
+          {"--micro-batches", std::to_string(r.micro_batches)},
+          {"--attention", kernel}};
       if (r.pp > 1) {
         flags["--pp"] = std::to_string(r.pp);
         flags["--schedule"] = r.stages_per_rank > 1 ? "interleaved-1f1b" : "1f1b";
@@ -96,33 +98,81 @@ TEST(ProjectConfiguration, KorthikantiTable5RowsStayWithinAQuarterOfThePaper) {
       }
       std::vector<std::string> args = megatron_22b(flags, {"--json"});
       args.push_back(full ? "--activation-checkpointing" : "--sequence-parallel");
+      if (!full && kernel == "unfused") args.push_back("--selective-recompute");
       const test::CliResult out = cli(args);
-      ASSERT_EQ(out.code, 0) << r.model << ": " << out.err;
+      EXPECT_EQ(out.code, 0) << r.model << ": " << out.err;
+      if (out.code != 0) return {};
       const double ours = nlohmann::json::parse(out.out).at("step_s");
       const double paper = full ? r.full_s : r.selective_s;
-      const double error = std::abs(ours / paper - 1);
-      EXPECT_LT(error, 0.25) << r.model << (full ? " full" : " selective + SP") << ": " << ours
-                             << " s against " << paper << " s";
-      error_sum += error;
-      ++cells;
+      errors.push_back(std::abs(ours / paper - 1));
+      std::printf("%s %s %s: ours %.3f s, paper %.2f s (%+.1f %%)\n", kernel.c_str(), r.model,
+                  full ? "full" : "selective + SP", ours, paper, 100 * (ours / paper - 1));
     }
   }
-  EXPECT_LT(error_sum / cells, 0.10);
+  return errors;
 }
 
-// Korthikanti et al. 2022, Table 4: one 22B layer at t 8, forward and backward in ms. Selective
-// recompute is our run without checkpointing (SDPA saves no score matrix), full recompute is
-// --activation-checkpointing. The bar is 10 % each; 3 of the 6 figures meet it (the forwards are
-// 14-19 % fast: docs/device-time-and-projection.md says why). This holds what is reached.
+double mean(const std::vector<double>& values) {
+  double sum = 0;
+  for (double v : values) sum += v;
+  return values.empty() ? 0 : sum / double(values.size());
+}
+
+// With SDPA, what our GPT runs by default, the bar (10 % a row, 5 % on average) is not met:
+// 22B's rows are fast, since a flash kernel replaces the score matrix, softmax and dropout the
+// paper's runs paid for (docs/device-time-and-projection.md). This holds what is reached, a
+// quarter a row and a tenth on average, so that no change slips back unseen.
+TEST(ProjectConfiguration, KorthikantiTable5RowsStayWithinAQuarterOfThePaper) {
+  const std::vector<double> errors = table5_errors("sdpa");
+  ASSERT_EQ(errors.size(), 8u);
+  for (double error : errors) EXPECT_LT(error, 0.25);
+  EXPECT_LT(mean(errors), 0.10);
+}
+
+// With the attention the paper's runs had (scores materialised, a softmax, selective recompute of
+// them), 7 of the 8 cells come within the 10 % and the mean is 5.1 % (2026-11-26). 22B's
+// selective + SP cell is 10.1 % fast: its 48 layers are within 6 % of Table 4's, and the rest of
+// its step (head, loss, optimizer) is 59 ms where the paper's step leaves 126 ms beyond its layers
+// (Megatron's fp16 optimizer and dropout, which our GPT does not run). This holds what is reached.
+TEST(ProjectConfiguration, KorthikantiTable5WithThePapersAttentionComesNearTheBar) {
+  const std::vector<double> errors = table5_errors("unfused");
+  ASSERT_EQ(errors.size(), 8u);
+  int within_bar = 0;
+  for (double error : errors) {
+    EXPECT_LT(error, 0.125);
+    within_bar += error < 0.10;
+  }
+  EXPECT_GE(within_bar, 7);
+  EXPECT_LT(mean(errors), 0.06);
+}
+
+// Korthikanti et al. 2022, Table 4: one 22B layer at t 8, forward and backward in ms. With SDPA,
+// selective recompute is our run without checkpointing (SDPA saves no score matrix), full
+// recompute is --activation-checkpointing; 3 of the 6 figures meet the 10 % bar (the forwards are
+// 14-19 % fast: docs/device-time-and-projection.md says why). This holds what is reached. With
+// unfused attention, all five of the paper's columns, the two that store the scores included,
+// are held to 10 %.
 TEST(ProjectConfiguration, KorthikantiTable4LayerTimesStayWithinAQuarterOfThePaper) {
   struct Case {
     const char* name;
     std::vector<std::string> flags;
-    double forward_ms, backward_ms;
+    double forward_ms, backward_ms, bar;
   };
-  const Case cases[] = {{"selective", {}, 7.7, 13.2},
-                        {"selective + SP", {"--sequence-parallel"}, 7.2, 13.1},
-                        {"full recompute", {"--activation-checkpointing"}, 7.7, 19.5}};
+  const std::vector<std::string> unfused = {"--attention", "unfused"};
+  auto with = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), unfused.begin(), unfused.end());
+    return flags;
+  };
+  const Case cases[] = {
+      {"selective", {}, 7.7, 13.2, 0.25},
+      {"selective + SP", {"--sequence-parallel"}, 7.2, 13.1, 0.25},
+      {"full recompute", {"--activation-checkpointing"}, 7.7, 19.5, 0.25},
+      {"unfused: baseline", with({}), 7.7, 11.9, 0.10},
+      {"unfused: SP", with({"--sequence-parallel"}), 7.2, 11.8, 0.10},
+      {"unfused: selective", with({"--selective-recompute"}), 7.7, 13.2, 0.10},
+      {"unfused: selective + SP", with({"--selective-recompute", "--sequence-parallel"}), 7.2, 13.1,
+       0.10},
+      {"unfused: full recompute", with({"--activation-checkpointing"}), 7.7, 19.5, 0.10}};
   for (const Case& c : cases) {
     std::vector<std::string> extra = c.flags;
     extra.push_back("--json");
@@ -131,8 +181,10 @@ TEST(ProjectConfiguration, KorthikantiTable4LayerTimesStayWithinAQuarterOfThePap
     const auto j = nlohmann::json::parse(out.out);
     const double forward_ms = j.at("layer_forward_s").get<double>() * 1e3;
     const double backward_ms = j.at("layer_backward_s").get<double>() * 1e3;
-    EXPECT_NEAR(forward_ms / c.forward_ms, 1.0, 0.25) << c.name << " forward " << forward_ms;
-    EXPECT_NEAR(backward_ms / c.backward_ms, 1.0, 0.25) << c.name << " backward " << backward_ms;
+    std::printf("%s: forward %.2f ms (paper %.1f), backward %.2f ms (paper %.1f)\n", c.name,
+                forward_ms, c.forward_ms, backward_ms, c.backward_ms);
+    EXPECT_NEAR(forward_ms / c.forward_ms, 1.0, c.bar) << c.name << " forward " << forward_ms;
+    EXPECT_NEAR(backward_ms / c.backward_ms, 1.0, c.bar) << c.name << " backward " << backward_ms;
   }
 }
 

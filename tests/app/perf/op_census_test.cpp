@@ -4,6 +4,8 @@
 #include "app/perf/op_census.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "app/perf/perf_suite.h"
@@ -15,18 +17,18 @@
 namespace shardscope::perf {
 namespace {
 
-Config tiny(int layers, bool autocast, bool tied = false) {
-  Config config = config_from_json(
-      nlohmann::json{{"strategy", "single"},
-                     {"preset", "tiny"},
-                     {"model", {{"layers", layers}, {"tie_embeddings", tied}}},
-                     {"strategy_options", {{"precision", autocast ? "bf16" : "fp32"}}}});
+Config tiny(int layers, bool autocast, bool tied = false, const char* attention = "sdpa") {
+  Config config = config_from_json(nlohmann::json{
+      {"strategy", "single"},
+      {"preset", "tiny"},
+      {"model", {{"layers", layers}, {"tie_embeddings", tied}, {"attention", attention}}},
+      {"strategy_options", {{"precision", autocast ? "bf16" : "fp32"}}}});
   finalize(config);
   return config;
 }
 
-OpCensus census(int layers, bool autocast, bool tied = false) {
-  return census_of_step(tiny(layers, autocast, tied));
+OpCensus census(int layers, bool autocast, bool tied = false, const char* attention = "sdpa") {
+  return census_of_step(tiny(layers, autocast, tied, attention));
 }
 
 // FLOPs of the projection's matmuls in `ops`.
@@ -82,6 +84,31 @@ TEST(ProjectionCheck, HostOperatorsAreWhatAStepDispatches) {
     EXPECT_EQ(one.optimizer_ops,
               profiling::kAdamWKernelsPerTensor * profiling::parameter_tensors(shape));
     EXPECT_EQ(two.optimizer_ops - one.optimizer_ops, profiling::kAdamWKernelsPerTensor * 12);
+  }
+}
+
+// Unfused attention dispatches what the projection says it does, block for block.
+TEST(ProjectionCheck, UnfusedAttentionOperatorsAreWhatAStepDispatches) {
+  for (const bool autocast : {false, true}) {
+    SCOPED_TRACE(autocast ? "bf16 autocast" : "fp32");
+    const OpCensus one = census(1, autocast, false, "unfused"),
+                   two = census(2, autocast, false, "unfused");
+    const profiling::HostOps block = profiling::block_host_ops(autocast, true);
+    EXPECT_EQ(two.forward_ops - one.forward_ops, forward_total(block));
+    EXPECT_EQ(two.forward_views - one.forward_views, int64_t(block.views));
+    EXPECT_EQ(named(two.forward_names, "aten::matmul") - named(one.forward_names, "aten::matmul"),
+              int64_t(block.matmuls));
+    EXPECT_EQ(two.backward_nodes - one.backward_nodes, int64_t(block.nodes));
+    for (const auto& [name, count] : two.backward_names) {
+      const int64_t fewer = named(one.backward_names, name);
+      if (count != fewer)
+        std::printf("  node %s: %lld a block\n", name.c_str(), (long long)(count - fewer));
+    }
+    for (const auto& [name, count] : two.forward_names) {
+      const int64_t fewer = named(one.forward_names, name);
+      if (count != fewer)
+        std::printf("  op %s: %lld a block\n", name.c_str(), (long long)(count - fewer));
+    }
   }
 }
 

@@ -95,6 +95,35 @@ TEST(ActivationMemory, Bf16AndCheckpointingMatchTheFormula) {
   }
 }
 
+// Unfused attention saves its softmax, s x s a head (the largest term of the paper's 5as/h);
+// selective recompute keeps neither that nor SDPA's logsumexp, only the attention's input.
+TEST(ActivationMemory, UnfusedAttentionAndSelectiveRecomputeMatchTheFormula) {
+  torch::manual_seed(0);
+  StrategyOptions fp32;
+  StrategyOptions bf16;
+  bf16.precision = "bf16";
+  for (const char* kernel : {"unfused", "sdpa"}) {
+    for (const bool recompute : {false, true}) {
+      if (std::string(kernel) == "sdpa" && !recompute) continue;  // the presets' own tests
+      ModelConfig small = preset_model("small");
+      small.attention = kernel;
+      small.selective_recompute = recompute;
+      const std::string what =
+          std::string("small, ") + kernel + (recompute ? ", selective recompute" : "");
+      for (int batch : {1, 4}) {
+        expect_within_10_percent(small, batch, fp32, what);
+        expect_within_10_percent(small, batch, bf16, what + " bf16", /*backward=*/false);
+      }
+    }
+  }
+  // The softmax is what unfused adds: at seq 128 and 6 heads, 6 x 128 x 128 elements a sequence
+  // and block (half the block's other activations at this width), in each of the 6 blocks.
+  ModelConfig unfused = preset_model("small");
+  unfused.attention = "unfused";
+  EXPECT_GT(measure(unfused, 2, fp32),
+            measure(preset_model("small"), 2, fp32) + int64_t(6) * 6 * 128 * 128 * 4 * 2 * 9 / 10);
+}
+
 // A mixture of experts saves each routed token's expert activations k times over, plus the
 // router's probabilities and the routing's indices (profiling/projection/memory_projection.cpp).
 TEST(ActivationMemory, AMixtureOfExpertsMatchesTheFormula) {

@@ -19,6 +19,7 @@ struct HybridCase {
   bool sequence_parallel = false;
   std::string schedule = "1f1b";
   int c = 1;  // context-parallel degree (ring attention)
+  bool unfused_attention = false, selective_recompute = false;
 };
 
 Config hybrid_config(const HybridCase& c) {
@@ -33,6 +34,8 @@ Config hybrid_config(const HybridCase& c) {
   so.sequence_parallel = c.sequence_parallel;
   so.schedule = c.schedule;
   so.context_parallel = c.c > 1 ? c.c : 0;
+  config.model.attention = c.unfused_attention ? "unfused" : "sdpa";
+  config.model.selective_recompute = c.selective_recompute;
   finalize(config);
   return config;
 }
@@ -49,6 +52,8 @@ std::string case_name(const HybridCase& c) {
   if (c.d * c.c > 1) name += "_" + c.sync;
   if (c.accum > 1) name += "_accum" + std::to_string(c.accum);
   if (c.sequence_parallel) name += "_sp";
+  if (c.unfused_attention) name += "_unfused";
+  if (c.selective_recompute) name += "_selective";
   if (c.schedule != "1f1b") {
     name += "_";
     for (char ch : c.schedule) name += ch == '-' ? '_' : ch;
@@ -72,6 +77,27 @@ INSTANTIATE_TEST_SUITE_P(
                     HybridCase{2, 2, 2, "zero1"}, HybridCase{2, 2, 2, "ddp_bucketed", 2, true},
                     HybridCase{4, 1, 1, "torch_ddp", 2}),
     [](const auto& info) { return case_name(info.param); });
+
+// Unfused attention, and selective recompute, which runs each block's attention again in
+// backward: tensor-parallel heads with sequence parallelism across pipeline stages.
+HybridCase attention_case(int d, int t, int p, bool unfused, bool selective) {
+  HybridCase c{d, t, p, "ddp_bucketed", 1, t > 1};
+  c.unfused_attention = unfused;
+  c.selective_recompute = selective;
+  return c;
+}
+// Selective recompute around the ring (cp 2 x tp 2) under a zero-bubble schedule's split
+// backward (pp 2): the ring's attention runs again inside the input pass.
+HybridCase selective_case() {
+  HybridCase c{1, 2, 2, "ddp_bucketed", 1, false, "zbv", 2};
+  c.selective_recompute = true;
+  return c;
+}
+INSTANTIATE_TEST_SUITE_P(Attention, HybridMatchesReference,
+                         testing::Values(attention_case(1, 2, 2, true, true),
+                                         attention_case(2, 2, 1, true, false),
+                                         attention_case(2, 1, 2, false, true), selective_case()),
+                         [](const auto& info) { return case_name(info.param); });
 
 // Two stages per rank over two replicas (world 4 = p 2 x dp 2, a block per stage): a stage's
 // gradients are finished by its last backward or weight pass, and only then synchronised.
