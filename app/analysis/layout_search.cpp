@@ -1,5 +1,7 @@
 #include "app/analysis/layout_search.h"
 
+#include "engine/model/core_attention.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <set>
@@ -25,7 +27,8 @@ std::string SearchedLayout::label() const {
   if (pp > 1)
     o << " " << schedule << (stages_per_rank > 1 ? " v" + std::to_string(stages_per_rank) : "");
   o << ", mb " << micro_batch_sequences << " x " << micro_batches
-    << (recompute ? ", recompute" : "") << (dp > 1 ? ", " + data_parallel_sync : "");
+    << (recompute ? ", recompute" : "") << (selective ? ", selective recompute" : "")
+    << (dp > 1 ? ", " + data_parallel_sync : "");
   return o.str();
 }
 
@@ -56,7 +59,10 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
         for (int v : pp > 1 ? std::vector<int>{1, 2, 3} : std::vector<int>{1}) {
           if (config.model.layers % (pp * v) != 0) continue;
           if (v > 1 && m % pp != 0) continue;  // interleaving runs micro-batches in rounds of p
-          for (bool recompute : {false, true}) {
+          // None, full, and selective where there is an attention worth recomputing.
+          const int recomputes = attention_settings(config.model).unfused ? 3 : 2;
+          for (int r = 0; r < recomputes; ++r) {
+            const bool recompute = r == 1, selective = r == 2;
             for (size_t k = 0; k < (dp > 1 ? syncs.size() : 1); ++k) {
               const std::string& sync = syncs[k];
               Config c = config;
@@ -69,8 +75,10 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
               o.stages_per_rank = v;
               o.sequence_parallel = tp > 1;
               o.activation_checkpointing = recompute;
+              c.model.selective_recompute = selective;
               o.data_parallel_sync = sync;
-              SearchedLayout s{tp, pp, dp, v, int(m), sequences, o.schedule, recompute, sync};
+              SearchedLayout s{tp,        pp,         dp,        v,         int(m),
+                               sequences, o.schedule, recompute, selective, sync};
               try {
                 const ConfigurationProjection p = project_configuration(c, hw, nodes);
                 s.step_s = p.step_s, s.mfu = p.mfu, s.peak_bytes = p.memory.total();

@@ -12,7 +12,8 @@ struct SearchedLayout {
   int tp = 1, pp = 1, dp = 1, stages_per_rank = 1, micro_batches = 1;
   int64_t micro_batch_sequences = 1;
   std::string schedule;
-  bool recompute = false;
+  bool recompute = false;          // full: every block again in backward
+  bool selective = false;          // selective: each block's attention again in backward
   std::string data_parallel_sync;  // the ZeRO stage of the data-parallel dimension
   double step_s = 0, mfu = 0, peak_bytes = 0;
   bool fits = true;
@@ -21,7 +22,8 @@ struct SearchedLayout {
 
 // Every layout of `config`'s model and global batch over the GPUs of `hw` (with `nodes`): tensor
 // degrees within a node, pipeline degrees, 1F1B or interleaved 1F1B with 2 or 3 stages a rank,
-// micro-batches of 1, 2 or 4 sequences, with and without full recompute, DDP or ZeRO-1 over the
+// micro-batches of 1, 2 or 4 sequences, with and without full recompute (and, when the model's
+// attention is unfused, with selective recompute instead), DDP or ZeRO-1 over the
 // data-parallel dimension; sequence parallelism wherever there is a tensor group. Each is
 // projected (project_configuration); those that fit in memory come first, fastest first.
 std::vector<SearchedLayout> search_layouts(const Config& config,

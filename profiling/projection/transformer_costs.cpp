@@ -214,6 +214,10 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   block_backward_weight(weight, shape);
   set_host_seconds(ops, block_host_ops(true, shape.model.unfused_attention), hw,
                    shape.activation_checkpointing);
+  if (shape.model.selective_recompute && !shape.activation_checkpointing) {
+    ops.backward_input_host_s +=
+        forward_host_seconds(attention_host_ops(shape.model.unfused_attention), hw.gpu);
+  }
   return ops;
 }
 
@@ -326,18 +330,38 @@ double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s) {
 // ToCopy (autocast's casts), GELU and log-softmax; two for LayerNorm (input, then weight and
 // bias), flash attention (its preprocessing, then the kernel) and NLL (zeros, then the scatter);
 // four for an embedding's (sort, unique, sum, scatter); two matmuls for Mm, one each side.
-HostOps block_host_ops(bool autocast, bool unfused_attention) {
+HostOps attention_host_ops(bool unfused) {
   HostOps h;
-  // view x4, transpose x4, t x4, split; matmul x4; add_ x4 (biases), add x2, layer_norm x2,
-  // gelu, scaled_dot_product_attention. Autocast casts the four weights and the two LayerNorm
-  // outputs that enter a matmul.
-  h.views = 13, h.matmuls = 4, h.ops = 10;
+  // reshape x3 (q, k, v into heads), transpose x4 (the same, and the output back), view, split;
+  // SDPA. Unfused: k's transpose; matmul x2 (the scores, their product with v); mul (q scaled),
+  // ones and triu (the mask), masked_fill_, softmax, and contiguous (the output transposed back is
+  // a copy, where SDPA's flash layout made it a no-op).
+  h.views = unfused ? 10 : 9;
+  h.ops = unfused ? 6 : 1;
+  h.matmuls = unfused ? 2 : 0;
+  return h;
+}
+
+HostOps block_host_ops(bool autocast, bool unfused_attention) {
+  HostOps h = attention_host_ops(unfused_attention);
+  // The rest: t x4; matmul x4; add_ x4 (biases), add x2, layer_norm x2, gelu. Autocast casts the
+  // four weights and the two LayerNorm outputs that enter a matmul.
+  h.views += 4, h.matmuls += 4, h.ops += 9;
   h.casts = autocast ? 6 : 0;
   // AccumulateGrad x12, View x8, Add x6, Mm x4, T x4, Transpose x4, UnsafeView x4, LayerNorm x2,
   // Gelu, attention, Split; autocast: ToCopy x6.
   h.nodes = 47 + h.casts;
   h.node_kernels = 4 + 2 * 2 + 1 + 2 + 1 + h.casts;
   h.node_matmuls = 8;
+  if (unfused_attention) {
+    // Instead of SDPA's node (two kernels): Bmm x2 (two GEMMs each), the matmuls' Clone x4 (of q,
+    // k, v and the output), Expand x4, ReshapeAlias x3, UnsafeView x5, Transpose, Mul, MaskedFill
+    // and Softmax, and two View fewer. Kernels: the mul's, the mask's, the softmax's, and four
+    // copies of gradients back into the qkv output's layout.
+    h.nodes += 19;
+    h.node_kernels += 7 - 2;
+    h.node_matmuls += 4;
+  }
   // The weights' side: AccumulateGrad x12, the biases' Add x4, T x4, the weights' ToCopy x4.
   h.weight_nodes = 12 + 4 + 4 + (autocast ? 4 : 0);
   h.weight_node_kernels = 4 + (autocast ? 4 : 0);

@@ -41,6 +41,9 @@ struct HostOps {
 // LM head, cross-entropy). `autocast`: bf16 autocast (what a GPU projection prices), whose casts
 // add a node each.
 HostOps block_host_ops(bool autocast, bool unfused_attention = false);
+// The part of a block's forward that is its attention (SDPA's, or unfused): what selective
+// recompute dispatches again in backward.
+HostOps attention_host_ops(bool unfused_attention);
 HostOps embedding_host_ops(bool autocast);
 HostOps head_host_ops(bool autocast, bool tied_embeddings);
 // Host seconds of a forward (`recording`: autograd records it; a checkpointed block's first

@@ -3,6 +3,8 @@
 // 2022, Table 5: tp 8, pp 8, interleaved with 3 stages a rank) is among the best.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "app/analysis/layout_search.h"
 #include "engine/train/config.h"
 #include "profiling/metrics/comm_links.h"
@@ -52,6 +54,33 @@ namespace {
 // The projected step's trace (issue 34): every activation and gradient that crosses to another
 // rank is a send linked to its receive, and each pass's tensor-parallel collectives are drawn
 // (the rank waits through them), so the picture does not say "no communication".
+// With the paper's attention the search also tries selective recompute: every layout each way,
+// and selective recompute always faster than full recompute of the same layout (it runs only
+// the attention again), though it keeps more than full recompute does.
+TEST(LayoutSearch, WithUnfusedAttentionSelectiveRecomputeIsTriedBesideFull) {
+  Config c = gpt3_on(64);
+  c.model.attention = "unfused";
+  const auto layouts = search_layouts(c, profiling::load_hardware_profile("8xA100"), 8);
+  std::map<std::string, const SearchedLayout*> full;
+  for (const auto& l : layouts) {
+    EXPECT_FALSE(l.selective && l.recompute) << l.label();
+    if (l.recompute) full[l.label()] = &l;
+  }
+  size_t compared = 0;
+  for (const auto& l : layouts) {
+    if (!l.selective) continue;
+    std::string label = l.label();
+    label.replace(label.find("selective recompute"), 19, "recompute");
+    const auto it = full.find(label);
+    ASSERT_NE(it, full.end()) << l.label();
+    EXPECT_LT(l.step_s, it->second->step_s) << l.label();
+    EXPECT_GT(l.peak_bytes, it->second->peak_bytes) << l.label();
+    ++compared;
+  }
+  EXPECT_EQ(compared, full.size());
+  EXPECT_GT(compared, 50u);
+}
+
 TEST(ConfigurationProjectionTrace, SendsLinkToReceivesAndTensorCollectivesAreDrawn) {
   Config c = gpt3_on(64);
   c.strategy = "hybrid";
