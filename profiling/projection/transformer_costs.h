@@ -109,6 +109,15 @@ double optimizer_seconds(const HardwareProfile& hw, double parameters, double te
 // FSDP pieces of flat shards, a few more where a tensor straddles two ranks).
 double rank_optimizer_seconds(const HardwareProfile& hw, const TrainingLayout& layout,
                               double parameters, double tensors);
+// Clipping a rank's gradients to a global norm before the step (optimizer.clip_grad_norm), over
+// its `parameters` in `tensors` gradient tensors, then scaling every gradient (which happens
+// whenever the norm is above the limit; a projection, which has no gradients, assumes it).
+// `in_fp64`: as strategies/sharded/flat_shard.cpp clips model-parallel ranks and ZeRO-2/3
+// shards, each gradient cast to fp64, squared and summed, and the sum copied to the host before
+// the next tensor's (4 + 8, 8 + 8 and 8 bytes a parameter, four operators a tensor, one after
+// another); otherwise as torch::nn::utils::clip_grad_norm_, an fp32 norm a tensor and one wait.
+double clip_seconds(const HardwareProfile& hw, double parameters, double tensors, bool in_fp64);
+
 // The parameter tensors of our GPT: per block two LayerNorms and four Linears, each a weight and
 // a bias; the token and position embeddings, the final LayerNorm's two, and an untied head.
 int64_t parameter_tensors(const ModelShape& model);
