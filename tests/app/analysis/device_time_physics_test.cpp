@@ -230,7 +230,7 @@ Config equal_stages(const std::string& schedule, int p, int v, int m, int layers
       {{"preset", "tiny"},
        {"strategy", "pp"},
        {"world", p},
-       {"steps", 4},
+       {"steps", 8},
        {"micro_batch", 8},
        {"data", "synthetic"},
        {"model", {{"layers", layers > 0 ? layers : 2 * p * v}, {"d_model", 256}, {"vocab", 32}}},
@@ -239,9 +239,10 @@ Config equal_stages(const std::string& schedule, int p, int v, int m, int layers
   return c;
 }
 
-// Each rank's bubble in device time, its median over the steps after the first. The links are
-// NVLink's (8xH100) and compute as measured, so that a send costs microseconds: the formula
-// counts no transfer time, which on cpu-10GbE adds 1-2 points (6 hops of 0.27 ms a step).
+// Each rank's bubble in device time, its median over the steps after the first (seven: with
+// three, one stage of a fresh-clone CI run measured 35.8 % where five runs here gave 26-30 %). The
+// links are NVLink's (8xH100) and compute as measured, so that a send costs microseconds: the
+// formula counts no transfer time, which on cpu-10GbE adds 1-2 points (6 hops of 0.27 ms a step).
 std::map<int, double> bubble_by_rank(const Config& c) {
   analysis::Lens lens;
   lens.hardware = "8xH100";
@@ -280,14 +281,23 @@ TEST(DeviceTimePhysics, EqualPipelineStagesIdleTheTextbookBubble) {
       // computes the loss and sends nothing, and a stage that computes 3 % less idles about 2
       // points more. That is the stage's own, and stays. 1F1B's last stage, whose spans no other
       // stage shares, measured 27-34 % over six runs beside a busy core, so a stage is held to 7
-      // points and the mean over the stages to the 3.
+      // points, and the busiest stage to the 3 (below).
       EXPECT_NEAR(bubble, formula, 0.07) << schedule << ", stage " << rank << ": bubble "
                                          << bubble * 100 << " %, formula " << formula * 100 << " %";
     }
     mean[schedule] = mean_of(bubbles);
-    EXPECT_NEAR(mean[schedule], formula, 0.03)
-        << schedule << ": the stages idle " << mean[schedule] * 100 << " % on average, formula "
-        << formula * 100 << " %";
+    // The formula is for equal stages; ours differ by their ends (above), and a stage with less
+    // work idles more by its own lack of it. The busiest stage is the one the formula describes:
+    // it idles (p - 1) / (m + p - 1) of the step. The mean over stages is higher by the others'
+    // shortfall, and more so for GPipe, whose flush pays the slowest forward stage and the
+    // slowest backward stage one after the other (five runs here: GPipe's mean 28.3-30.3 %, its
+    // busiest stage 25.9-28.8 %; 1F1B's mean 27.3-28.0 %).
+    double busiest = 1;
+    for (const auto& [rank, bubble] : bubbles) busiest = std::min(busiest, bubble);
+    EXPECT_NEAR(busiest, formula, 0.03) << schedule << ": the busiest stage idles " << busiest * 100
+                                        << " %, formula " << formula * 100 << " %";
+    EXPECT_LT(mean[schedule], formula + 0.05)
+        << schedule << ": the stages idle " << mean[schedule] * 100 << " % on average";
   }
   // The same stages and micro-batches in another order: 1F1B frees activations sooner, and idles
   // no more (two recordings, so within what their medians differ by).
