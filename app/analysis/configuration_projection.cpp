@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/analysis/pass_pricing.h"
 #include "engine/train/config_bounds.h"
 #include "engine/train/strategy_registry.h"
 #include "profiling/projection/collective_model.h"
@@ -326,15 +327,9 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   const double tensors = double(profiling::parameter_tensors(model_shape(config.model))) / l.pp;
   p.optimizer_s =
       profiling::rank_optimizer_seconds(hw, l.memory, double(p.memory.parameters_per_gpu), tensors);
-  if (config.optimizer.clip_grad_norm > 0) {
-    // Before the step, each rank clips what it holds: model-parallel ranks and ZeRO-2/3 shards
-    // in fp64 (clip_sharded_gradients), replicas with LibTorch's clip_grad_norm_.
-    const StrategyTraits traits = strategy_traits(config.strategy);
-    const bool in_fp64 = traits.family == StrategyFamily::kModelParallel || traits.zero_stage >= 2;
-    const double shards = in_fp64 && traits.zero_stage >= 2 ? std::max(1, l.dp) : 1;
-    p.optimizer_s += profiling::clip_seconds(hw, double(p.memory.parameters_per_gpu) / shards,
-                                             tensors / shards, in_fp64);
-  }
+  // Before the step each rank clips what it holds, if asked to.
+  p.optimizer_s +=
+      rank_clip_seconds(config, hw, double(p.memory.parameters_per_gpu), tensors, l.dp);
   if (l.dp > 1) {
     // Gradients in fp32 (or the reduce dtype) over the data-parallel group after backward, not
     // overlapped: the ZeRO stages move the same bytes (reduce-scatter then all-gather), and

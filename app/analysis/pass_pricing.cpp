@@ -75,6 +75,15 @@ int64_t waiting_inside(const profiling::Intervals& waits, int64_t t0, int64_t t1
 
 }  // namespace
 
+double rank_clip_seconds(const Config& config, const profiling::HardwareProfile& hw,
+                         double parameters, double tensors, int dp) {
+  if (config.optimizer.clip_grad_norm <= 0) return 0;
+  const StrategyTraits traits = strategy_traits(config.strategy);
+  const bool in_fp64 = traits.family == StrategyFamily::kModelParallel || traits.zero_stage >= 2;
+  const double shards = in_fp64 && traits.zero_stage >= 2 ? std::max(1, dp) : 1;
+  return profiling::clip_seconds(hw, parameters / shards, tensors / shards, in_fp64);
+}
+
 std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
                                                  const Config& config,
                                                  const profiling::HardwareProfile& hw) {
@@ -120,8 +129,11 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   u.head_backward = priced(head_back, backward_host(head) + backward_host(embedding));
   u.whole_backward = u.head_backward + config.model.layers * u.block_backward;
   const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
-  u.optimizer = profiling::rank_optimizer_seconds(
-      hw, l, double(memory.parameters_per_gpu), double(profiling::parameter_tensors(shape.model)));
+  const double tensors = double(profiling::parameter_tensors(shape.model));
+  // The trainer clips inside its "optimizer step" span, before the step.
+  u.optimizer =
+      profiling::rank_optimizer_seconds(hw, l, double(memory.parameters_per_gpu), tensors) +
+      rank_clip_seconds(config, hw, double(memory.parameters_per_gpu), tensors, dp);
 
   PassPricing p;
   const double layers = config.model.layers;

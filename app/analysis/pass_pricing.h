@@ -32,6 +32,13 @@ struct PassPricing {
   std::string description;  // for the what-if tab and `project`: what was priced, and how
 };
 
+// A rank's gradient clip before the step (0 without optimizer.clip_grad_norm), over the
+// `parameters` and `tensors` it holds before ZeRO: model-parallel ranks and ZeRO-2/3 shards clip
+// in fp64 (clip_sharded_gradients; the shards are 1/dp), replicas with LibTorch's
+// clip_grad_norm_ (profiling::clip_seconds).
+double rank_clip_seconds(const Config& config, const profiling::HardwareProfile& hw,
+                         double parameters, double tensors, int dp);
+
 // Empty when the profile has no per-kernel rates, the trace has no run description, or its
 // strategy's ranks do not each run whole units of our GPT with a tensor degree we price (a
 // pipeline, context or expert parallelism).

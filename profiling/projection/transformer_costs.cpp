@@ -317,14 +317,15 @@ double rank_optimizer_seconds(const HardwareProfile& hw, const TrainingLayout& l
 
 double clip_seconds(const HardwareProfile& hw, double parameters, double tensors, bool in_fp64) {
   const double op = hw.gpu.host_costs().op_us * 1e-6;
-  // Every gradient read and written once more by its scaling (mul_), an operator a tensor.
-  const double scale = std::max(memory_seconds(hw.gpu, 8.0 * parameters), tensors * op);
   if (in_fp64) {
-    // to(double), pow, sum and the copy to the host wait for each other, tensor by tensor.
-    return memory_seconds(hw.gpu, (4.0 + 8 + 8 + 8 + 8) * parameters) + 4 * tensors * op + scale;
+    // to(double), pow, sum and the copy to the host wait for each other, tensor by tensor; then
+    // every gradient is read and written once more by its scaling, an operator a tensor.
+    return memory_seconds(hw.gpu, (4.0 + 8 + 8 + 8 + 8) * parameters) + 4 * tensors * op +
+           std::max(memory_seconds(hw.gpu, 8.0 * parameters), tensors * op);
   }
-  // A norm a tensor, their stack and its norm, one wait for the total.
-  return std::max(memory_seconds(hw.gpu, 4.0 * parameters), (tensors + 3) * op) + scale;
+  // A norm a tensor, their stack, its norm and the coefficient (five), and a scaling a tensor,
+  // with no wait between them.
+  return std::max(memory_seconds(hw.gpu, 12.0 * parameters), (2 * tensors + 5) * op);
 }
 
 int64_t parameter_tensors(const ModelShape& model) {

@@ -115,7 +115,7 @@ double rank_optimizer_seconds(const HardwareProfile& hw, const TrainingLayout& l
 // `in_fp64`: as strategies/sharded/flat_shard.cpp clips model-parallel ranks and ZeRO-2/3
 // shards, each gradient cast to fp64, squared and summed, and the sum copied to the host before
 // the next tensor's (4 + 8, 8 + 8 and 8 bytes a parameter, four operators a tensor, one after
-// another); otherwise as torch::nn::utils::clip_grad_norm_, an fp32 norm a tensor and one wait.
+// another); otherwise as torch::nn::utils::clip_grad_norm_, an fp32 norm a tensor and no wait.
 double clip_seconds(const HardwareProfile& hw, double parameters, double tensors, bool in_fp64);
 
 // The parameter tensors of our GPT: per block two LayerNorms and four Linears, each a weight and
