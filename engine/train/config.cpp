@@ -421,7 +421,7 @@ void validate_model(const Config& c) {
   require(m.layers <= 1024, "model.layers", "at most 1024, got " + std::to_string(m.layers));
   require(is_attention_kernel(m.attention), "model.attention",
           "unknown kernel '" + m.attention + "' (sdpa or unfused)");
-  require(m.attention == kAttentionKernels[0] || c.strategy_options.context_parallel <= 1,
+  require(!attention_settings(m).unfused || c.strategy_options.context_parallel <= 1,
           "model.attention",
           "context parallelism runs its own ring attention; unfused needs context_parallel 1");
   require(!m.selective_recompute || !c.strategy_options.activation_checkpointing,

@@ -48,17 +48,24 @@ int64_t named(const std::map<std::string, int64_t>& names, const std::string& na
   return it == names.end() ? 0 : it->second;
 }
 
+// A block's forward operators, views, matmuls and backward nodes in a real step (two blocks less
+// one) against the projection's counts.
+void expect_block_census(const OpCensus& one, const OpCensus& two,
+                         const profiling::HostOps& block) {
+  EXPECT_EQ(two.forward_ops - one.forward_ops, forward_total(block));
+  EXPECT_EQ(two.forward_views - one.forward_views, int64_t(block.views));
+  EXPECT_EQ(named(two.forward_names, "aten::matmul") - named(one.forward_names, "aten::matmul"),
+            int64_t(block.matmuls));
+  EXPECT_EQ(two.backward_nodes - one.backward_nodes, int64_t(block.nodes));
+}
+
 TEST(ProjectionCheck, HostOperatorsAreWhatAStepDispatches) {
   for (const bool autocast : {false, true}) {
     SCOPED_TRACE(autocast ? "bf16 autocast" : "fp32");
     const OpCensus one = census(1, autocast), two = census(2, autocast);
     // A block: two blocks less one.
     const profiling::HostOps block = profiling::block_host_ops(autocast);
-    EXPECT_EQ(two.forward_ops - one.forward_ops, forward_total(block));
-    EXPECT_EQ(two.forward_views - one.forward_views, int64_t(block.views));
-    EXPECT_EQ(named(two.forward_names, "aten::matmul") - named(one.forward_names, "aten::matmul"),
-              int64_t(block.matmuls));
-    EXPECT_EQ(two.backward_nodes - one.backward_nodes, int64_t(block.nodes));
+    expect_block_census(one, two, block);
     EXPECT_EQ(named(two.backward_names, "MmBackward0") - named(one.backward_names, "MmBackward0"),
               int64_t(block.node_matmuls / 2));
     // Autocast's casts run inside the matmuls, a ToCopy node each.
@@ -94,11 +101,7 @@ TEST(ProjectionCheck, UnfusedAttentionOperatorsAreWhatAStepDispatches) {
     const OpCensus one = census(1, autocast, false, "unfused"),
                    two = census(2, autocast, false, "unfused");
     const profiling::HostOps block = profiling::block_host_ops(autocast, true);
-    EXPECT_EQ(two.forward_ops - one.forward_ops, forward_total(block));
-    EXPECT_EQ(two.forward_views - one.forward_views, int64_t(block.views));
-    EXPECT_EQ(named(two.forward_names, "aten::matmul") - named(one.forward_names, "aten::matmul"),
-              int64_t(block.matmuls));
-    EXPECT_EQ(two.backward_nodes - one.backward_nodes, int64_t(block.nodes));
+    expect_block_census(one, two, block);
     EXPECT_EQ(named(two.backward_names, "BmmBackward0") - named(one.backward_names, "BmmBackward0"),
               int64_t(block.node_matmuls - profiling::block_host_ops(autocast).node_matmuls) / 2);
     // The attention's own operators (what selective recompute dispatches again).
