@@ -1,6 +1,7 @@
 #include "engine/comm/shm/reduce_ops.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include <ATen/ATen.h>
@@ -24,29 +25,30 @@ namespace {
 // gives the same values (elementwise ops do not depend on how they are split).
 constexpr int64_t kSerialPiece = at::internal::GRAIN_SIZE;
 
-void combine_piece(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op) {
+// out <- a (op) b. `out` may be `a` (acc <- acc (op) b); the values are the same either way.
+void combine_piece(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c10d::ReduceOp op) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::AVG:
-      acc.add_(other);
+      at::add_out(out, a, b);
       return;
     case c10d::ReduceOp::PRODUCT:
-      acc.mul_(other);
+      at::mul_out(out, a, b);
       return;
     case c10d::ReduceOp::MIN:
-      at::minimum_out(acc, acc, other);
+      at::minimum_out(out, a, b);
       return;
     case c10d::ReduceOp::MAX:
-      at::maximum_out(acc, acc, other);
+      at::maximum_out(out, a, b);
       return;
     case c10d::ReduceOp::BAND:
-      acc.bitwise_and_(other);
+      at::bitwise_and_out(out, a, b);
       return;
     case c10d::ReduceOp::BOR:
-      acc.bitwise_or_(other);
+      at::bitwise_or_out(out, a, b);
       return;
     case c10d::ReduceOp::BXOR:
-      acc.bitwise_xor_(other);
+      at::bitwise_xor_out(out, a, b);
       return;
     default:
       throw std::invalid_argument("the shm backend does not support this reduce op");
@@ -62,7 +64,37 @@ void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op) {
   for (int64_t at = 0; at < n; at += kSerialPiece) {
     const int64_t len = std::min(kSerialPiece, n - at);
     at::Tensor piece = a.narrow(0, at, len);
-    combine_piece(piece, b.narrow(0, at, len), op);
+    combine_piece(piece, piece, b.narrow(0, at, len), op);
+  }
+}
+
+void reduce_sources(at::Tensor out, const std::vector<const uint8_t*>& sources, c10d::ReduceOp op,
+                    const std::function<void(int64_t, int64_t)>& each_piece) {
+  at::Tensor flat = out.view({-1});
+  const int64_t n = flat.numel();
+  const int64_t element = flat.element_size();
+  const uint8_t* const target_bytes = bytes_of(flat);
+  // A target that is a later source is still read when its piece is combined: reduce in scratch.
+  const bool target_is_later_source =
+      std::find(sources.begin() + std::min<size_t>(1, sources.size()), sources.end(),
+                target_bytes) != sources.end();
+  at::Tensor scratch;
+  if (target_is_later_source) scratch = at::empty({std::min(n, kSerialPiece)}, flat.options());
+  for (int64_t at = 0; at < n; at += kSerialPiece) {
+    const int64_t len = std::min(kSerialPiece, n - at);
+    at::Tensor target = flat.narrow(0, at, len);
+    at::Tensor acc = target_is_later_source ? scratch.narrow(0, 0, len) : target;
+    const auto source = [&](size_t r) { return view_of(sources[r] + at * element, len, flat); };
+    if (sources.size() == 1) {
+      if (sources[0] != bytes_of(acc))
+        std::memcpy(bytes_of(acc), sources[0] + at * element, len * element);
+    } else {
+      combine_piece(acc, source(0), source(1), op);
+    }
+    for (size_t r = 2; r < sources.size(); ++r) combine_piece(acc, acc, source(r), op);
+    if (op.op_ == c10d::ReduceOp::AVG) acc.div_(static_cast<int64_t>(sources.size()));
+    if (target_is_later_source) std::memcpy(bytes_of(target), bytes_of(acc), len * element);
+    if (each_piece) each_piece(at, len);
   }
 }
 

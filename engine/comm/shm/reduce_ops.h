@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <vector>
 
 #include <ATen/Tensor.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
@@ -23,6 +25,14 @@ at::Tensor view_of(const uint8_t* data, int64_t elements, const at::Tensor& like
 // acc <- acc (op) other, elementwise, on this thread alone (never the intra-op pool: see the
 // .cpp). Both contiguous.
 void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op);
+// out <- ((s0 (op) s1) (op) s2) ..., elementwise, in the sources' order, AVG divided at the end:
+// one piece of at most the grain size at a time through every source, so the partial result
+// stays in cache instead of going through memory once a source. Each source holds out.numel()
+// elements of out's dtype; `out` may be one of them (the first is reduced into in place, a later
+// one through scratch). `each_piece(at, n)` runs once elements [at, at + n) of `out` are final,
+// while they are still in cache. On this thread alone, as combine.
+void reduce_sources(at::Tensor out, const std::vector<const uint8_t*>& sources, c10d::ReduceOp op,
+                    const std::function<void(int64_t at, int64_t n)>& each_piece = nullptr);
 // What ends a reduction over `world` ranks: AVG divides the sum, the other ops leave it.
 void finish_reduction(at::Tensor& t, c10d::ReduceOp op, int world);
 

@@ -12,17 +12,14 @@ namespace shardscope::shm {
 
 namespace {
 
-// Reduces, in rank order, `elements` elements at byte `offset` of each rank's slot of `buffer`
+// Reduces, in rank order, out.numel() elements at byte `offset` of each rank's slot of `buffer`
 // into `out`.
-void reduce_slots(const Segment& segment, int buffer, size_t offset, int64_t elements,
-                  at::Tensor out, c10d::ReduceOp op) {
-  const int world = segment.layout().world;
-  const int64_t bytes = elements * static_cast<int64_t>(out.element_size());
-  const uint8_t* first = segment.slot(buffer, 0) + offset;
-  if (bytes_of(out) != first) std::memcpy(bytes_of(out), first, bytes);
-  for (int r = 1; r < world; ++r)
-    combine(out, view_of(segment.slot(buffer, r) + offset, elements, out), op);
-  finish_reduction(out, op, world);
+void reduce_slots(const Segment& segment, int buffer, size_t offset, at::Tensor out,
+                  c10d::ReduceOp op) {
+  std::vector<const uint8_t*> slots;
+  for (int r = 0; r < segment.layout().world; ++r)
+    slots.push_back(segment.slot(buffer, r) + offset);
+  reduce_sources(out, slots, op);
 }
 
 }  // namespace
@@ -68,14 +65,15 @@ void Collectives::all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op) {
   sync_with_peers_present("all_reduce");
   const int64_t lo = n * rank_ / world(), hi = n * (rank_ + 1) / world();
   if (hi > lo) {
-    // Rank 0's tensor gathers the share in rank order, then every other rank's gets a copy.
+    // Rank 0's tensor gathers the share in rank order; each piece goes on to the other ranks'
+    // tensors as soon as it is final, while it is still in cache.
+    std::vector<const uint8_t*> shares;
+    for (int r = 0; r < world(); ++r) shares.push_back(published(r, 0) + lo * element);
     at::Tensor share = view_of(published(0, 0) + lo * element, hi - lo, tensor);
-    for (int r = 1; r < world(); ++r)
-      combine(share, view_of(published(r, 0) + lo * element, hi - lo, tensor), op);
-    finish_reduction(share, op, world());
-    for (int r = 1; r < world(); ++r)
-      std::memcpy(published(r, 0) + lo * element, published(0, 0) + lo * element,
-                  (hi - lo) * element);
+    reduce_sources(share, shares, op, [&](int64_t at, int64_t len) {
+      for (int r = 1; r < world(); ++r)
+        std::memcpy(published(r, 0) + (lo + at) * element, shares[0] + at * element, len * element);
+    });
   }
   sync("all_reduce");
 }
@@ -83,8 +81,11 @@ void Collectives::all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op) {
 void Collectives::all_gather_in_place(std::vector<at::Tensor>& outputs, const at::Tensor& input) {
   publish(0, input);
   sync_with_peers_present("all_gather");
-  for (int r = 0; r < world(); ++r)
-    std::memcpy(bytes_of(outputs[r]), published(r, 0), nbytes(input));
+  for (int r = 0; r < world(); ++r) {
+    // An output that is this rank's input already holds it (FSDP gathers in place).
+    if (bytes_of(outputs[r]) != published(r, 0))
+      std::memcpy(bytes_of(outputs[r]), published(r, 0), nbytes(input));
+  }
   sync("all_gather");
 }
 
@@ -92,16 +93,11 @@ void Collectives::reduce_scatter_in_place(at::Tensor& output, const std::vector<
                                           c10d::ReduceOp op) {
   for (int d = 0; d < world(); ++d) publish(d, inputs[d]);
   sync_with_peers_present("reduce_scatter");
-  at::Tensor out = output.view({-1});
   // An output that is this rank's own piece of its input (an in-place reduce_scatter, as NCCL
-  // allows) is still read below: reduce into a temporary, then copy.
-  const bool own_piece = bytes_of(out) == published(rank_, rank_);
-  at::Tensor acc = own_piece ? at::empty_like(out) : out;
-  std::memcpy(bytes_of(acc), published(0, rank_), nbytes(acc));
-  for (int r = 1; r < world(); ++r)
-    combine(acc, view_of(published(r, rank_), acc.numel(), acc), op);
-  finish_reduction(acc, op, world());
-  if (own_piece) std::memcpy(bytes_of(out), bytes_of(acc), nbytes(acc));
+  // allows) is still read while it is reduced: reduce_sources takes care of that.
+  std::vector<const uint8_t*> pieces;
+  for (int r = 0; r < world(); ++r) pieces.push_back(published(r, rank_));
+  reduce_sources(output, pieces, op);
   sync("reduce_scatter");
 }
 
@@ -118,7 +114,7 @@ void Collectives::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
               // reads it.
               const int64_t lo = n * rank_ / world(), hi = n * (rank_ + 1) / world();
               if (hi > lo) {
-                reduce_slots(segment_, b, lo * element, hi - lo,
+                reduce_slots(segment_, b, lo * element,
                              view_of(segment_.slot(b, 0) + lo * element, hi - lo, tensor), op);
               }
               sync("all_reduce");
@@ -142,7 +138,7 @@ void Collectives::reduce(at::Tensor& tensor, int root, c10d::ReduceOp op) {
               std::memcpy(segment_.slot(b, rank_), bytes_of(tensor) + at * element, n * element);
               sync("reduce");
               if (rank_ == root)
-                reduce_slots(segment_, b, 0, n, tensor.view({-1}).narrow(0, at, n), op);
+                reduce_slots(segment_, b, 0, tensor.view({-1}).narrow(0, at, n), op);
             });
 }
 
@@ -172,7 +168,7 @@ void Collectives::reduce_scatter(at::Tensor& output, const std::vector<at::Tenso
                 std::memcpy(segment_.slot(b, rank_) + d * n * element,
                             bytes_of(inputs[d]) + at * element, n * element);
               sync("reduce_scatter");
-              reduce_slots(segment_, b, static_cast<size_t>(rank_ * n * element), n,
+              reduce_slots(segment_, b, static_cast<size_t>(rank_ * n * element),
                            output.view({-1}).narrow(0, at, n), op);
             });
 }

@@ -27,7 +27,8 @@ void Collectives::read_from(int rank, const uint8_t* remote, uint8_t* local, int
                             const char* what) const {
   if (bytes <= 0) return;
   if (rank == rank_) {
-    std::memmove(local, remote, static_cast<size_t>(bytes));
+    // An output that is this rank's input already holds it (FSDP gathers in place).
+    if (local != remote) std::memmove(local, remote, static_cast<size_t>(bytes));
     return;
   }
   const int pid = segment_.rank_area(rank).pid.load(std::memory_order_acquire);

@@ -226,12 +226,15 @@ TEST(ShmBackend, AReduceScatterIntoItsOwnInputSumsEveryRanksPiece) {
   }
 }
 
-// The largest tensor that an add_, div_ or minimum of the process was given since it was reset.
+// The largest tensor that an add, add_, div_ or minimum of the process was given since it was
+// reset.
 std::atomic<int64_t> largest_reduction_op{0};
 
 std::unique_ptr<at::ObserverContext> note_reduction_op(const at::RecordFunction& fn) {
   const std::string name = fn.name();
-  if (name != "aten::add_" && name != "aten::div_" && name != "aten::minimum") return nullptr;
+  if (name != "aten::add_" && name != "aten::add" && name != "aten::div_" &&
+      name != "aten::minimum")
+    return nullptr;
   const auto inputs = fn.inputs();
   if (!inputs.empty() && inputs[0].isTensor()) {
     const int64_t n = inputs[0].toTensor().numel();
