@@ -131,6 +131,7 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   shape.tp = l.tp;
   shape.sequence_parallel = l.memory.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.memory.activation_checkpointing;
+  shape.weight_casts_per_step = l.memory.weight_casts_per_step;
   const auto tensor_group = profiling::group_profile(hw, l.tp, 1);
   const PassOps block = profiling::block_ops(shape, hw, tensor_group);
   const PassOps embedding = profiling::embedding_ops(shape, hw, tensor_group);
@@ -154,6 +155,29 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
     }
   }
   return costs;
+}
+
+// The weight casts a rank makes once a step when its micro-batches share them: the busiest
+// rank's blocks, each cast's kernel or its dispatch, whichever is longer.
+double weight_cast_seconds(const Config& config, const Layout& l,
+                           const profiling::HardwareProfile& hw) {
+  if (!l.memory.weight_casts_per_step) return 0;
+  profiling::PassShape shape;
+  shape.model = model_shape(config.model);
+  shape.sequences = l.sequences;
+  shape.tp = l.tp;
+  const PassOps casts = profiling::block_weight_cast_ops(shape, hw);
+  const double per_block = profiling::host_or_device_seconds(casts.forward, casts.forward_host_s);
+  const std::string kind = l.pipelined ? l.schedule : "gpipe";
+  const auto blocks = stage_blocks(config.model, l.pp * l.v);
+  int64_t most = 0;
+  for (int r = 0; r < l.pp; ++r) {
+    int64_t held = 0;
+    for (int s : pipeline::rank_stages(kind, r, l.pp, l.v))
+      held += blocks[s].second - blocks[s].first;
+    most = std::max(most, held);
+  }
+  return per_block * double(most);
 }
 
 std::string pass_span(pipeline::Pass pass, bool split) {
@@ -223,6 +247,8 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
   };
   for (int r = 0; r < l.pp; ++r) {
     add(r, "step 0", profiling::Category::kStep, 0, p.step_s, -1);
+    if (p.weight_casts_s > 0)
+      add(r, "weight casts", profiling::Category::kForward, 0, p.weight_casts_s, -1);
     for (const auto& a : timed[r]) {
       const StageCost& c = costs[a.action.stage];
       const pipeline::Pass pass = a.action.pass;
@@ -302,8 +328,14 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   }
   auto seconds = [&](pipeline::Pass pass, int stage) { return costs[stage].of(pass).seconds; };
 
-  const auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
-                                                 seconds, p.pipeline_transfer_s);
+  auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
+                                           seconds, p.pipeline_transfer_s);
+  // Micro-batches that share the weights' bf16 copies: each rank makes them before its first
+  // forward, once a step (the busiest rank's blocks), and the schedule starts after.
+  p.weight_casts_s = weight_cast_seconds(config, l, hw);
+  for (auto& rank : timed) {
+    for (auto& a : rank) a.start += p.weight_casts_s, a.end += p.weight_casts_s;
+  }
   double span = 0;
   for (const auto& rank : timed) span = std::max(span, rank.back().end);
 
@@ -317,9 +349,9 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
     }
     if (busy > busiest) {
       busiest = busy;
-      p.compute_s = busy - comm;
+      p.compute_s = busy - comm + p.weight_casts_s;
       p.tensor_comm_s = comm;
-      p.pipeline_wait_s = span - busy;
+      p.pipeline_wait_s = span - busy - p.weight_casts_s;
     }
   }
   p.memory = profiling::project_memory(model_shape(config.model), l.memory);
@@ -386,6 +418,8 @@ nlohmann::json projection_json(const ConfigurationProjection& p) {
             {"pipeline_wait", p.pipeline_wait_s},
             {"data_comm", p.data_comm_s},
             {"optimizer", p.optimizer_s}}},
+          // Of compute: the bf16 weight copies made once a step.
+          {"weight_casts_s", p.weight_casts_s},
           {"pipeline_transfer_s", p.pipeline_transfer_s},
           {"pipeline_send_bytes", p.pipeline_send_bytes},
           {"layer_forward_s", p.layer_forward_s},
@@ -413,7 +447,10 @@ std::string projection_text(const ConfigurationProjection& p) {
   o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences\n";
   o << "  step              " << f("%.3f s", p.step_s) << "   MFU " << f("%.1f %%", 100 * p.mfu)
     << "\n";
-  o << "  compute           " << f("%.3f s", p.compute_s) << "\n";
+  o << "  compute           " << f("%.3f s", p.compute_s);
+  if (p.weight_casts_s > 0)
+    o << "  (bf16 weight copies made once a step: " << f("%.1f ms", 1e3 * p.weight_casts_s) << ")";
+  o << "\n";
   o << "  tensor comm       " << f("%.3f s", p.tensor_comm_s) << "  (blocking, between kernels)\n";
   o << "  pipeline bubble   " << f("%.3f s", p.pipeline_wait_s) << "  (transfers "
     << f("%.2f ms", 1e3 * p.pipeline_transfer_s) << " a hop included)\n";

@@ -22,6 +22,10 @@ ComputePrecisionScope::~ComputePrecisionScope() {
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
 }
 
+bool shares_weight_casts(const StrategyOptions& options) {
+  return options.precision == "bf16" && !options.activation_checkpointing;
+}
+
 c10::ScalarType gradient_reduce_dtype(const StrategyOptions& options) {
   return options.reduce_dtype == "bf16" ? c10::kBFloat16 : c10::kFloat;
 }

@@ -24,6 +24,14 @@ class ComputePrecisionScope {
   c10::ScalarType was_dtype_ = c10::kBFloat16;
 };
 
+// Whether the micro-batches of a step share one bf16 copy of each weight (made by the step's first
+// forward), as Megatron's micro-batches share its bf16 weights, instead of each forward casting
+// the fp32 weights again and saving its own copy for backward: a pipeline stage holding k
+// micro-batches in flight then keeps one copy, not k. Our pipelines do (TensorParallelStage::
+// share_weight_casts) under bf16 compute, but not with activation checkpointing, whose no-grad
+// forward must not make the copy its recomputation would use.
+bool shares_weight_casts(const StrategyOptions& options);
+
 // The dtype gradients travel in through collectives.
 c10::ScalarType gradient_reduce_dtype(const StrategyOptions& options);
 

@@ -262,6 +262,10 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
       rank.backward_thread = outcome.results[r].backward_thread;
     }
     profiling::logged_peak(outcome.launch.logs[r]->memory(), &rank.peak_breakdown);
+    for (const auto& sample : outcome.launch.logs[r]->memory()) {
+      if (sample.kind == profiling::MemoryKind::kActivations)
+        rank.most_activation_bytes = std::max(rank.most_activation_bytes, sample.bytes);
+    }
     if (memory_formula_hook()) {
       try {
         rank.formula_bytes = memory_formula_hook()(config, r);

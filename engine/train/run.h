@@ -33,6 +33,9 @@ struct RankSummary {
   // What was live at that peak, by what each block is (sums to peak_allocated_bytes); all zero
   // when the run was not traced.
   profiling::MemoryCategories peak_breakdown{};
+  // The most activations the rank held at once (its memory samples' largest; the peak's
+  // breakdown may fall later, once backward freed some).
+  int64_t most_activation_bytes = 0;
   // The formula's bytes for this rank (engine/train/memory_formula_hook.h); zero if none is known.
   profiling::MemoryCategories formula_bytes{};
 };

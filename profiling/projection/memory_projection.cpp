@@ -104,10 +104,13 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
     const double split = s * b * h * c * 4 + mlp + attention;
     out.per_block = replicated / sp + gathered + split / t;
     const double held_experts = std::max(E / std::max(1, l.ep), 1.0);
-    if (weight_copies) out.per_block += c * (4 + 2 * r * held_experts) * h * h / t + c * E * h;
+    if (weight_copies)
+      out.block_weight_copies = c * (4 + 2 * r * held_experts) * h * h / t + c * E * h;
+    out.per_block += out.block_weight_copies;
   }
   out.head = (s * b * h * R + 8 * s * b) / sp + s * b * h * c + 4 * s * b * V / t;
-  if (weight_copies) out.head += c * V * h / t;  // the LM head's (or tied embedding's) copy
+  if (weight_copies) out.head_weight_copies = c * V * h / t;  // the LM head's (or tied embedding's)
+  out.head += out.head_weight_copies;
   return out;
 }
 
@@ -154,7 +157,12 @@ MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout&
   const ActivationBytes saved = saved_activation_bytes(m, l);
   // The embeddings save only the positions (int64).
   const double embed = first ? 8.0 * m.seq : 0;
-  out.activations = in_flight * (saved.per_block * stage.blocks + (last ? saved.head : 0) + embed);
+  const double per_micro_batch = saved.per_block * stage.blocks + (last ? saved.head : 0) + embed;
+  // Weight copies shared by the step's micro-batches are held once, however many are in flight.
+  const double shared = l.weight_casts_per_step ? saved.block_weight_copies * stage.blocks +
+                                                      (last ? saved.head_weight_copies : 0)
+                                                : 0;
+  out.activations = in_flight * (per_micro_batch - shared) + shared;
   return out;
 }
 

@@ -42,6 +42,10 @@ struct TrainingLayout {
   int compute_bytes = 0;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
+  // With fp32 weights and bf16 compute: every micro-batch of a step computes with, and saves, one
+  // bf16 copy of each weight (our pipelines keep autocast's casts for the step), instead of each
+  // forward making and saving its own.
+  bool weight_casts_per_step = false;
 };
 
 // Bytes per GPU by category, from the formulas in DESIGN.md: parameters and gradients 2Ψ each
@@ -79,6 +83,8 @@ MemoryProjection project_stage_memory(const ModelShape& model, const TrainingLay
 // final LayerNorm, the LM head and the loss), in bytes.
 struct ActivationBytes {
   double per_block = 0, head = 0;
+  // Of those, the bf16 weight copies autocast saves (0 unless weights are fp32 and compute bf16).
+  double block_weight_copies = 0, head_weight_copies = 0;
 };
 ActivationBytes saved_activation_bytes(const ModelShape& model, const TrainingLayout& layout);
 

@@ -9,8 +9,9 @@
 namespace shardscope::profiling {
 namespace {
 
-constexpr int kCompute = 2;   // bf16 matmul operands
-constexpr int kResidual = 4;  // fp32 residual stream, LayerNorms, loss
+constexpr int kCompute = 2;       // bf16 matmul operands
+constexpr int kResidual = 4;      // fp32 residual stream, LayerNorms, loss
+constexpr int kBlockWeights = 4;  // qkv, attention projection, fc, MLP projection
 
 using Kind = PricedOp::Kind;
 
@@ -121,12 +122,17 @@ void attention_backward(Pass& pass, const PassShape& s) {
   pass.memory("attention scale grad", 2 * head);
 }
 
+// Autocast casts each of the block's fp32 weights to bf16: read 4 bytes, write 2.
+void weight_casts(Pass& pass, const PassShape& s) {
+  const double h = double(s.model.d_model);
+  pass.memory("weight casts", 6.0 * (4 + 2 * s.model.mlp_ratio) * h * h / s.tp);
+}
+
 void block_forward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;  // rows outside the regions
-  // Autocast casts each fp32 weight to bf16 once a forward: read 4 bytes, write 2.
-  pass.memory("weight casts", 6.0 * (4 + 2 * m.mlp_ratio) * h * h / t);
+  if (!s.weight_casts_per_step) weight_casts(pass, s);
   for (int sub = 0; sub < 2; ++sub) {
     pass.memory(sub == 0 ? "ln1" : "ln2", double(local) * h * (kResidual + kCompute));
     enter_region(pass, s, false);
@@ -212,12 +218,23 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   block_backward_input(input, shape);
   Pass weight(hw, tensor_group, ops.backward_weight);
   block_backward_weight(weight, shape);
-  set_host_seconds(ops, block_host_ops(true, shape.model.unfused_attention), hw,
-                   shape.activation_checkpointing);
+  HostOps host = block_host_ops(true, shape.model.unfused_attention);
+  if (shape.weight_casts_per_step) host.casts -= kBlockWeights;  // found in autocast's cache
+  set_host_seconds(ops, host, hw, shape.activation_checkpointing);
   if (shape.model.selective_recompute && !shape.activation_checkpointing) {
     ops.backward_input_host_s +=
         forward_host_seconds(attention_host_ops(shape.model.unfused_attention), hw.gpu);
   }
+  return ops;
+}
+
+PassOps block_weight_cast_ops(const PassShape& shape, const HardwareProfile& hw) {
+  PassOps ops;
+  Pass forward(hw, hw, ops.forward);
+  weight_casts(forward, shape);
+  HostOps host;
+  host.casts = kBlockWeights;
+  set_host_seconds(ops, host, hw, false);
   return ops;
 }
 

@@ -76,12 +76,19 @@ struct PassShape {
   int tp = 1;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
+  // The step's micro-batches share autocast's bf16 copies of the weights (our pipelines keep
+  // them for the step): a block's forward finds them made, and block_weight_cast_ops prices
+  // making them, once a step.
+  bool weight_casts_per_step = false;
 };
 
 // One transformer block; the embedding (first stage) and the final LayerNorm, LM head and loss
 // (last stage). `tensor_group` is the profile the tensor group's collectives run on.
 PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
                   const HardwareProfile& tensor_group);
+// Autocast's casts of one block's four weights to bf16 (forward only): in each forward, unless
+// the shape's micro-batches share them, and then once a step.
+PassOps block_weight_cast_ops(const PassShape& shape, const HardwareProfile& hw);
 PassOps embedding_ops(const PassShape& shape, const HardwareProfile& hw,
                       const HardwareProfile& tensor_group);
 PassOps head_ops(const PassShape& shape, const HardwareProfile& hw,

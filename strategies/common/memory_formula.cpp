@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/model/mixed_precision.h"
 #include "engine/train/config_bounds.h"
 #include "engine/train/memory_formula_hook.h"
 #include "engine/train/strategy_registry.h"
@@ -40,6 +41,8 @@ profiling::TrainingLayout memory_layout(const Config& config) {
     layout.cp = parallel.context;
     layout.micro_batches = pipeline_micro_batches(config, parallel);
     layout.schedule = o.schedule;
+    // The pipeline runtime's stages share their weights' bf16 copies over a step.
+    layout.weight_casts_per_step = shares_weight_casts(o);
     // A replica computes on the sequences of all its ranks, a pipeline micro-batch at a time
     // (s/cp tokens of each with context parallelism).
     layout.micro_batch =

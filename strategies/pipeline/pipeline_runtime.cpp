@@ -232,6 +232,18 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
                             const std::vector<torch::Tensor>& targets, double loss_scale,
                             bool last_micro, const Hooks& hooks) {
   Impl step(*this, inputs, targets, loss_scale, last_micro, hooks);
+  // Every micro-batch of the step computes with one bf16 copy of each weight, made by its first
+  // forward; a stage with k micro-batches in flight would otherwise save k of them.
+  struct SharedCasts {
+    std::vector<TensorParallelStage*> chunks;
+    ~SharedCasts() {
+      for (auto* chunk : chunks) chunk->share_weight_casts(false);
+    }
+  } shared;
+  if (setup_.options && shares_weight_casts(*setup_.options)) {
+    shared.chunks = setup_.chunks;
+    for (auto* chunk : shared.chunks) chunk->share_weight_casts(true);
+  }
   for (size_t k = 0; k < actions_.size(); ++k) {
     const pipeline::Action& a = actions_[k];
     const size_t c = step.chunk_of.at(a.stage);

@@ -1,5 +1,7 @@
 #include "strategies/tensor/tensor_parallel_stage.h"
 
+#include <ATen/autocast_mode.h>
+
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/embedding.h>
 #include <torch/nn/functional/normalization.h>
@@ -43,7 +45,12 @@ TensorParallelStage::TensorParallelStage(const Config& config, const StageSpec& 
     Shard s;
     s.name = name;
     s.cut = cut_of(name);
-    s.local = cut(p.detach(), s.cut).to(device).set_requires_grad(p.requires_grad());
+    // A copy of its own, not a view of the full model: a view would keep the whole model's
+    // storage alive on every rank, and autocast caches only the casts of leaves that are not
+    // views (WeightCastsForTheStep).
+    s.local = cut(p.detach(), s.cut)
+                  .to(p.options().device(device), /*non_blocking=*/false, /*copy=*/true)
+                  .set_requires_grad(p.requires_grad());
     index_[name] = shards_.size();
     shards_.push_back(std::move(s));
   }
@@ -155,6 +162,23 @@ torch::Tensor TensorParallelStage::uncut(const torch::Tensor& local, Cut how) {
   return torch::cat({torch::cat(q, 0), torch::cat(k, 0), torch::cat(v, 0)}, 0);
 }
 
+void TensorParallelStage::share_weight_casts(bool on) {
+  share_casts_ = on;
+  if (!on) weight_casts_.clear();
+}
+
+torch::Tensor TensorParallelStage::linear_weight(const std::string& name) {
+  const torch::Tensor& weight = param(name);
+  const auto device = weight.device().type();
+  if (!share_casts_ || !at::autocast::is_autocast_enabled(device) ||
+      weight.scalar_type() != at::kFloat)
+    return weight;
+  auto cast = weight_casts_.find(name);
+  if (cast == weight_casts_.end())
+    cast = weight_casts_.emplace(name, weight.to(at::autocast::get_autocast_dtype(device))).first;
+  return cast->second;
+}
+
 const torch::Tensor& TensorParallelStage::param(const std::string& name) const {
   return shards_[index_.at(name)].local;
 }
@@ -229,18 +253,20 @@ torch::Tensor TensorParallelStage::forward(const torch::Tensor& input,
     profiling::ScopedSpan span(profiling::Category::kForward,
                                "forward blocks." + std::to_string(i));
     const std::string b = "blocks." + std::to_string(i);
-    auto qkv = F::linear(enter(layer_norm(x, b + ".ln1")), param(b + ".attn.qkv.weight"),
+    auto qkv = F::linear(enter(layer_norm(x, b + ".ln1")), linear_weight(b + ".attn.qkv.weight"),
                          param(b + ".attn.qkv.bias"));
     auto y = attention_of_qkv(qkv, local_heads, attention);
-    x = x + leave(F::linear(y, param(b + ".attn.proj.weight"))) + param(b + ".attn.proj.bias");
-    auto hidden = F::linear(enter(layer_norm(x, b + ".ln2")), param(b + ".mlp.fc.weight"),
+    x = x + leave(F::linear(y, linear_weight(b + ".attn.proj.weight"))) +
+        param(b + ".attn.proj.bias");
+    auto hidden = F::linear(enter(layer_norm(x, b + ".ln2")), linear_weight(b + ".mlp.fc.weight"),
                             param(b + ".mlp.fc.bias"));
     hidden = F::gelu(hidden, F::GELUFuncOptions().approximate("tanh"));
-    x = x + leave(F::linear(hidden, param(b + ".mlp.proj.weight"))) + param(b + ".mlp.proj.bias");
+    x = x + leave(F::linear(hidden, linear_weight(b + ".mlp.proj.weight"))) +
+        param(b + ".mlp.proj.bias");
   }
   if (!spec_.last) return x;
   profiling::ScopedSpan span(profiling::Category::kForward, "forward head");
-  const auto& head = m.tie_embeddings ? param("tok_emb.weight") : param("lm_head.weight");
+  const auto head = linear_weight(m.tie_embeddings ? "tok_emb.weight" : "lm_head.weight");
   auto logits = F::linear(enter(layer_norm(x, "ln_f")), head);
   if (t_ == 1) return GptModelImpl::loss_of(logits, targets);
   return tp::vocab_parallel_cross_entropy(logits.reshape({-1, vocab_rows}), targets.reshape({-1}),

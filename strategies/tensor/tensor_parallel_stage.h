@@ -61,6 +61,13 @@ class TensorParallelStage {
     positions_ = positions;
   }
 
+  // While on, the Linears compute with one bf16 copy of each weight, made by the first forward
+  // under bf16 autocast and kept for every forward after (the step's micro-batches share it, as
+  // Megatron's share its bf16 weights); off drops the copies. The same values as casting in each
+  // forward: autocast would cast the same weight (transposed, which F::linear does first) to the
+  // same bf16. Only between optimizer steps: the copies do not follow the weights.
+  void share_weight_casts(bool on);
+
   // With sequence parallelism each rank saw only its part of the sequence in the replicated
   // regions: their gradients are partial sums, made whole here (one all-reduce).
   void complete_replicated_gradients();
@@ -97,6 +104,9 @@ class TensorParallelStage {
   };
 
   static Cut cut_of(const std::string& name);
+  // A Linear's weight as its matmul takes it: the shared bf16 copy while share_weight_casts is on
+  // and autocast computes in bf16, else the parameter.
+  torch::Tensor linear_weight(const std::string& name);
   static bool holds(const StageSpec& spec, const std::string& name);
   torch::Tensor cut(const torch::Tensor& full, Cut how) const;
   torch::Tensor uncut(const torch::Tensor& local, Cut how);
@@ -109,6 +119,8 @@ class TensorParallelStage {
   int t_ = 1;
   int rank_ = 0;
   std::vector<Shard> shards_;
+  bool share_casts_ = false;
+  std::map<std::string, torch::Tensor> weight_casts_;  // by parameter name, while shared
   std::map<std::string, size_t> index_;
   std::vector<torch::Tensor> trainable_;
   std::vector<std::string> trainable_names_;

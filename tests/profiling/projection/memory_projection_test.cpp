@@ -77,6 +77,39 @@ TEST(MemoryProjection, ActivationsAreWhatOurGptSaves) {
   EXPECT_NEAR(project_memory(m, layout).activations, L * 4 * s * b * h / 8 + head_sp + 8 * s, 1);
 }
 
+// fp32 weights computed in bf16: each forward's copy of a block's weights is 2 (4 + 2r) h^2 bytes.
+// A pipeline whose micro-batches share one copy a step holds it once, whatever is in flight.
+TEST(MemoryProjection, WeightCopiesSharedByAStepAreHeldOnce) {
+  const ModelShape m = seven_b();
+  TrainingLayout layout;
+  layout.mixed_precision = false;
+  layout.compute_bytes = 2;
+  layout.pp = 4;
+  layout.micro_batches = 16;
+  const ActivationBytes saved = saved_activation_bytes(m, layout);
+  EXPECT_DOUBLE_EQ(saved.block_weight_copies, 2.0 * 12 * 4096 * 4096);
+  EXPECT_DOUBLE_EQ(saved.head_weight_copies, 2.0 * 50257 * 4096);
+  const double positions = 8 * 2048.0;
+  for (int stage : {0, 3}) {
+    const double held = 4 - stage;  // 1F1B
+    const bool last = stage == 3;
+    const double copies = saved.block_weight_copies * 8 + (last ? saved.head_weight_copies : 0);
+    const double each = saved.per_block * 8 + (last ? saved.head : 0) + (stage ? 0 : positions);
+    layout.weight_casts_per_step = false;
+    EXPECT_NEAR(project_stage_memory(m, layout, {stage, 8}).activations, held * each, 1);
+    layout.weight_casts_per_step = true;
+    EXPECT_NEAR(project_stage_memory(m, layout, {stage, 8}).activations,
+                held * (each - copies) + copies, 1)
+        << "stage " << stage;
+  }
+  // Megatron's bf16 weights (mixed precision) and full recompute save no copies.
+  layout.mixed_precision = true;
+  EXPECT_EQ(saved_activation_bytes(m, layout).block_weight_copies, 0);
+  layout.mixed_precision = false;
+  layout.activation_checkpointing = true;
+  EXPECT_EQ(saved_activation_bytes(m, layout).block_weight_copies, 0);
+}
+
 TEST(MemoryProjection, PipelinesHoldStagesOrAllMicroBatches) {
   const ModelShape m = seven_b();
   TrainingLayout layout;

@@ -4,12 +4,18 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <optional>
 #include <set>
+
+#include <ATen/record_function.h>
 
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/comm/comm.h"
+#include "engine/model/mixed_precision.h"
+#include "strategies/pipeline/split_backward.h"
 #include "strategies/tensor/tensor_parallel.h"
 #include "tests/support/rank_threads.h"
 
@@ -63,6 +69,81 @@ TEST(TensorParallelStage, AStageHoldsOnlyItsBlocksAndEnds) {
     EXPECT_EQ(last.hidden_shape(3),
               (std::vector<int64_t>{3, config.model.seq, config.model.d_model}));
   });
+}
+
+std::atomic<int> casts{0};
+
+std::unique_ptr<at::ObserverContext> count_cast(const at::RecordFunction& fn) {
+  if (std::string(fn.name()) == "aten::_to_copy") ++casts;
+  return nullptr;
+}
+
+struct MicroBatches {
+  std::vector<int> casts_per_forward;
+  std::vector<torch::Tensor> gradients;
+};
+
+// Three micro-batches through a middle stage of two blocks in bf16, each forward under its own
+// precision scope; then each its whole backward, or (split) every input pass before the weight
+// passes, as the zero-bubble schedules order them.
+MicroBatches three_micro_batches(bool share, bool split) {
+  Config config = config_from_json({{"preset", "tiny"}});
+  config.strategy_options.precision = "bf16";
+  config.model.layers = 4;
+  MicroBatches r;
+  test::run_on_ranks(1, [&](RankContext& ctx) {
+    TensorParallelStage stage(config, {1, 3, false, false}, *ctx.comm, ctx.device);
+    stage.share_weight_casts(share);
+    std::vector<std::optional<SplitBackward>> splits(3);
+    auto handle = at::addGlobalCallback(at::RecordFunctionCallback(count_cast));
+    for (int micro = 0; micro < 3; ++micro) {
+      torch::manual_seed(micro);
+      auto input = torch::randn(stage.hidden_shape(2)).requires_grad_(true);
+      const auto output_grad = torch::randn(stage.hidden_shape(2));
+      torch::Tensor output;
+      casts = 0;
+      {
+        ComputePrecisionScope precision(config.strategy_options, c10::DeviceType::CPU);
+        output = stage.forward(input, {});
+      }
+      r.casts_per_forward.push_back(casts.load());
+      if (split) {
+        splits[micro].emplace();
+        splits[micro]->input_pass(output, output_grad.to(output.dtype()), input, stage.trainable());
+      } else {
+        output.backward(output_grad.to(output.dtype()));
+      }
+    }
+    at::removeCallback(handle);
+    for (auto& s : splits) {
+      if (s) s->weight_pass();
+    }
+    stage.share_weight_casts(false);
+    for (const auto& p : stage.trainable())
+      r.gradients.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  });
+  return r;
+}
+
+// A pipeline stage's micro-batches share one bf16 copy of each Linear's weight over a step
+// (PipelineRuntime turns it on): only the first forward casts the four weights of each block,
+// and the gradients are bit for bit those of casting in every forward, whole or split backward.
+TEST(TensorParallelStage, MicroBatchesSharingWeightCastsTrainBitForBitAsCastingEachForward) {
+  for (bool split : {false, true}) {
+    const MicroBatches own = three_micro_batches(false, split);
+    const MicroBatches shared = three_micro_batches(true, split);
+    EXPECT_EQ(own.casts_per_forward[1], own.casts_per_forward[0]);
+    EXPECT_EQ(shared.casts_per_forward[0], own.casts_per_forward[0]);
+    EXPECT_EQ(shared.casts_per_forward[0] - shared.casts_per_forward[1], 2 * 4)
+        << "two blocks, four Linear weights each, cast once";
+    EXPECT_EQ(shared.casts_per_forward[2], shared.casts_per_forward[1]);
+    ASSERT_EQ(own.gradients.size(), shared.gradients.size());
+    for (size_t i = 0; i < own.gradients.size(); ++i) {
+      ASSERT_TRUE(own.gradients[i].defined()) << "parameter " << i << (split ? ", split" : "");
+      EXPECT_TRUE(torch::equal(own.gradients[i], shared.gradients[i]))
+          << "parameter " << i << (split ? ", split" : "");
+    }
+  }
 }
 
 }  // namespace
