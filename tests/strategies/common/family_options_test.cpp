@@ -1,4 +1,5 @@
-// The options every data-parallel strategy offers: bf16 compute (fp32 master weights), bf16
+// The options every data-parallel strategy offers (bf16 compute, fp32 master weights, also for pp
+// and tp, whose pipeline stages share their weights' bf16 copies over a step), bf16
 // gradient reduction, activation checkpointing and ZeRO-Offload.
 #include <gtest/gtest.h>
 
@@ -42,8 +43,9 @@ TEST_P(MixedPrecision, Bf16ComputeFollowsTheFp32LossCurveOverTwentySteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, MixedPrecision,
+                         // pp and tp: their stages' micro-batches share each weight's bf16 copy
                          testing::Values("single", "torch_ddp", "ddp_bucketed", "zero1", "zero2",
-                                         "fsdp"),
+                                         "fsdp", "pp", "tp"),
                          [](const auto& info) { return info.param; });
 
 class Bf16Reduction : public testing::TestWithParam<std::string> {};
