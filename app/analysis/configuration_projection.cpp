@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -157,27 +158,27 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   return costs;
 }
 
-// The weight casts a rank makes once a step when its micro-batches share them: the busiest
-// rank's blocks, each cast's kernel or its dispatch, whichever is longer.
-double weight_cast_seconds(const Config& config, const Layout& l,
-                           const profiling::HardwareProfile& hw) {
-  if (!l.memory.weight_casts_per_step) return 0;
+// Per (virtual) stage, the bf16 copies of its Linears' weights that its first forward makes once
+// a step when the micro-batches share them (its blocks', and the LM head's on the last stage);
+// each cast takes its kernel or its dispatch, whichever is longer. Empty when they do not share.
+std::vector<double> stage_weight_cast_seconds(const Config& config, const Layout& l,
+                                              const profiling::HardwareProfile& hw) {
+  if (!l.memory.weight_casts_per_step) return {};
   profiling::PassShape shape;
   shape.model = model_shape(config.model);
   shape.sequences = l.sequences;
   shape.tp = l.tp;
-  const PassOps casts = profiling::block_weight_cast_ops(shape, hw);
-  const double per_block = profiling::host_or_device_seconds(casts.forward, casts.forward_host_s);
-  const std::string kind = l.pipelined ? l.schedule : "gpipe";
-  const auto blocks = stage_blocks(config.model, l.pp * l.v);
-  int64_t most = 0;
-  for (int r = 0; r < l.pp; ++r) {
-    int64_t held = 0;
-    for (int s : pipeline::rank_stages(kind, r, l.pp, l.v))
-      held += blocks[s].second - blocks[s].first;
-    most = std::max(most, held);
-  }
-  return per_block * double(most);
+  const auto seconds = [&](bool head) {
+    const PassOps casts = profiling::weight_cast_ops(shape, hw, head);
+    return profiling::host_or_device_seconds(casts.forward, casts.forward_host_s);
+  };
+  const double per_block = seconds(false), head = seconds(true);
+  const int stages = l.pp * l.v;
+  const auto blocks = stage_blocks(config.model, stages);
+  std::vector<double> out(stages);
+  for (int s = 0; s < stages; ++s)
+    out[s] = per_block * double(blocks[s].second - blocks[s].first) + (s == stages - 1 ? head : 0);
+  return out;
 }
 
 std::string pass_span(pipeline::Pass pass, bool split) {
@@ -204,6 +205,7 @@ int64_t ns(double seconds) {
 // other ranks, each to its receive; then the gradient sync and the optimizer.
 profiling::Trace step_trace(const Config& config, const Layout& l,
                             const std::vector<StageCost>& costs,
+                            const std::vector<double>& stage_casts,
                             const std::vector<std::vector<pipeline::TimedAction>>& timed,
                             const ConfigurationProjection& p, double span) {
   profiling::Trace t;
@@ -247,18 +249,22 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
   };
   for (int r = 0; r < l.pp; ++r) {
     add(r, "step 0", profiling::Category::kStep, 0, p.step_s, -1);
-    if (p.weight_casts_s > 0)
-      add(r, "weight casts", profiling::Category::kForward, 0, p.weight_casts_s, -1);
     for (const auto& a : timed[r]) {
       const StageCost& c = costs[a.action.stage];
       const pipeline::Pass pass = a.action.pass;
       const double comm = c.of(pass).tensor_comm;
       const std::string name = pass_span(pass, split) + " " + std::to_string(a.action.micro) +
                                (l.v > 1 ? " stage " + std::to_string(a.action.stage) : "");
+      // The stage's first forward makes the step's weight copies first.
+      double start = a.start;
+      if (pass == pipeline::Pass::kForward && a.action.micro == 0 && !stage_casts.empty()) {
+        start += stage_casts[a.action.stage];
+        add(r, "weight casts", profiling::Category::kForward, a.start, start, a.action.micro);
+      }
       add(r, name,
           pass == pipeline::Pass::kForward ? profiling::Category::kForward
                                            : profiling::Category::kBackward,
-          a.start, a.end - comm, a.action.micro);
+          start, a.end - comm, a.action.micro);
       if (comm > 0) {
         profiling::Event& e =
             add(r, "tensor-parallel collectives", profiling::Category::kCollective, a.end - comm,
@@ -328,30 +334,31 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   }
   auto seconds = [&](pipeline::Pass pass, int stage) { return costs[stage].of(pass).seconds; };
 
-  auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
-                                           seconds, p.pipeline_transfer_s);
-  // Micro-batches that share the weights' bf16 copies: each rank makes them before its first
-  // forward, once a step (the busiest rank's blocks), and the schedule starts after.
-  p.weight_casts_s = weight_cast_seconds(config, l, hw);
-  for (auto& rank : timed) {
-    for (auto& a : rank) a.start += p.weight_casts_s, a.end += p.weight_casts_s;
-  }
+  // Micro-batches that share the weights' bf16 copies: each stage's first forward makes them.
+  const std::vector<double> stage_casts = stage_weight_cast_seconds(config, l, hw);
+  std::function<double(int)> first_forward;
+  if (!stage_casts.empty()) first_forward = [&](int stage) { return stage_casts[stage]; };
+  const auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
+                                                 seconds, p.pipeline_transfer_s, first_forward);
   double span = 0;
   for (const auto& rank : timed) span = std::max(span, rank.back().end);
 
   // The busiest rank's compute and tensor communication; the rest of the span it waits.
   double busiest = -1;
   for (const auto& rank : timed) {
-    double busy = 0, comm = 0;
+    double busy = 0, comm = 0, casts = 0;
     for (const auto& a : rank) {
       busy += a.end - a.start;
       comm += costs[a.action.stage].of(a.action.pass).tensor_comm;
+      if (a.action.pass == pipeline::Pass::kForward && a.action.micro == 0 && !stage_casts.empty())
+        casts += stage_casts[a.action.stage];
     }
     if (busy > busiest) {
       busiest = busy;
-      p.compute_s = busy - comm + p.weight_casts_s;
+      p.compute_s = busy - comm;
       p.tensor_comm_s = comm;
-      p.pipeline_wait_s = span - busy - p.weight_casts_s;
+      p.pipeline_wait_s = span - busy;
+      p.weight_casts_s = casts;
     }
   }
   p.memory = profiling::project_memory(model_shape(config.model), l.memory);
@@ -392,7 +399,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.memory_capacity_bytes = hw.gpu_memory_gib * 1024.0 * 1024 * 1024;
   p.fits = p.memory.total() <= p.memory_capacity_bytes;
 
-  p.trace = step_trace(config, l, costs, timed, p, span);
+  p.trace = step_trace(config, l, costs, stage_casts, timed, p, span);
   return p;
 }
 

@@ -29,8 +29,8 @@ struct ConfigurationProjection {
   double pipeline_wait_s = 0;  // bubble: idle in the pipeline, transfers included
   double data_comm_s = 0;      // gradient all_reduce over the data-parallel group, after backward
   double optimizer_s = 0;
-  // Of compute: autocast's bf16 copies of the rank's weights, made once a step when its
-  // micro-batches share them (before its first forward).
+  // Of compute: the bf16 copies of the busiest rank's Linear weights, made once a step by each of
+  // its stages' first forward when the micro-batches share them.
   double weight_casts_s = 0;
   double pipeline_transfer_s = 0;   // one activation's send between stages (on the bubble's path)
   int64_t pipeline_send_bytes = 0;  // what a rank sends a hop: its tensor rank's 1/t, fp32

@@ -219,7 +219,7 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   Pass weight(hw, tensor_group, ops.backward_weight);
   block_backward_weight(weight, shape);
   HostOps host = block_host_ops(true, shape.model.unfused_attention);
-  if (shape.weight_casts_per_step) host.casts -= kBlockWeights;  // found in autocast's cache
+  if (shape.weight_casts_per_step) host.casts -= kBlockWeights;  // the stage's shared copies
   set_host_seconds(ops, host, hw, shape.activation_checkpointing);
   if (shape.model.selective_recompute && !shape.activation_checkpointing) {
     ops.backward_input_host_s +=
@@ -228,12 +228,18 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   return ops;
 }
 
-PassOps block_weight_cast_ops(const PassShape& shape, const HardwareProfile& hw) {
+PassOps weight_cast_ops(const PassShape& shape, const HardwareProfile& hw, bool head) {
   PassOps ops;
   Pass forward(hw, hw, ops.forward);
-  weight_casts(forward, shape);
   HostOps host;
-  host.casts = kBlockWeights;
+  if (head) {
+    const double h = double(shape.model.d_model), vocab = double(shape.model.vocab) / shape.tp;
+    forward.memory("lm head weight cast", 6.0 * vocab * h);
+    host.casts = 1;
+  } else {
+    weight_casts(forward, shape);
+    host.casts = kBlockWeights;
+  }
   set_host_seconds(ops, host, hw, false);
   return ops;
 }
@@ -297,7 +303,9 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
   input.memory("ln_f grad", double(local) * h * (2 * kResidual + kCompute));
   Pass weight(hw, tensor_group, ops.backward_weight);
   lm_head.weight_gradient(weight);
-  set_host_seconds(ops, head_host_ops(true, s.model.tie_embeddings), hw, false);
+  HostOps host = head_host_ops(true, s.model.tie_embeddings);
+  if (s.weight_casts_per_step) host.casts -= 1;  // the weight's shared copy; ln_f's output stays
+  set_host_seconds(ops, host, hw, false);
   return ops;
 }
 

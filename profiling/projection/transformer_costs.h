@@ -76,9 +76,9 @@ struct PassShape {
   int tp = 1;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
-  // The step's micro-batches share autocast's bf16 copies of the weights (our pipelines keep
-  // them for the step): a block's forward finds them made, and block_weight_cast_ops prices
-  // making them, once a step.
+  // The step's micro-batches share bf16 copies of the Linears' weights (our pipelines keep them
+  // for the step): a forward finds them made, and weight_cast_ops prices making them, once a
+  // step.
   bool weight_casts_per_step = false;
 };
 
@@ -86,9 +86,10 @@ struct PassShape {
 // (last stage). `tensor_group` is the profile the tensor group's collectives run on.
 PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
                   const HardwareProfile& tensor_group);
-// Autocast's casts of one block's four weights to bf16 (forward only): in each forward, unless
-// the shape's micro-batches share them, and then once a step.
-PassOps block_weight_cast_ops(const PassShape& shape, const HardwareProfile& hw);
+// The casts to bf16 of one block's four Linear weights (`head`: of the LM head's weight), forward
+// only: in each forward unless the shape's micro-batches share them, and then once a step, in
+// the stage's first forward.
+PassOps weight_cast_ops(const PassShape& shape, const HardwareProfile& hw, bool head);
 PassOps embedding_ops(const PassShape& shape, const HardwareProfile& hw,
                       const HardwareProfile& tensor_group);
 PassOps head_ops(const PassShape& shape, const HardwareProfile& hw,

@@ -117,7 +117,8 @@ int peak_in_flight(const std::vector<Action>& actions) {
 
 std::vector<std::vector<TimedAction>> simulate_schedule(
     const std::string& kind, int ranks, int m, int v,
-    const std::function<double(Pass, int)>& seconds, double transfer_s) {
+    const std::function<double(Pass, int)>& seconds, double transfer_s,
+    const std::function<double(int)>& first_forward_s) {
   std::vector<std::vector<Action>> plans;
   for (int r = 0; r < ranks; ++r) plans.push_back(schedule(kind, r, ranks, m, v));
   const int stages = ranks * v;
@@ -160,6 +161,8 @@ std::vector<std::vector<TimedAction>> simulate_schedule(
         }
         const double start = std::max(clock[r], ready);
         clock[r] = start + seconds(a.pass, a.stage);
+        if (first_forward_s && a.pass == Pass::kForward && a.micro == 0)
+          clock[r] += first_forward_s(a.stage);
         done[{a.pass == Pass::kBackward ? Pass::kInput : a.pass, a.stage, a.micro}] = clock[r];
         timed[r].push_back({a, start, clock[r]});
         ++next[r];

@@ -76,9 +76,12 @@ struct TimedAction {
   Action action;
   double start = 0, end = 0;
 };
+// `first_forward_s(stage)`, if given, is added to the stage's first forward (micro-batch 0): what
+// a stage does once a step before its first micro-batch (casting its weights to bf16).
 std::vector<std::vector<TimedAction>> simulate_schedule(
     const std::string& kind, int ranks, int micro_batches, int stages_per_rank,
-    const std::function<double(Pass, int)>& seconds, double transfer_s = 0);
+    const std::function<double(Pass, int)>& seconds, double transfer_s = 0,
+    const std::function<double(int)>& first_forward_s = nullptr);
 
 // The bubble each schedule's paper gives, as a fraction of the step (equal forward, input and
 // weight passes where backward is split), and that formula as text.

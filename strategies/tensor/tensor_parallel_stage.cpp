@@ -45,12 +45,11 @@ TensorParallelStage::TensorParallelStage(const Config& config, const StageSpec& 
     Shard s;
     s.name = name;
     s.cut = cut_of(name);
-    // A copy of its own, not a view of the full model: a view would keep the whole model's
-    // storage alive on every rank, and autocast caches only the casts of leaves that are not
-    // views (WeightCastsForTheStep).
-    s.local = cut(p.detach(), s.cut)
-                  .to(p.options().device(device), /*non_blocking=*/false, /*copy=*/true)
-                  .set_requires_grad(p.requires_grad());
+    // A tensor of its own, not a view of the full model's, which would keep the whole model's
+    // storage alive on every rank (on the CPU, `to` returns the view itself).
+    torch::Tensor local = cut(p.detach(), s.cut).to(device);
+    if (local.is_view()) local = local.clone();
+    s.local = local.set_requires_grad(p.requires_grad());
     index_[name] = shards_.size();
     shards_.push_back(std::move(s));
   }

@@ -29,8 +29,8 @@ void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op);
 // one piece of at most the grain size at a time through every source, so the partial result
 // stays in cache instead of going through memory once a source. Each source holds out.numel()
 // elements of out's dtype; `out` may be one of them (the first is reduced into in place, a later
-// one through scratch). `each_piece(at, n)` runs once elements [at, at + n) of `out` are final,
-// while they are still in cache. On this thread alone, as combine.
+// one through scratch), but must not overlap one in part. `each_piece(at, n)` runs once elements
+// [at, at + n) of `out` are final, while they are still in cache. On this thread alone, as combine.
 void reduce_sources(at::Tensor out, const std::vector<const uint8_t*>& sources, c10d::ReduceOp op,
                     const std::function<void(int64_t at, int64_t n)>& each_piece = nullptr);
 // What ends a reduction over `world` ranks: AVG divides the sum, the other ops leave it.
