@@ -73,10 +73,10 @@ int64_t model_parameters(const ModelShape& m) {
 // weights and the router's.
 // Tensor parallelism over t: the column/row-parallel tensors (qkv, attention output, fc, GELU,
 // the weight copies, heads' logsumexp, vocabulary-parallel logits) divide by t; sequence
-// parallelism divides the LayerNorms' inputs and statistics by t as well, but not their
-// outputs: our tp gathers a LayerNorm's output along the sequence and the column-parallel
-// Linear after it saves what was gathered, whole (Megatron's saves its shard and gathers it
-// again in backward: docs/device-time-and-projection.md).
+// parallelism divides the LayerNorms' inputs and statistics by t as well, and their outputs:
+// the column-parallel Linear after each keeps only its shard of them, in the compute dtype, and
+// gathers it again in backward (tp::sequence_parallel_linear, as Megatron's does). The final
+// LayerNorm's output, gathered for the LM head, is saved whole.
 // (Korthikanti et al.'s sbh(34 + 5as/h) is for Megatron's block: 16-bit, dropout masks and a
 // materialised s x s softmax; ours has none of those, so it under-counted fp32 by 1.5-1.8x.)
 ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout& l) {
@@ -93,7 +93,7 @@ ActivationBytes saved_activation_bytes(const ModelShape& m, const TrainingLayout
   } else {
     // The LayerNorms' inputs and statistics, then their outputs as qkv's and fc's inputs.
     const double replicated = s * b * h * 2 * R + 16 * s * b;
-    const double gathered = s * b * h * 2 * c;
+    const double gathered = s * b * h * 2 * c / sp;
     const double E = double(m.experts), k = double(m.top_k);
     const double mlp = E > 0 ? s * b * h * c * k * (2 + 2 * r) + s * b * (4 * E + 4 + 32 * k)
                              : s * b * h * c * 2 * r;

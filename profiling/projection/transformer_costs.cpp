@@ -180,6 +180,12 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
   Linear{"fc", tokens, h, m.mlp_ratio * h / t}.weight_gradient(pass);
   Linear{"attn proj", tokens, h / t, h}.weight_gradient(pass);
   Linear{"qkv", tokens, h, 3 * h / t}.weight_gradient(pass);
+  // Under sequence parallelism fc and qkv kept only their shard of the LayerNorm's output (in
+  // the compute dtype) and gather it again for their weights' gradients.
+  if (s.sequence_parallel) {
+    for (const char* what : {"all_gather (sp, fc input again)", "all_gather (sp, qkv input again)"})
+      pass.collective(what, "all_gather_into", double(tokens) * h * kCompute, t);
+  }
   // fp32 weight gradients accumulated from the bf16 matmuls: read, add, write.
   pass.memory("grad accumulate", 3.0 * 4 * (4 + 2 * m.mlp_ratio) * h * h / t);
 }

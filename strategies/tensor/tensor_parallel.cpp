@@ -108,6 +108,51 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
   }
 };
 
+// Megatron's column-parallel Linear under sequence parallelism: it gathers its input's sequence
+// shards and multiplies, as gather_sequence and F::linear do, but keeps for backward only this
+// rank's shard, in the dtype the product computed in (bf16 under autocast), and gathers it again
+// for the weight's gradient. t times fewer bytes kept, for one more all-gather a Linear. The
+// input's gradient (with its reduce-scatter) and the weight's are computed only when asked, so a
+// split backward's input pass gathers nothing and its weight pass scatters nothing.
+struct SequenceParallelLinear : torch::autograd::Function<SequenceParallelLinear> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               int64_t comm) {
+    const torch::Tensor y = torch::nn::functional::linear(
+        all_gather_sequence(x, *reinterpret_cast<Comm*>(comm)), weight, bias);
+    // The shard as the product read it: autocast's cast of the gathered input, elementwise.
+    ctx->save_for_backward({x.to(y.scalar_type()), weight, bias});
+    ctx->saved_data["comm"] = comm;
+    ctx->saved_data["input_dtype"] = static_cast<int64_t>(x.scalar_type());
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &kept = saved[0], &weight = saved[1], &bias = saved[2];
+    Comm& comm = comm_of(ctx);
+    const torch::Tensor& grad = grads[0];
+    const int64_t out_features = weight.size(0), in_features = weight.size(1);
+    const torch::Tensor g2 = grad.reshape({-1, out_features});
+    torch::Tensor grad_x, grad_weight, grad_bias;
+    // As autograd differentiates F::linear's matmul on [N, in] x [in, out]: the input's gradient
+    // g W, the weight's (x^T g)^T, the bias's g summed over the tokens.
+    if (ctx->needs_input_grad(0)) {
+      const auto input_dtype = static_cast<c10::ScalarType>(ctx->saved_data["input_dtype"].toInt());
+      std::vector<int64_t> shape(kept.sizes().begin(), kept.sizes().end());
+      shape[1] *= comm.size();
+      const torch::Tensor w = weight.to(grad.scalar_type());
+      grad_x = reduce_scatter_sequence_now(g2.mm(w).view(shape).to(input_dtype), comm);
+    }
+    if (ctx->needs_input_grad(1)) {
+      const torch::Tensor total = all_gather_sequence(kept, comm).reshape({-1, in_features});
+      grad_weight = total.t().mm(g2).t().to(weight.scalar_type());
+    }
+    if (bias.defined() && ctx->needs_input_grad(2))
+      grad_bias = grad.sum(std::vector<int64_t>{0, 1}).to(bias.scalar_type());
+    return {grad_x, grad_weight, grad_bias, torch::Tensor()};
+  }
+};
+
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits_shard,
                                const torch::Tensor& targets, int64_t vocab_begin, int64_t handle) {
@@ -159,6 +204,11 @@ torch::Tensor reduce_from_region(const torch::Tensor& x, Comm& comm) {
 
 torch::Tensor gather_last_dim(const torch::Tensor& x, Comm& comm) {
   return GatherLastDim::apply(x, handle(comm));
+}
+
+torch::Tensor sequence_parallel_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                       const torch::Tensor& bias, Comm& comm) {
+  return SequenceParallelLinear::apply(x, weight, bias, handle(comm));
 }
 
 torch::Tensor gather_sequence(const torch::Tensor& x, Comm& comm) {

@@ -28,6 +28,11 @@ torch::Tensor gather_last_dim(const torch::Tensor& x, Comm& comm);
 // results over ranks and keeps this rank's part of dim 1 (backward: all-gather).
 torch::Tensor gather_sequence(const torch::Tensor& x, Comm& comm);
 torch::Tensor reduce_scatter_sequence(const torch::Tensor& x, Comm& comm);
+// F::linear(gather_sequence(x), weight, bias) that keeps only x's shard for backward (in the
+// product's dtype) and gathers it again there for the weight's gradient, as Megatron's
+// column-parallel Linear does under sequence parallelism.
+torch::Tensor sequence_parallel_linear(const torch::Tensor& x, const torch::Tensor& weight,
+                                       const torch::Tensor& bias, Comm& comm);
 
 // Part `part` of `parts` equal parts of `full` along `dim` (a copy).
 torch::Tensor shard_of(const torch::Tensor& full, int64_t dim, int part, int parts);

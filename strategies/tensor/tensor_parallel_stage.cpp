@@ -223,6 +223,13 @@ torch::Tensor TensorParallelStage::forward(const torch::Tensor& input,
     if (t_ == 1) return h;
     return sp ? tp::gather_sequence(h, comm) : tp::copy_to_region(h, comm);
   };
+  // A column-parallel Linear on a LayerNorm's output, entering the region; under sequence
+  // parallelism it keeps only its shard of the input for backward (Megatron's).
+  auto column_linear = [&](const torch::Tensor& h, const torch::Tensor& weight,
+                           const torch::Tensor& bias) {
+    if (t_ > 1 && sp) return tp::sequence_parallel_linear(h, weight, bias, comm);
+    return F::linear(enter(h), weight, bias);
+  };
   auto leave = [&](const torch::Tensor& y) {
     if (t_ == 1) return y;
     return sp ? tp::reduce_scatter_sequence(y, comm) : tp::reduce_from_region(y, comm);
@@ -252,13 +259,13 @@ torch::Tensor TensorParallelStage::forward(const torch::Tensor& input,
     profiling::ScopedSpan span(profiling::Category::kForward,
                                "forward blocks." + std::to_string(i));
     const std::string b = "blocks." + std::to_string(i);
-    auto qkv = F::linear(enter(layer_norm(x, b + ".ln1")), linear_weight(b + ".attn.qkv.weight"),
-                         param(b + ".attn.qkv.bias"));
+    auto qkv = column_linear(layer_norm(x, b + ".ln1"), linear_weight(b + ".attn.qkv.weight"),
+                             param(b + ".attn.qkv.bias"));
     auto y = attention_of_qkv(qkv, local_heads, attention);
     x = x + leave(F::linear(y, linear_weight(b + ".attn.proj.weight"))) +
         param(b + ".attn.proj.bias");
-    auto hidden = F::linear(enter(layer_norm(x, b + ".ln2")), linear_weight(b + ".mlp.fc.weight"),
-                            param(b + ".mlp.fc.bias"));
+    auto hidden = column_linear(layer_norm(x, b + ".ln2"), linear_weight(b + ".mlp.fc.weight"),
+                                param(b + ".mlp.fc.bias"));
     hidden = F::gelu(hidden, F::GELUFuncOptions().approximate("tanh"));
     x = x + leave(F::linear(hidden, linear_weight(b + ".mlp.proj.weight"))) +
         param(b + ".mlp.proj.bias");

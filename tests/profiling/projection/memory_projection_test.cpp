@@ -59,8 +59,9 @@ TEST(MemoryProjection, ActivationsAreWhatOurGptSaves) {
   EXPECT_NEAR(project_memory(m, layout).activations,
               L * (36 * s * b * h + stats) + copies + head_bf16 + 8 * s, 1);
   // Tensor parallel over 8: the split tensors (qkv, attention, MLP, copies, logits) divide by 8;
-  // sequence parallel divides the LayerNorms' inputs and statistics as well, not the gathered
-  // outputs the Linears after them save (2 of 4 bytes a position and feature, and ln_f's).
+  // sequence parallel divides the rest of a block as well: the LayerNorms' inputs and statistics,
+  // and their outputs, of which each column-parallel Linear keeps only its shard
+  // (tp::sequence_parallel_linear). ln_f's output, gathered for the LM head, is saved whole.
   layout.compute_bytes = 4;
   layout.tp = 8;
   const double head_tp = 8 * s * b * h + 8 * s * b + 4 * s * b * V / 8;
@@ -71,7 +72,7 @@ TEST(MemoryProjection, ActivationsAreWhatOurGptSaves) {
   layout.sequence_parallel = true;
   const double head_sp = (4 * s * b * h + 8 * s * b) / 8 + 4 * s * b * h + 4 * s * b * V / 8;
   EXPECT_NEAR(project_memory(m, layout).activations,
-              L * ((56 * s * b * h + stats) / 8 + 8 * s * b * h) + head_sp + 8 * s, 1);
+              L * (64 * s * b * h + stats) / 8 + head_sp + 8 * s, 1);
   // Checkpointing keeps each block's fp32 input only.
   layout.activation_checkpointing = true;
   EXPECT_NEAR(project_memory(m, layout).activations, L * 4 * s * b * h / 8 + head_sp + 8 * s, 1);
