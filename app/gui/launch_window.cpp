@@ -51,6 +51,11 @@ bool validated(const nlohmann::json& form, Config* config, nlohmann::json* error
     } catch (const ConfigError& e) {
       const std::string& key = e.field();
       if (errors->contains(key)) return false;  // its default did not help: nothing more to learn
+      // A problem inside a section set back to its default (the preset's model replaced by the
+      // default one) is the default's, not the user's: heads the form never showed.
+      for (const auto& [wrong, message] : errors->items()) {
+        if (key.rfind(wrong + ".", 0) == 0) return false;
+      }
       const std::string what = e.what();
       (*errors)[key] = what.substr(std::min(what.size(), key.size() + 2));
       const auto at = pointer_of(key);

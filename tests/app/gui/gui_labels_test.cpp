@@ -221,6 +221,10 @@ TEST_F(GuiLabels, LaunchProjectsAConfigurationTooBigToRun) {
   ASSERT_EQ(state["runs"].size(), 1u);
   EXPECT_THAT(state["runs"][0]["label"].get<std::string>(), HasSubstr("projected onto 8xA100"));
   EXPECT_EQ(state["runs"][0]["ranks"], 8) << "one row per pipeline rank";
+  // It cannot run here, but only for being too big: no field is blamed for what resetting the
+  // model to the default one would make of the form (its 4 heads over tp 8).
+  for (const auto& [key, message] : state["launch_errors"].items())
+    EXPECT_EQ(key.rfind("model.", 0), std::string::npos) << key << ": " << message;
   int code = 0;
   play("tab launch\nproject-config no-such-gpus\n", &code);
   EXPECT_NE(code, 0) << "an unknown profile is a script error";
