@@ -44,6 +44,13 @@ struct PassCost {
 };
 struct StageCost {
   PassCost forward, input, weight;
+  // Once a step, in the stage's first forward, when the micro-batches share them: the bf16 copies
+  // of its Linears' weights (its blocks', and the LM head's on the last stage).
+  double weight_casts = 0;
+  // What `action` adds to its pass: the weight casts in the first micro-batch's forward.
+  double first_forward_extra(const pipeline::Action& action) const {
+    return action.pass == pipeline::Pass::kForward && action.micro == 0 ? weight_casts : 0;
+  }
   // What `pass` costs: a whole backward is the input and the weight pass together.
   PassCost of(pipeline::Pass pass) const {
     switch (pass) {
@@ -142,11 +149,19 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   *layer_backward =
       profiling::host_or_device_seconds(block.backward_input, block.backward_input_host_s) +
       profiling::host_or_device_seconds(block.backward_weight, block.backward_weight_host_s);
+  // Each cast takes its kernel or its dispatch, whichever is longer.
+  const auto cast_seconds = [&](bool head) {
+    if (!shape.weight_casts_per_step) return 0.0;
+    const PassOps casts = profiling::weight_cast_ops(shape, hw, head);
+    return profiling::host_or_device_seconds(casts.forward, casts.forward_host_s);
+  };
+  const double block_casts = cast_seconds(false), head_casts = cast_seconds(true);
   const int stages = l.pp * l.v;
   const auto blocks = stage_blocks(config.model, stages);
   std::vector<StageCost> costs(stages);
   for (int s = 0; s < stages; ++s) {
     const double n = blocks[s].second - blocks[s].first;
+    costs[s].weight_casts = n * block_casts + (s == stages - 1 ? head_casts : 0);
     for (const auto& [ops, times] : {std::pair<const PassOps*, double>{&block, n},
                                      {&embedding, s == 0 ? 1.0 : 0.0},
                                      {&head, s == stages - 1 ? 1.0 : 0.0}}) {
@@ -156,29 +171,6 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
     }
   }
   return costs;
-}
-
-// Per (virtual) stage, the bf16 copies of its Linears' weights that its first forward makes once
-// a step when the micro-batches share them (its blocks', and the LM head's on the last stage);
-// each cast takes its kernel or its dispatch, whichever is longer. Empty when they do not share.
-std::vector<double> stage_weight_cast_seconds(const Config& config, const Layout& l,
-                                              const profiling::HardwareProfile& hw) {
-  if (!l.memory.weight_casts_per_step) return {};
-  profiling::PassShape shape;
-  shape.model = model_shape(config.model);
-  shape.sequences = l.sequences;
-  shape.tp = l.tp;
-  const auto seconds = [&](bool head) {
-    const PassOps casts = profiling::weight_cast_ops(shape, hw, head);
-    return profiling::host_or_device_seconds(casts.forward, casts.forward_host_s);
-  };
-  const double per_block = seconds(false), head = seconds(true);
-  const int stages = l.pp * l.v;
-  const auto blocks = stage_blocks(config.model, stages);
-  std::vector<double> out(stages);
-  for (int s = 0; s < stages; ++s)
-    out[s] = per_block * double(blocks[s].second - blocks[s].first) + (s == stages - 1 ? head : 0);
-  return out;
 }
 
 std::string pass_span(pipeline::Pass pass, bool split) {
@@ -205,7 +197,6 @@ int64_t ns(double seconds) {
 // other ranks, each to its receive; then the gradient sync and the optimizer.
 profiling::Trace step_trace(const Config& config, const Layout& l,
                             const std::vector<StageCost>& costs,
-                            const std::vector<double>& stage_casts,
                             const std::vector<std::vector<pipeline::TimedAction>>& timed,
                             const ConfigurationProjection& p, double span) {
   profiling::Trace t;
@@ -257,8 +248,8 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
                                (l.v > 1 ? " stage " + std::to_string(a.action.stage) : "");
       // The stage's first forward makes the step's weight copies first.
       double start = a.start;
-      if (pass == pipeline::Pass::kForward && a.action.micro == 0 && !stage_casts.empty()) {
-        start += stage_casts[a.action.stage];
+      if (const double casts = c.first_forward_extra(a.action); casts > 0) {
+        start += casts;
         add(r, "weight casts", profiling::Category::kForward, a.start, start, a.action.micro);
       }
       add(r, name,
@@ -335,9 +326,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   auto seconds = [&](pipeline::Pass pass, int stage) { return costs[stage].of(pass).seconds; };
 
   // Micro-batches that share the weights' bf16 copies: each stage's first forward makes them.
-  const std::vector<double> stage_casts = stage_weight_cast_seconds(config, l, hw);
-  std::function<double(int)> first_forward;
-  if (!stage_casts.empty()) first_forward = [&](int stage) { return stage_casts[stage]; };
+  const auto first_forward = [&](int stage) { return costs[stage].weight_casts; };
   const auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
                                                  seconds, p.pipeline_transfer_s, first_forward);
   double span = 0;
@@ -350,8 +339,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
     for (const auto& a : rank) {
       busy += a.end - a.start;
       comm += costs[a.action.stage].of(a.action.pass).tensor_comm;
-      if (a.action.pass == pipeline::Pass::kForward && a.action.micro == 0 && !stage_casts.empty())
-        casts += stage_casts[a.action.stage];
+      casts += costs[a.action.stage].first_forward_extra(a.action);
     }
     if (busy > busiest) {
       busiest = busy;
@@ -399,7 +387,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.memory_capacity_bytes = hw.gpu_memory_gib * 1024.0 * 1024 * 1024;
   p.fits = p.memory.total() <= p.memory_capacity_bytes;
 
-  p.trace = step_trace(config, l, costs, stage_casts, timed, p, span);
+  p.trace = step_trace(config, l, costs, timed, p, span);
   return p;
 }
 

@@ -261,8 +261,9 @@ void summarise(RunSummary& summary, const Config& config, TrainingOutcome outcom
       rank.device_allocator_peak_bytes = outcome.results[r].device_allocator_peak_bytes;
       rank.backward_thread = outcome.results[r].backward_thread;
     }
-    profiling::logged_peak(outcome.launch.logs[r]->memory(), &rank.peak_breakdown);
-    for (const auto& sample : outcome.launch.logs[r]->memory()) {
+    const auto samples = outcome.launch.logs[r]->memory();
+    profiling::logged_peak(samples, &rank.peak_breakdown);
+    for (const auto& sample : samples) {
       if (sample.kind == profiling::MemoryKind::kActivations)
         rank.most_activation_bytes = std::max(rank.most_activation_bytes, sample.bytes);
     }

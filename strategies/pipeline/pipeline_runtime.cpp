@@ -235,15 +235,14 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
   // Every micro-batch of the step computes with one bf16 copy of each weight, made by its first
   // forward; a stage with k micro-batches in flight would otherwise save k of them.
   struct SharedCasts {
-    std::vector<TensorParallelStage*> chunks;
+    const std::vector<TensorParallelStage*>& chunks;
+    explicit SharedCasts(const std::vector<TensorParallelStage*>& c, bool on) : chunks(c) {
+      for (auto* chunk : chunks) chunk->share_weight_casts(on);
+    }
     ~SharedCasts() {
       for (auto* chunk : chunks) chunk->share_weight_casts(false);
     }
-  } shared;
-  if (setup_.options && shares_weight_casts(*setup_.options)) {
-    shared.chunks = setup_.chunks;
-    for (auto* chunk : shared.chunks) chunk->share_weight_casts(true);
-  }
+  } shared(setup_.chunks, setup_.options && shares_weight_casts(*setup_.options));
   for (size_t k = 0; k < actions_.size(); ++k) {
     const pipeline::Action& a = actions_[k];
     const size_t c = step.chunk_of.at(a.stage);

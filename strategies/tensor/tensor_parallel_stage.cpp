@@ -163,19 +163,19 @@ torch::Tensor TensorParallelStage::uncut(const torch::Tensor& local, Cut how) {
 
 void TensorParallelStage::share_weight_casts(bool on) {
   share_casts_ = on;
-  if (!on) weight_casts_.clear();
+  if (!on) {
+    for (auto& s : shards_) s.cast = torch::Tensor();
+  }
 }
 
 torch::Tensor TensorParallelStage::linear_weight(const std::string& name) {
-  const torch::Tensor& weight = param(name);
-  const auto device = weight.device().type();
+  Shard& shard = shards_[index_.at(name)];
+  const auto device = shard.local.device().type();
   if (!share_casts_ || !at::autocast::is_autocast_enabled(device) ||
-      weight.scalar_type() != at::kFloat)
-    return weight;
-  auto cast = weight_casts_.find(name);
-  if (cast == weight_casts_.end())
-    cast = weight_casts_.emplace(name, weight.to(at::autocast::get_autocast_dtype(device))).first;
-  return cast->second;
+      shard.local.scalar_type() != at::kFloat)
+    return shard.local;
+  if (!shard.cast.defined()) shard.cast = shard.local.to(at::autocast::get_autocast_dtype(device));
+  return shard.cast;
 }
 
 const torch::Tensor& TensorParallelStage::param(const std::string& name) const {

@@ -101,6 +101,7 @@ class TensorParallelStage {
     std::string name;
     Cut cut = Cut::kReplicated;
     torch::Tensor local;  // a leaf this rank trains
+    torch::Tensor cast;   // its bf16 copy while share_weight_casts is on and a forward made it
   };
 
   static Cut cut_of(const std::string& name);
@@ -120,7 +121,6 @@ class TensorParallelStage {
   int rank_ = 0;
   std::vector<Shard> shards_;
   bool share_casts_ = false;
-  std::map<std::string, torch::Tensor> weight_casts_;  // by parameter name, while shared
   std::map<std::string, size_t> index_;
   std::vector<torch::Tensor> trainable_;
   std::vector<std::string> trainable_names_;

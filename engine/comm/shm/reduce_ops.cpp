@@ -92,7 +92,7 @@ void reduce_sources(at::Tensor out, const std::vector<const uint8_t*>& sources, 
       combine_piece(acc, source(0), source(1), op);
     }
     for (size_t r = 2; r < sources.size(); ++r) combine_piece(acc, acc, source(r), op);
-    if (op.op_ == c10d::ReduceOp::AVG) acc.div_(static_cast<int64_t>(sources.size()));
+    finish_reduction(acc, op, static_cast<int>(sources.size()));
     if (target_is_later_source) std::memcpy(bytes_of(target), bytes_of(acc), len * element);
     if (each_piece) each_piece(at, len);
   }
