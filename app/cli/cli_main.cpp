@@ -338,6 +338,7 @@ void add_busbw_rank_subcommand(CLI::App& app, BusbwRankCommand* command) {
   command->app->add_option("--dir", a.dir)->required()->check(CLI::ExistingDirectory);
   command->app->add_option("--sizes", a.sizes)->required()->delimiter(',');
   command->app->add_option("--rounds", a.rounds)->check(CLI::Range(1, 100));
+  command->app->add_option("--device", a.device);
 }
 
 void add_perf_subcommand(CLI::App& app, PerfArgs* perf_args) {
@@ -356,7 +357,7 @@ void add_perf_subcommand(CLI::App& app, PerfArgs* perf_args) {
                  "gui: time opening and drawing this trace instead of a synthetic one (a file, "
                  "a folder of rank traces)");
   sub.add_option("--device", perf_args->options.device,
-                 "engine and host-ops: run on this device (cpu or cuda:N)")
+                 "engine, host-ops and backends: run on this device (cpu or cuda:N)")
       ->capture_default_str();
   sub.add_option("--precision", perf_args->options.precision,
                  "engine: fp32, or bf16 autocast as `run --precision bf16`")

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
@@ -93,21 +94,28 @@ pid_t start_rank(const std::string& exe, std::vector<std::string> args) {
 
 CollectiveSeconds time_collectives(c10d::ProcessGroup& pg, int world,
                                    const std::vector<int64_t>& sizes, int rounds,
-                                   const std::function<void()>& barrier) {
+                                   const std::function<void()>& barrier,
+                                   const c10::Device& device) {
   CollectiveSeconds seconds;
+  const auto finish = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index() < 0 ? 0 : device.index());
+  };
   for (const std::string op : {"all_reduce", "all_gather", "reduce_scatter"}) {
     for (int64_t size : sizes) {
       const int64_t elements = size / 4;
-      torch::Tensor full = torch::ones({elements}), part = torch::ones({elements / world});
+      const auto on = torch::TensorOptions().device(device);
+      torch::Tensor full = torch::ones({elements}, on), part = torch::ones({elements / world}, on);
       const int iterations =
           static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / size, 1, 32));
       const auto once = [&] { raw_collective(pg, op, full, part); };
       once();  // warm-up: pages, connections
+      finish();
       std::vector<double> per_call;
       for (int r = 0; r < rounds; ++r) {
         barrier();
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < iterations; ++i) once();
+        finish();
         per_call.push_back(seconds_since(t0) / iterations);
       }
       seconds[{op, size}] = median(per_call);
@@ -117,7 +125,8 @@ CollectiveSeconds time_collectives(c10d::ProcessGroup& pg, int world,
 }
 
 CollectiveSeconds time_collectives_in_processes(const std::string& backend, int world,
-                                                const std::vector<int64_t>& sizes, int rounds) {
+                                                const std::vector<int64_t>& sizes, int rounds,
+                                                const std::string& device) {
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/shardscope-busbw-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr)
@@ -132,7 +141,7 @@ CollectiveSeconds time_collectives_in_processes(const std::string& backend, int 
       pids.push_back(
           start_rank(exe, {exe, "perf-busbw-rank", "--rank", std::to_string(r), "--world",
                            std::to_string(world), "--backend", backend, "--dir", dir, "--sizes",
-                           size_list, "--rounds", std::to_string(rounds)}));
+                           size_list, "--rounds", std::to_string(rounds), "--device", device}));
     }
     wait_for_ranks(pids, std::chrono::seconds(600));
     std::ifstream in(dir + "/result.json");
@@ -160,7 +169,7 @@ int busbw_rank_main(const BusbwRankArgs& args) {
   // One rank a process: ProcessGroup::barrier is safe here.
   const auto barrier = [&] { pg->barrier()->wait(); };
   const CollectiveSeconds seconds =
-      time_collectives(*pg, args.world, args.sizes, args.rounds, barrier);
+      time_collectives(*pg, args.world, args.sizes, args.rounds, barrier, c10::Device(args.device));
   if (args.rank == 0) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& [key, s] : seconds)

@@ -14,6 +14,7 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/comm/shm/device_collectives.h"
 #include "engine/comm/shm/shm_path.h"
 
 namespace shardscope::shm {
@@ -21,7 +22,9 @@ namespace shardscope::shm {
 namespace {
 
 // A tensor as the segment needs it: host memory, contiguous. A CUDA or strided tensor is copied
-// there first and back after (its contents included: a reduction reads what it holds).
+// there first and back after (its contents included: a reduction reads what it holds); a CUDA
+// tensor into pinned memory, which the device copies at its full rate. (all_reduce, all_gather
+// and reduce_scatter of contiguous CUDA tensors stay on the device: device_collectives.h.)
 //
 // The copies a collective staged are listed while it runs (on the worker thread): should it
 // fail, peers working in place may still write into them, so they are kept until the group goes.
@@ -31,13 +34,19 @@ struct HostCopy {
   at::Tensor original;
   at::Tensor host;
 
-  explicit HostCopy(const at::Tensor& t)
-      : original(t), host(t.is_cpu() && t.is_contiguous() ? t : t.to(at::kCPU).contiguous()) {
+  explicit HostCopy(const at::Tensor& t) : original(t), host(staged(t)) {
     if (staged_by_this_collective != nullptr && host.data_ptr() != original.data_ptr())
       staged_by_this_collective->push_back(host);
   }
   void write_back() const {
     if (host.data_ptr() != original.data_ptr()) original.copy_(host);
+  }
+
+  static at::Tensor staged(const at::Tensor& t) {
+    if (t.is_cpu()) return t.is_contiguous() ? t : t.contiguous();
+    at::Tensor pinned = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
+    pinned.copy_(t);
+    return pinned;
   }
 };
 
@@ -87,6 +96,12 @@ std::string boot_id() {
   std::string id;
   std::getline(in, id);
   return id;
+}
+
+// Whether a collective from `input` into `output` stays on the device (device_collectives.h).
+bool on_device(const at::Tensor& output, const at::Tensor& input) {
+  return DeviceCollectives::takes(output) && DeviceCollectives::takes(input) &&
+         output.device() == input.device() && output.scalar_type() == input.scalar_type();
 }
 
 void require_single(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -182,6 +197,7 @@ ProcessGroupShm::ProcessGroupShm(const c10::intrusive_ptr<c10d::Store>& store, i
   const PathFacts facts = path_facts(*segment_);
   require_same_forced_path(*segment_, rank, *collectives_, facts.forced);
   collectives_->set_path(choose_path(facts, [this] { return collectives_->probe_peer_reads(); }));
+  device_ = std::make_unique<DeviceCollectives>(*segment_, *collectives_, rank);
   mailbox_ = std::make_unique<Mailbox>(*segment_, rank);
   mailbox_->set_timeout(options.timeout);
   worker_ = std::thread([this] { work_loop(); });
@@ -305,6 +321,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::allreduce(std::vector<at::Tensor
   const c10d::ReduceOp op = opts.reduceOp;
   return enqueue(c10d::OpType::ALLREDUCE, tensors, {}, [this, tensors, op] {
     for (const at::Tensor& t : tensors) {
+      if (DeviceCollectives::takes(t)) {
+        at::Tensor on_device = t;
+        device_->all_reduce(on_device, op);
+        continue;
+      }
       HostCopy c(t);
       collectives_->all_reduce(c.host, op);
       c.write_back();
@@ -352,6 +373,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::_allgather_base(
   if (output.numel() != input.numel() * size_)
     throw std::invalid_argument("shm _allgather_base: output must hold world x input");
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, {input}, [this, output, input] {
+    if (on_device(output, input)) {
+      at::Tensor out = output;
+      return device_->all_gather(out, input);
+    }
     HostCopy in(input), out(output);
     std::vector<at::Tensor> parts = out.host.view({-1}).chunk(size_);
     collectives_->all_gather(parts, in.host);
@@ -410,6 +435,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::_reduce_scatter_base(
     throw std::invalid_argument("shm _reduce_scatter_base: input must hold world x output");
   const c10d::ReduceOp op = opts.reduceOp;
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, {input}, [this, output, input, op] {
+    if (on_device(output, input)) {
+      at::Tensor out = output;
+      return device_->reduce_scatter(out, input, op);
+    }
     HostCopy out(output), in(input);
     collectives_->reduce_scatter(out.host, in.host.view({-1}).chunk(size_), op);
     out.write_back();

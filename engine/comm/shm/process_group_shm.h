@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "engine/comm/shm/device_collectives.h"
 #include "engine/comm/shm/shm_collectives.h"
 #include "engine/comm/shm/shm_mailbox.h"
 #include "engine/comm/shm/shm_segment.h"
@@ -19,8 +20,9 @@ namespace shardscope::shm {
 
 // A c10d backend for ranks on one host (`--backend shm`): collectives and point-to-point through
 // a shared-memory segment instead of loopback TCP. Rank threads and rank processes alike; CUDA
-// tensors are staged through host memory. Collectives run in issue order on a worker thread of
-// each rank, as Gloo's do, so a Work completes while its caller computes; each returns a Work
+// tensors are reduced and gathered on their device (device_collectives.h), and staged through
+// pinned host memory for the other collectives. Collectives run in issue order on a worker thread
+// of each rank, as Gloo's do, so a Work completes while its caller computes; each returns a Work
 // whose future holds the output tensors (what DDP's Reducer and Comm wait on). Errors (a peer
 // gone, a timeout naming the ranks awaited) complete the future with the exception.
 class ProcessGroupShm final : public c10d::Backend {
@@ -83,6 +85,7 @@ class ProcessGroupShm final : public c10d::Backend {
 
   std::unique_ptr<Segment> segment_;
   std::unique_ptr<Collectives> collectives_;
+  std::unique_ptr<DeviceCollectives> device_;  // CUDA tensors of ranks sharing their device
   std::unique_ptr<Mailbox> mailbox_;
   std::mutex mutex_;
   std::condition_variable wake_;

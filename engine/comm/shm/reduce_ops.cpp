@@ -60,6 +60,8 @@ void combine_piece(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, c1
 void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op) {
   at::Tensor a = acc.view({-1});
   const at::Tensor b = other.reshape({-1});
+  // A device's op is one kernel, whatever its size: the pieces are for the host's intra-op pool.
+  if (!a.is_cpu()) return combine_piece(a, a, b, op);
   const int64_t n = a.numel();
   for (int64_t at = 0; at < n; at += kSerialPiece) {
     const int64_t len = std::min(kSerialPiece, n - at);
@@ -101,6 +103,10 @@ void reduce_sources(at::Tensor out, const std::vector<const uint8_t*>& sources, 
 void finish_reduction(at::Tensor& t, c10d::ReduceOp op, int world) {
   if (op.op_ != c10d::ReduceOp::AVG) return;
   at::Tensor flat = t.view({-1});
+  if (!flat.is_cpu()) {
+    flat.div_(world);  // one kernel on a device, as combine
+    return;
+  }
   const int64_t n = flat.numel();
   for (int64_t at = 0; at < n; at += kSerialPiece)
     flat.narrow(0, at, std::min(kSerialPiece, n - at)).div_(world);

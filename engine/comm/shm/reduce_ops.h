@@ -23,7 +23,7 @@ inline int64_t nbytes(const at::Tensor& t) {
 at::Tensor view_of(const uint8_t* data, int64_t elements, const at::Tensor& like);
 
 // acc <- acc (op) other, elementwise, on this thread alone (never the intra-op pool: see the
-// .cpp). Both contiguous.
+// .cpp); on a device, one kernel. Both contiguous.
 void combine(at::Tensor& acc, const at::Tensor& other, c10d::ReduceOp op);
 // out <- ((s0 (op) s1) (op) s2) ..., elementwise, in the sources' order, AVG divided at the end:
 // one piece of at most the grain size at a time through every source, so the partial result

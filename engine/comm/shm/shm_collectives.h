@@ -57,6 +57,10 @@ class Collectives {
                   const std::vector<int64_t>& output_splits,
                   const std::vector<int64_t>& input_splits);
   void barrier(const std::string& what);
+  // The first barrier of a collective that then reads or writes the peers' own tensors: after
+  // it, a peer that gave up (timed out, failed) before this rank arrived may have freed them, so
+  // its departure is an error here rather than a read of freed memory.
+  void sync_with_peers_present(const std::string& what);
 
  private:
   int world() const { return segment_.layout().world; }
@@ -64,10 +68,6 @@ class Collectives {
   // The buffer of the next round, after its barrier.
   int next_buffer() { return static_cast<int>(round_++ % 2); }
   void sync(const std::string& what);
-  // The first barrier of a collective that then reads or writes the peers' own tensors: after
-  // it, a peer that gave up (timed out, failed) before this rank arrived may have freed them, so
-  // its departure is an error here rather than a read of freed memory.
-  void sync_with_peers_present(const std::string& what);
   uint8_t* published(int rank, int index) const;
   void publish(int index, const at::Tensor& t);
   void all_reduce_in_place(at::Tensor& tensor, c10d::ReduceOp op);
