@@ -55,25 +55,43 @@ void reduce_in_rank_order(at::Tensor out, int rank, int world,
   if (out_is_mine) out.copy_(acc);
 }
 
+// The current CUDA device for a collective's scope (none for host tensors, which tests use).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(const c10::Device& device) {
+    if (device.is_cuda()) guard_.set_device(device);
+  }
+
+ private:
+  c10::cuda::OptionalCUDAGuard guard_;
+};
+
 }  // namespace
 
-bool DeviceCollectives::takes(const at::Tensor& t) {
-  if (!t.is_cuda() || !t.is_contiguous()) return false;
+bool DeviceCollectives::takes(const at::Tensor& t, bool peers_are_threads) {
+  if (!t.is_contiguous()) return false;
   const char* how = std::getenv("SHARDSCOPE_SHM_CUDA");
-  return how == nullptr || std::strcmp(how, "host") != 0;
+  if (how != nullptr && std::strcmp(how, "everywhere") == 0)
+    return t.is_cuda() || (t.is_cpu() && peers_are_threads);
+  return t.is_cuda() && (how == nullptr || std::strcmp(how, "host") != 0);
+}
+
+bool DeviceCollectives::peers_are_threads() const {
+  return every_peer_is_a_thread_of_this_process(segment_);
 }
 
 void DeviceCollectives::finish_stream(const at::Tensor& like) const {
-  c10::cuda::getCurrentCUDAStream(like.device().index()).synchronize();
+  if (like.is_cuda()) c10::cuda::getCurrentCUDAStream(like.device().index()).synchronize();
 }
 
 void DeviceCollectives::publish(const at::Tensor& t) {
   finish_stream(t);  // what made the tensor is done before a peer reads it
   auto& words = segment_.rank_area(rank_).published;
   words[kAddress].store(reinterpret_cast<uint64_t>(t.data_ptr()), std::memory_order_relaxed);
-  words[kDevice].store(static_cast<uint64_t>(t.device().index()), std::memory_order_relaxed);
+  words[kDevice].store(static_cast<uint64_t>(static_cast<int64_t>(t.device().index())),
+                       std::memory_order_relaxed);
   uint64_t length = 0;
-  if (!every_peer_is_a_thread_of_this_process(segment_)) {
+  if (t.is_cuda() && !every_peer_is_a_thread_of_this_process(segment_)) {
     // The handle names the whole cudaMalloc segment the allocator carved the storage from.
     void* storage = t.storage().data_ptr().get();
     const auto shared = c10::cuda::CUDACachingAllocator::shareIpcHandle(storage);
@@ -112,7 +130,7 @@ at::Tensor DeviceCollectives::peer_tensor(int rank, int64_t offset, int64_t elem
                                           const at::Tensor& like) {
   const auto& words = segment_.rank_area(rank).published;
   const auto device = static_cast<int64_t>(words[kDevice].load(std::memory_order_acquire));
-  if (device != like.device().index()) {
+  if (device != static_cast<int64_t>(like.device().index())) {
     throw std::invalid_argument("shm: rank " + std::to_string(rank) +
                                 "'s tensor is on cuda:" + std::to_string(device) +
                                 ", this rank's on cuda:" + std::to_string(like.device().index()) +
@@ -126,7 +144,7 @@ at::Tensor DeviceCollectives::peer_tensor(int rank, int64_t offset, int64_t elem
 
 void DeviceCollectives::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
   check_reduction(op, tensor);
-  c10::cuda::CUDAGuard guard(tensor.device());
+  const DeviceGuard guard(tensor.device());
   at::Tensor flat = tensor.view({-1});
   const int64_t n = flat.numel(), element = flat.element_size();
   const auto lo = [&](int r) { return n * r / world(); };
@@ -153,7 +171,7 @@ void DeviceCollectives::all_reduce(at::Tensor& tensor, c10d::ReduceOp op) {
 }
 
 void DeviceCollectives::all_gather(at::Tensor& output, const at::Tensor& input) {
-  c10::cuda::CUDAGuard guard(input.device());
+  const DeviceGuard guard(input.device());
   at::Tensor out = output.view({-1});
   const at::Tensor in = input.view({-1});
   const int64_t m = in.numel();
@@ -171,7 +189,7 @@ void DeviceCollectives::all_gather(at::Tensor& output, const at::Tensor& input) 
 void DeviceCollectives::reduce_scatter(at::Tensor& output, const at::Tensor& input,
                                        c10d::ReduceOp op) {
   check_reduction(op, input);
-  c10::cuda::CUDAGuard guard(input.device());
+  const DeviceGuard guard(input.device());
   at::Tensor out = output.view({-1});
   const at::Tensor in = input.view({-1});
   const int64_t m = out.numel(), element = in.element_size();

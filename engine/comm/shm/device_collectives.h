@@ -28,9 +28,12 @@ class DeviceCollectives {
   DeviceCollectives(Segment& segment, Collectives& barriers, int rank)
       : segment_(segment), barriers_(barriers), rank_(rank) {}
 
-  // Whether `t` can take this path: a contiguous CUDA tensor, unless SHARDSCOPE_SHM_CUDA=host
-  // (stage through host memory, as before CUDA IPC) is set.
-  static bool takes(const at::Tensor& t);
+  // Whether `t` takes this path: a contiguous CUDA tensor, unless SHARDSCOPE_SHM_CUDA=host
+  // (stage it through host memory, as before CUDA IPC). SHARDSCOPE_SHM_CUDA=everywhere also sends
+  // the host tensors of rank threads (`peers_are_threads`) this way, where tests check its order
+  // and aliasing without a GPU.
+  static bool takes(const at::Tensor& t, bool peers_are_threads = false);
+  bool peers_are_threads() const;
 
   void all_reduce(at::Tensor& tensor, c10d::ReduceOp op);
   // output: world x input's elements, rank r's input at r.

@@ -98,12 +98,6 @@ std::string boot_id() {
   return id;
 }
 
-// Whether a collective from `input` into `output` stays on the device (device_collectives.h).
-bool on_device(const at::Tensor& output, const at::Tensor& input) {
-  return DeviceCollectives::takes(output) && DeviceCollectives::takes(input) &&
-         output.device() == input.device() && output.scalar_type() == input.scalar_type();
-}
-
 void require_single(const std::vector<at::Tensor>& tensors, const char* what) {
   if (tensors.size() != 1)
     throw std::invalid_argument(std::string("shm ") + what + " takes exactly one tensor");
@@ -219,6 +213,12 @@ ProcessGroupShm::~ProcessGroupShm() {
   for (int r = 0; r < size_; ++r) ring_doorbell(segment_->rank_area(r));
 }
 
+bool ProcessGroupShm::on_device(const at::Tensor& output, const at::Tensor& input) const {
+  const bool threads = device_->peers_are_threads();
+  return DeviceCollectives::takes(output, threads) && DeviceCollectives::takes(input, threads) &&
+         output.device() == input.device() && output.scalar_type() == input.scalar_type();
+}
+
 int ProcessGroupShm::checked_root(int64_t root) const {
   if (root < 0 || root >= size_) throw std::invalid_argument("shm: root rank out of range");
   return static_cast<int>(root);
@@ -321,7 +321,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::allreduce(std::vector<at::Tensor
   const c10d::ReduceOp op = opts.reduceOp;
   return enqueue(c10d::OpType::ALLREDUCE, tensors, {}, [this, tensors, op] {
     for (const at::Tensor& t : tensors) {
-      if (DeviceCollectives::takes(t)) {
+      if (DeviceCollectives::takes(t, device_->peers_are_threads())) {
         at::Tensor on_device = t;
         device_->all_reduce(on_device, op);
         continue;

@@ -98,6 +98,8 @@ class ProcessGroupShm final : public c10d::Backend {
   std::vector<at::Tensor> failed_staging_;  // its host copies of CUDA or strided tensors
   void check_peer(int peer, const char* what) const;
   int checked_root(int64_t root) const;  // a root rank of this group, or invalid_argument
+  // Whether a collective from `input` into `output` stays on their device (device_collectives.h).
+  bool on_device(const at::Tensor& output, const at::Tensor& input) const;
   std::mutex graveyard_mutex_;
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> graveyard_;
   bool stop_ = false;
