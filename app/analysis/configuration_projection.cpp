@@ -71,6 +71,9 @@ struct StageCost {
 struct Layout {
   profiling::TrainingLayout memory;
   int tp = 1, pp = 1, dp = 1, cp = 1, v = 1, m = 1;
+  // A pipeline's accumulation passes: each runs its schedule over m micro-batches, one after the
+  // other, as the runtime does (a pass a run of PipelineRuntime).
+  int flushes = 1;
   int64_t global_batch = 0, sequences = 1;
   std::string schedule = "1f1b";
   bool pipelined = false;
@@ -103,6 +106,7 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
     l.pipelined = true;
     l.v = pipeline_stages_per_rank(config);
     l.m = l.memory.micro_batches;
+    l.flushes = std::max(1, config.grad_accum);
     l.schedule = config.strategy_options.schedule;
   } else {
     l.m = std::max(1, config.grad_accum);
@@ -110,10 +114,12 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   l.global_batch = config.global_batch > 0 ? config.global_batch
                                            : int64_t(config.micro_batch) * config.world *
                                                  std::max(1, config.grad_accum);
-  require(l.global_batch % (int64_t(l.dp) * l.m) == 0, "global_batch",
+  const int64_t parts = int64_t(l.dp) * l.m * l.flushes;
+  require(l.global_batch % parts == 0, "global_batch",
           std::to_string(l.global_batch) + " sequences do not divide over " + std::to_string(l.dp) +
-              " replicas x " + std::to_string(l.m) + " micro-batches");
-  l.sequences = l.global_batch / (int64_t(l.dp) * l.m);
+              " replicas x " + std::to_string(l.m) + " micro-batches" +
+              (l.flushes > 1 ? " x " + std::to_string(l.flushes) + " accumulation passes" : ""));
+  l.sequences = l.global_batch / parts;
   l.memory.micro_batch = int(l.sequences);
   l.memory.micro_batches = l.m;
   const ModelConfig& model = config.model;
@@ -302,6 +308,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.nodes = hw.nodes;
   p.tp = l.tp, p.pp = l.pp, p.dp = l.dp, p.stages_per_rank = l.v, p.micro_batches = l.m;
   p.micro_batch_sequences = l.sequences;
+  p.accumulation_passes = l.flushes;
   p.schedule = l.pipelined ? l.schedule : "";
   const std::vector<StageCost> costs =
       stage_costs(config, l, hw, &p.layer_forward_s, &p.layer_backward_s);
@@ -327,10 +334,28 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
 
   // Micro-batches that share the weights' bf16 copies: each stage's first forward makes them.
   const auto first_forward = [&](int stage) { return costs[stage].weight_casts; };
-  const auto timed = pipeline::simulate_schedule(l.pipelined ? l.schedule : "gpipe", l.pp, l.m, l.v,
-                                                 seconds, p.pipeline_transfer_s, first_forward);
+  const std::string kind = l.pipelined ? l.schedule : "gpipe";
+  auto timed = pipeline::simulate_schedule(kind, l.pp, l.m, l.v, seconds, p.pipeline_transfer_s,
+                                           first_forward);
   double span = 0;
   for (const auto& rank : timed) span = std::max(span, rank.back().end);
+  // Later accumulation passes use the copies the first made, each after the one before.
+  if (l.flushes > 1) {
+    const auto later =
+        pipeline::simulate_schedule(kind, l.pp, l.m, l.v, seconds, p.pipeline_transfer_s);
+    double later_span = 0;
+    for (const auto& rank : later) later_span = std::max(later_span, rank.back().end);
+    for (int f = 1; f < l.flushes; ++f, span += later_span) {
+      for (size_t r = 0; r < timed.size(); ++r) {
+        for (pipeline::TimedAction a : later[r]) {
+          a.action.micro += f * l.m;
+          a.start += span;
+          a.end += span;
+          timed[r].push_back(a);
+        }
+      }
+    }
+  }
 
   // The busiest rank's compute and tensor communication; the rest of the span it waits.
   double busiest = -1;
@@ -402,6 +427,7 @@ nlohmann::json projection_json(const ConfigurationProjection& p) {
             {"stages_per_rank", p.stages_per_rank},
             {"micro_batches", p.micro_batches},
             {"micro_batch_sequences", p.micro_batch_sequences},
+            {"accumulation_passes", p.accumulation_passes},
             {"schedule", p.schedule}}},
           {"step_s", p.step_s},
           {"mfu", p.mfu},
@@ -439,7 +465,9 @@ std::string projection_text(const ConfigurationProjection& p) {
     << (p.nodes == 1 ? " node" : " nodes") << "): tp " << p.tp << " x pp " << p.pp << " x dp "
     << p.dp;
   if (p.pp > 1) o << ", " << p.schedule << " with " << p.stages_per_rank << " stage(s) a rank";
-  o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences\n";
+  o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences";
+  if (p.accumulation_passes > 1) o << ", " << p.accumulation_passes << " accumulation passes";
+  o << "\n";
   o << "  step              " << f("%.3f s", p.step_s) << "   MFU " << f("%.1f %%", 100 * p.mfu)
     << "\n";
   o << "  compute           " << f("%.3f s", p.compute_s);

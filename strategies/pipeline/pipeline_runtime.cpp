@@ -1,5 +1,6 @@
 #include "strategies/pipeline/pipeline_runtime.h"
 
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
@@ -233,16 +234,21 @@ double PipelineRuntime::run(const std::vector<torch::Tensor>& inputs,
                             bool last_micro, const Hooks& hooks) {
   Impl step(*this, inputs, targets, loss_scale, last_micro, hooks);
   // Every micro-batch of the step computes with one bf16 copy of each weight, made by its first
-  // forward; a stage with k micro-batches in flight would otherwise save k of them.
+  // forward; a stage with k micro-batches in flight would otherwise save k of them. The copies
+  // last over the step's accumulation passes (the weights change only after the last), as
+  // Megatron's bf16 weights do, and go with the last pass, or with a pass that fails.
   struct SharedCasts {
     const std::vector<TensorParallelStage*>& chunks;
-    explicit SharedCasts(const std::vector<TensorParallelStage*>& c, bool on) : chunks(c) {
+    bool last_pass;
+    SharedCasts(const std::vector<TensorParallelStage*>& c, bool on, bool last)
+        : chunks(c), last_pass(last) {
       for (auto* chunk : chunks) chunk->share_weight_casts(on);
     }
     ~SharedCasts() {
+      if (!last_pass && std::uncaught_exceptions() == 0) return;
       for (auto* chunk : chunks) chunk->share_weight_casts(false);
     }
-  } shared(setup_.chunks, setup_.options && shares_weight_casts(*setup_.options));
+  } shared(setup_.chunks, setup_.options && shares_weight_casts(*setup_.options), last_micro);
   for (size_t k = 0; k < actions_.size(); ++k) {
     const pipeline::Action& a = actions_[k];
     const size_t c = step.chunk_of.at(a.stage);

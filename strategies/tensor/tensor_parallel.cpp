@@ -72,11 +72,20 @@ torch::Tensor sequence_blocks(const torch::Tensor& x, int parts) {
   return x.reshape(shape).transpose(0, 1).contiguous().view({-1});
 }
 
-torch::Tensor all_gather_sequence(const torch::Tensor& x, Comm& comm) {
-  auto blocks = all_gather_stacked(x, comm).transpose(0, 1).contiguous();  // [B, t, T/t, ...]
-  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end());
-  out[1] *= comm.size();
+// The sequence whole again from `gathered`, every rank's shard of `shard_sizes` rank after rank
+// ([t, B, T/t, ...] flat, as all_gather_into leaves them).
+torch::Tensor sequence_of_gathered(const torch::Tensor& gathered, at::IntArrayRef shard_sizes,
+                                   int parts) {
+  std::vector<int64_t> stacked{parts};
+  stacked.insert(stacked.end(), shard_sizes.begin(), shard_sizes.end());
+  auto blocks = gathered.view(stacked).transpose(0, 1).contiguous();  // [B, t, T/t, ...]
+  std::vector<int64_t> out(shard_sizes.begin(), shard_sizes.end());
+  out[1] *= parts;
   return blocks.view(out);
+}
+
+torch::Tensor all_gather_sequence(const torch::Tensor& x, Comm& comm) {
+  return sequence_of_gathered(all_gather_stacked(x, comm), x.sizes(), comm.size());
 }
 
 torch::Tensor reduce_scatter_sequence_now(const torch::Tensor& x, Comm& comm) {
@@ -113,7 +122,8 @@ struct ReduceScatterSequence : torch::autograd::Function<ReduceScatterSequence> 
 // rank's shard, in the dtype the product computed in (bf16 under autocast), and gathers it again
 // for the weight's gradient. t times fewer bytes kept, for one more all-gather a Linear. The
 // input's gradient (with its reduce-scatter) and the weight's are computed only when asked, so a
-// split backward's input pass gathers nothing and its weight pass scatters nothing.
+// split backward's input pass gathers nothing and its weight pass scatters nothing. When both are,
+// the gather runs while the input's gradient is computed, as Megatron overlaps them.
 struct SequenceParallelLinear : torch::autograd::Function<SequenceParallelLinear> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x,
                                const torch::Tensor& weight, const torch::Tensor& bias,
@@ -134,6 +144,12 @@ struct SequenceParallelLinear : torch::autograd::Function<SequenceParallelLinear
     const int64_t out_features = weight.size(0), in_features = weight.size(1);
     const torch::Tensor g2 = grad.reshape({-1, out_features});
     torch::Tensor grad_x, grad_weight, grad_bias;
+    torch::Tensor gathered;
+    CommWork gathering;
+    if (ctx->needs_input_grad(1)) {
+      gathered = torch::empty({comm.size() * kept.numel()}, kept.options());
+      gathering = comm.all_gather_into_async(gathered, kept.contiguous().view({-1}));
+    }
     // As autograd differentiates F::linear's matmul on [N, in] x [in, out]: the input's gradient
     // g W, the weight's (x^T g)^T, the bias's g summed over the tokens.
     if (ctx->needs_input_grad(0)) {
@@ -144,7 +160,9 @@ struct SequenceParallelLinear : torch::autograd::Function<SequenceParallelLinear
       grad_x = reduce_scatter_sequence_now(g2.mm(w).view(shape).to(input_dtype), comm);
     }
     if (ctx->needs_input_grad(1)) {
-      const torch::Tensor total = all_gather_sequence(kept, comm).reshape({-1, in_features});
+      gathering.wait();
+      const torch::Tensor total =
+          sequence_of_gathered(gathered, kept.sizes(), comm.size()).reshape({-1, in_features});
       grad_weight = total.t().mm(g2).t().to(weight.scalar_type());
     }
     if (bias.defined() && ctx->needs_input_grad(2))

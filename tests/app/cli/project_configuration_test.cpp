@@ -222,6 +222,42 @@ TEST(ProjectConfiguration, KorthikantiTable4LayerTimesStayWithinAQuarterOfThePap
   }
 }
 
+// --grad-accum g runs a pipeline's schedule g times a step, one accumulation pass after the
+// other, as the runtime does (not one flush of g times the micro-batches): with activation
+// checkpointing, which casts the weights in every forward, the second pass adds exactly what the
+// first took. Without it the weights' bf16 copies are made once a step, in the first pass only.
+TEST(ProjectConfiguration, APipelinesAccumulationPassesRunOneAfterTheOther) {
+  const auto project = [](int accumulation, bool checkpointing) {
+    std::vector<std::string> extra = {"--json", "--grad-accum", std::to_string(accumulation)};
+    if (checkpointing) extra.push_back("--activation-checkpointing");
+    const test::CliResult out =
+        cli(megatron_22b({{"--strategy", "hybrid"},
+                          {"--tp", "4"},
+                          {"--pp", "2"},
+                          {"--micro-batches", "4"},
+                          {"--global-batch", std::to_string(4 * accumulation)}},
+                         extra));
+    EXPECT_EQ(out.code, 0) << out.err;
+    return out.code == 0 ? nlohmann::json::parse(out.out) : nlohmann::json::object();
+  };
+  const auto one_pass = [](const nlohmann::json& p) {
+    return p.at("step_s").get<double>() - p.at("breakdown_s").at("optimizer").get<double>() -
+           p.at("breakdown_s").at("data_comm").get<double>();
+  };
+  const nlohmann::json a1 = project(1, true), a2 = project(2, true);
+  ASSERT_FALSE(a1.empty() || a2.empty());
+  EXPECT_EQ(a2.at("layout").at("accumulation_passes"), 2);
+  EXPECT_EQ(a2.at("layout").at("micro_batch_sequences"),
+            a1.at("layout").at("micro_batch_sequences"));
+  EXPECT_NEAR(one_pass(a2), 2 * one_pass(a1), 1e-9 * one_pass(a1));
+  const nlohmann::json b1 = project(1, false), b2 = project(2, false);
+  ASSERT_FALSE(b1.empty() || b2.empty());
+  EXPECT_GT(b1.at("weight_casts_s").get<double>(), 0);
+  EXPECT_EQ(b2.at("weight_casts_s"), b1.at("weight_casts_s"));
+  EXPECT_LT(one_pass(b2), 2 * one_pass(b1));
+  EXPECT_GT(one_pass(b2), 2 * one_pass(b1) - 4 * b1.at("weight_casts_s").get<double>());
+}
+
 TEST(ProjectConfiguration, APipelinesTraceOpensInReportWithItsBubble) {
   const auto dir = test::test_temp_dir();
   const std::string trace = (dir / "p.sst").string();

@@ -4,9 +4,13 @@
 // as their definitions say (checked through the rank's allocation tracking).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string_view>
+
+#include <ATen/record_function.h>
 
 #include "engine/model/gpt_model.h"
 #include "engine/train/config.h"
@@ -269,6 +273,44 @@ TEST(Pp, EachSchedulesActivationsFollowItsOrder) {
       EXPECT_NEAR(held, formula, 0.25 * formula) << schedule << " rank " << r.rank;
     }
   }
+}
+
+// fp32 -> bf16 casts of trainable 2-D leaves, on every thread: the Linears' weights (biases are
+// 1-D; the logits, cast for the loss, are no leaf).
+std::atomic<int> weight_casts{0};
+
+std::unique_ptr<at::ObserverContext> count_weight_cast(const at::RecordFunction& fn) {
+  if (std::string_view(fn.name()) != "aten::_to_copy") return nullptr;
+  const auto inputs = fn.inputs();
+  if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isInt()) return nullptr;
+  const at::Tensor& t = inputs[0].toTensor();
+  if (t.dim() == 2 && t.is_leaf() && t.requires_grad() && t.scalar_type() == at::kFloat &&
+      static_cast<at::ScalarType>(inputs[1].toInt()) == at::kBFloat16)
+    ++weight_casts;
+  return nullptr;
+}
+
+// Under bf16 a stage casts each Linear's weight once a step, however many accumulation passes the
+// step has: the weights change only after the last (Megatron keeps its bf16 weights the same way).
+TEST(Pp, Bf16WeightsAreCastOnceAStepOverItsAccumulationPasses) {
+  std::map<int, int> per_step;
+  for (int accum : {1, 2}) {
+    Config config = pp_config({2, 2, "1f1b", accum, 2});  // a block a stage
+    config.strategy_options.precision = "bf16";
+    config.reference = false;
+    config.steps = 2;
+    finalize(config);
+    weight_casts = 0;
+    auto handle =
+        at::addGlobalCallback(at::RecordFunctionCallback(count_weight_cast).needsInputs(true));
+    const RunSummary s = run_training(config);
+    at::removeCallback(handle);
+    ASSERT_TRUE(s.ok) << s.failure;
+    per_step[accum] = weight_casts.load() / config.steps;
+  }
+  // Four Linear weights in each stage's block, and the LM head's on the last stage.
+  EXPECT_EQ(per_step[1], 4 + 4 + 1);
+  EXPECT_EQ(per_step[2], 4 + 4 + 1) << "cast again in the second accumulation pass";
 }
 
 }  // namespace
