@@ -11,14 +11,20 @@
 namespace shardscope::gui {
 
 LaunchQueue::~LaunchQueue() {
+  bool stop_running = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shutting_down_ = true;
     queue_.clear();
+    stop_running = running_ && stop_requested() == 0;
   }
-  request_stop(SIGINT);
+  // A run in progress ends at its step's end, as with Stop; the request is this queue's, so it
+  // goes with it. It is process-wide: left set, every later training in the process (the tests
+  // run many after closing the app) stopped after its first step.
+  if (stop_running) request_stop(SIGINT);
   wake_.notify_all();
   if (worker_.joinable()) worker_.join();
+  if (stop_running) clear_stop_request();
 }
 
 int LaunchQueue::enqueue(const Config& config, const std::string& label) {
