@@ -16,6 +16,32 @@ struct Recipe : torch::CustomClassHolder {
 
 thread_local int recomputing = 0;
 
+// The forward's precision and the "recomputing" mark for a recomputation's scope, set back as
+// they were when it ends, also when it throws.
+class RecomputeScope {
+ public:
+  RecomputeScope(c10::DeviceType device, const Recipe& recipe)
+      : device_(device),
+        was_enabled_(at::autocast::is_autocast_enabled(device)),
+        was_dtype_(at::autocast::get_autocast_dtype(device)) {
+    at::autocast::set_autocast_enabled(device, recipe.autocast);
+    at::autocast::set_autocast_dtype(device, recipe.autocast_dtype);
+    ++recomputing;
+  }
+  ~RecomputeScope() {
+    --recomputing;
+    at::autocast::set_autocast_enabled(device_, was_enabled_);
+    at::autocast::set_autocast_dtype(device_, was_dtype_);
+  }
+  RecomputeScope(const RecomputeScope&) = delete;
+  RecomputeScope& operator=(const RecomputeScope&) = delete;
+
+ private:
+  c10::DeviceType device_;
+  bool was_enabled_;
+  at::ScalarType was_dtype_;
+};
+
 struct Recompute : torch::autograd::Function<Recompute> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
                                c10::intrusive_ptr<Recipe> recipe) {
@@ -33,21 +59,8 @@ struct Recompute : torch::autograd::Function<Recompute> {
     torch::Tensor output;
     {
       torch::AutoGradMode grad_mode(true);
-      const auto device = input.device().type();
-      const bool was_enabled = at::autocast::is_autocast_enabled(device);
-      const auto was_dtype = at::autocast::get_autocast_dtype(device);
-      at::autocast::set_autocast_enabled(device, recipe->autocast);
-      at::autocast::set_autocast_dtype(device, recipe->autocast_dtype);
-      ++recomputing;
-      try {
-        output = recipe->fn(input);
-      } catch (...) {
-        --recomputing;
-        throw;
-      }
-      --recomputing;
-      at::autocast::set_autocast_enabled(device, was_enabled);
-      at::autocast::set_autocast_dtype(device, was_dtype);
+      const RecomputeScope scope(input.device().type(), *recipe);
+      output = recipe->fn(input);
     }
     torch::autograd::backward({output}, {grads[0]});
     return {input.requires_grad() ? input.grad() : torch::Tensor(), torch::Tensor()};
