@@ -61,7 +61,7 @@ status=0
 # GPU_SECTIONS picks sections of the run phase by name (default: all of them), to spend a lease
 # only on what changed: bench-threads bench-processes nccl cupti cupti-kineto cupti-processes
 # world1 world1-bf16 hang projection memory bench-small ep engine-cost world4 world4-untraced
-# shm-threads host-ops world1-untraced.
+# shm-threads host-ops world1-untraced turn-drain.
 want() { [ -z "${GPU_SECTIONS:-}" ] || [[ " $GPU_SECTIONS " == *" $1 "* ]]; }
 bench() {
   local name="$1"; shift
@@ -277,6 +277,24 @@ want world1-untraced && for preset in tiny small gpt2-small; do
   "$BIN" run --preset "$preset" --world 1 --device "$DEV" --steps 20 --no-reference --precision bf16 \
     --no-tracing --json "$BUILD_LOGS/w1u-$preset.json" >/dev/null || status=1
   median_step "$BUILD_LOGS/w1u-$preset.json" "w1 $preset bf16 untraced" || status=1
+done
+
+# Issue 34: a rank gives its turn up only once the GPU ran its kernels (DeviceTurns'
+# drain); without it the next rank's kernels ran beside them, time-sliced between the processes'
+# contexts. Both ways: the step untraced, and each rank's recorded kernels (report).
+want turn-drain && for drain in 1 0; do
+  for preset in small gpt2-small; do
+    step "world 4 processes on $DEV over shm: $preset, bf16, SHARDSCOPE_TURN_DRAIN=$drain"
+    SHARDSCOPE_TURN_DRAIN=$drain "$BIN" run --strategy ddp_bucketed --world 4 --mode processes \
+      --device "$DEV" --backend shm --preset "$preset" --steps 8 --no-reference --precision bf16 \
+      --timeout 60 --no-device-tracing --json "$BUILD_LOGS/drain$drain-$preset.json" |
+      grep -E "^(ranks agree|run failed)" || status=1
+    median_step "$BUILD_LOGS/drain$drain-$preset.json" "w4 $preset drain $drain untraced" || status=1
+  done
+  SHARDSCOPE_TURN_DRAIN=$drain "$BIN" run --strategy ddp_bucketed --world 4 --mode processes \
+    --device "$DEV" --backend shm --preset small --steps 4 --no-reference --precision bf16 \
+    --timeout 60 --trace "$BUILD_LOGS/drain$drain-small.sst" | grep -E "^(ranks agree|run failed)"
+  "$BIN" report "$BUILD_LOGS/drain$drain-small.sst" | sed -n '/per rank, median/,/^$/p' || status=1
 done
 
 want bench-small && bench "small, processes, 4 ranks on $DEV" --preset small --steps 10 --world 4 --device "$DEV" --backend gloo --mode processes

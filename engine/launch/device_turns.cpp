@@ -216,9 +216,20 @@ void DeviceTurns::free_device() {
   device_free_.notify_one();
 }
 
+void DeviceTurns::drain_before_release(std::function<void()> drain) {
+  std::lock_guard<std::mutex> lock(draining_);
+  drain_ = std::move(drain);
+}
+
 void DeviceTurns::release() {
   // exchange: of two threads of a rank that both wait, only one gives the turn up.
   if (!turn_of_this_rank().holds.exchange(false)) return;
+  std::function<void()> drain;
+  {
+    std::lock_guard<std::mutex> lock(draining_);
+    drain = drain_;
+  }
+  if (drain) drain();  // still this rank's turn: nobody else's kernels start beside its own
   pin(false);
   if (lock_fd_ >= 0) ::flock(lock_fd_, LOCK_UN);
   free_device();

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -51,6 +52,14 @@ class DeviceTurns {
   // This thread (a rank's, before it makes its process group, whose threads inherit it) keeps
   // to the communication cores while it does not hold the turn.
   static void keep_to_communication_cores();
+
+  // What giving the turn up waits for first (null: nothing). On a GPU a rank's call returns
+  // before its kernels have run: passing the turn on then let the next rank's kernels start
+  // beside them, and without MPS the GPU time-slices between the processes' contexts, so each
+  // rank's recorded kernels took longer than on a GPU of its own (docs/running-on-a-gpu.md).
+  // The launcher sets a device synchronize for a CUDA device; SHARDSCOPE_TURN_DRAIN=0 leaves it
+  // out, to measure what it changes.
+  void drain_before_release(std::function<void()> drain);
 
   // Holds the turn on this thread for the scope's life (only when `enabled`).
   class Scope {
@@ -116,6 +125,8 @@ class DeviceTurns {
   std::atomic<profiling::RankEventLog*> rank_log_{nullptr};
   int lock_fd_ = -1;  // among processes (flock), when shared
   int rank_ = -1;
+  std::mutex draining_;
+  std::function<void()> drain_;
   std::mutex pinning_;
   std::vector<int> compute_cpus_, communication_cpus_;  // empty: no pinning
 };

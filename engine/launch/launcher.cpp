@@ -2,15 +2,19 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 
 #include <ATen/Parallel.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "engine/comm/comm.h"
@@ -154,6 +158,17 @@ void connect_and_run(RankRun& run, const std::function<void(RankContext&)>& body
     // The turn's holder computes on `threads` cores; the collectives get the rest.
     DeviceTurns::instance().pin_compute_cores(run.threads);
     DeviceTurns::keep_to_communication_cores();
+  }
+  if (spec.take_turns) {
+    const c10::Device device = rank_device(spec, run.rank);
+    const char* drain = std::getenv("SHARDSCOPE_TURN_DRAIN");
+    const bool drains = device.is_cuda() && (drain == nullptr || std::string(drain) != "0");
+    DeviceTurns::instance().drain_before_release(
+        drains ? std::function<void()>([index = device.index()] {
+          const c10::cuda::CUDAGuard on(index < 0 ? 0 : index);
+          c10::cuda::device_synchronize();
+        })
+               : std::function<void()>());
   }
   RankGroups groups(run, world_group_spec(run), world_comm_options(spec));
   // A rank's group is built once its own connections are up, not everyone's: a rank with

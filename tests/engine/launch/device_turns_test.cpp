@@ -8,6 +8,9 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 
 #include "engine/state/weights.h"
 #include "engine/train/run.h"
@@ -94,6 +97,33 @@ TEST(SerializeCompute, RankProcessesOnOneHostTakeTurnsToo) {
   ASSERT_FALSE(rank0.empty());
   ASSERT_FALSE(rank1.empty());
   EXPECT_EQ(profiling::intersection_length(rank0, rank1), 0) << "two processes computed at once";
+}
+
+// Giving the turn up first waits for what the holder's device still runs (on a GPU, its
+// queued kernels: DeviceTurns::drain_before_release), so the next rank's compute never starts
+// beside it: a rank waiting for the turn gets it only once the drain has returned.
+TEST(SerializeCompute, TheTurnPassesOnOnlyOnceTheHoldersDeviceIsDrained) {
+  std::atomic<int> drains{0};
+  std::atomic<bool> drained{false};
+  DeviceTurns::instance().drain_before_release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    drained = true;
+    ++drains;
+  });
+  std::atomic<bool> next_saw_drained{false};
+  std::thread next;
+  {
+    DeviceTurns::Scope turn(true);
+    next = std::thread([&] {
+      DeviceTurns::Scope mine(true);  // waits for the turn
+      next_saw_drained = drained.load();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }  // gives the turn up: drains first
+  next.join();
+  DeviceTurns::instance().drain_before_release(nullptr);
+  EXPECT_TRUE(next_saw_drained);
+  EXPECT_EQ(drains.load(), 2);  // each scope's end gave the turn up once
 }
 
 }  // namespace
