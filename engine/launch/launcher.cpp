@@ -165,8 +165,13 @@ void connect_and_run(RankRun& run, const std::function<void(RankContext&)>& body
     const bool drains = device.is_cuda() && (drain == nullptr || std::string(drain) != "0");
     DeviceTurns::instance().drain_before_release(
         drains ? std::function<void()>([index = device.index()] {
-          const c10::cuda::CUDAGuard on(index < 0 ? 0 : index);
-          c10::cuda::device_synchronize();
+          // Giving the turn up happens in destructors too: a device error is the run's to
+          // report where it next touches the device, not here.
+          try {
+            const c10::cuda::CUDAGuard on(index < 0 ? 0 : index);
+            c10::cuda::device_synchronize();
+          } catch (const c10::Error&) {
+          }
         })
                : std::function<void()>());
   }
