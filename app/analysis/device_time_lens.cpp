@@ -52,10 +52,16 @@ LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
     return out;
   }
   const std::optional<Config> config = recorded_config(measured.run);
-  if (measured.ranks.size() > 1 && config && config->contended)
+  if (measured.ranks.size() > 1 && config && config->contended) {
     out.note =
         "recorded with --contended: each rank's compute was slowed by the others sharing "
         "its device, and device time keeps that";
+  } else if (measured.ranks.size() > 1 && config && config->takes_turns() &&
+             measured.run.device.rfind("cuda", 0) == 0 && !measured.run.turns_drain_device) {
+    out.note =
+        "ranks shared one GPU, not drained between turns (recorded before 2026-11-27): their "
+        "kernels may have run at once with other ranks', so their durations can read long";
+  }
   return out;
 }
 

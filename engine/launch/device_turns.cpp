@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
@@ -214,6 +215,11 @@ void DeviceTurns::free_device() {
     device_taken_ = false;
   }
   device_free_.notify_one();
+}
+
+bool DeviceTurns::drains_gpu(bool cuda) {
+  const char* drain = std::getenv("SHARDSCOPE_TURN_DRAIN");
+  return cuda && (drain == nullptr || std::strcmp(drain, "0") != 0);
 }
 
 void DeviceTurns::drain_before_release(std::function<void()> drain) {

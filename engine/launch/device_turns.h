@@ -55,11 +55,15 @@ class DeviceTurns {
 
   // What giving the turn up waits for first (null: nothing). On a GPU a rank's call returns
   // before its kernels have run: passing the turn on then let the next rank's kernels start
-  // beside them, and without MPS the GPU time-slices between the processes' contexts, so each
-  // rank's recorded kernels took longer than on a GPU of its own (docs/running-on-a-gpu.md).
+  // beside them (rank processes' contexts time-sliced without MPS, rank threads' streams sharing
+  // the SMs), so each rank's recorded kernels could take longer than on a GPU of its own
+  // (docs/running-on-a-gpu.md).
   // The launcher sets a device synchronize for a CUDA device; SHARDSCOPE_TURN_DRAIN=0 leaves it
   // out, to measure what it changes.
   void drain_before_release(std::function<void()> drain);
+  // Whether ranks taking turns on a CUDA device (`cuda`) drain it: unless
+  // SHARDSCOPE_TURN_DRAIN=0.
+  static bool drains_gpu(bool cuda);
 
   // Holds the turn on this thread for the scope's life (only when `enabled`).
   class Scope {

@@ -161,8 +161,7 @@ void connect_and_run(RankRun& run, const std::function<void(RankContext&)>& body
   }
   if (spec.take_turns) {
     const c10::Device device = rank_device(spec, run.rank);
-    const char* drain = std::getenv("SHARDSCOPE_TURN_DRAIN");
-    const bool drains = device.is_cuda() && (drain == nullptr || std::string(drain) != "0");
+    const bool drains = DeviceTurns::drains_gpu(device.is_cuda());
     DeviceTurns::instance().drain_before_release(
         drains ? std::function<void()>([index = device.index()] {
           // Giving the turn up happens in destructors too: a device error is the run's to

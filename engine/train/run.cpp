@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/comm/step_traffic.h"
+#include "engine/launch/device_turns.h"
 #include "engine/launch/launcher.h"
 #include "engine/launch/process_launcher.h"
 #include "engine/launch/stop_request.h"
@@ -81,6 +82,8 @@ profiling::RunRecord run_description(const Config& config) {
   // The measuring device's speed travels with the trace: device time on another machine's
   // hardware is priced from it (the compute scale), with no calibration step.
   run.device_matmul_tflops = device_matmul_tflops(config.device);
+  run.turns_drain_device = config.world > 1 && config.takes_turns() &&
+                           DeviceTurns::drains_gpu(config.device.rfind("cuda", 0) == 0);
   return run;
 }
 

@@ -247,6 +247,7 @@ RunRecord run_record_of(const json& j) {
   run.backend = get(j, "backend", std::string());
   run.torch = get(j, "torch", std::string());
   run.device_matmul_tflops = get(j, "device_matmul_tflops", 0.0);
+  run.turns_drain_device = get(j, "turns_drain_device", false);
   if (const json& result = member(j, "result"); result.is_object())
     run.result = run_result_of(result);
   if (const json& p = member(j, "projected"); p.is_object())
@@ -270,6 +271,7 @@ json run_record_json(const RunRecord& run) {
   put("backend", run.backend, !run.backend.empty());
   put("torch", run.torch, !run.torch.empty());
   put("device_matmul_tflops", run.device_matmul_tflops, run.device_matmul_tflops != 0);
+  if (run.turns_drain_device) out["turns_drain_device"] = true;
   if (run.result) out["result"] = run_result_json(*run.result);
   if (run.projected)
     out["projected"] = {{"hardware", run.projected->hardware},
