@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <stdexcept>
-#include <string>
 #include <thread>
 #include <utility>
 

@@ -1,7 +1,5 @@
 #include "engine/comm/shm/device_collectives.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -31,12 +29,6 @@ constexpr size_t kHandleWords = sizeof(RankArea::published) / sizeof(uint64_t) -
 // Opened allocations kept before the cache starts again: a peer that frees and allocates anew
 // (empty_cache) hands out new handles, and the old ones would otherwise stay open for good.
 constexpr size_t kMostOpened = 256;
-
-bool every_peer_is_a_thread_of_this_process(const Segment& segment) {
-  for (int r = 0; r < segment.layout().world; ++r)
-    if (segment.rank_area(r).pid.load(std::memory_order_acquire) != getpid()) return false;
-  return true;
-}
 
 // out <- the reduction of source(0), source(1), ... in rank order. `out` may be this rank's own
 // source: rank 0 (and rank 1, where the op commutes exactly) reduce into it in place, the others
@@ -76,10 +68,6 @@ bool DeviceCollectives::takes(const at::Tensor& t, bool peers_are_threads) {
   return t.is_cuda() && (how == nullptr || std::strcmp(how, "host") != 0);
 }
 
-bool DeviceCollectives::peers_are_threads() const {
-  return every_peer_is_a_thread_of_this_process(segment_);
-}
-
 void DeviceCollectives::finish_stream(const at::Tensor& like) const {
   if (like.is_cuda()) c10::cuda::getCurrentCUDAStream(like.device().index()).synchronize();
 }
@@ -91,7 +79,7 @@ void DeviceCollectives::publish(const at::Tensor& t) {
   words[kDevice].store(static_cast<uint64_t>(static_cast<int64_t>(t.device().index())),
                        std::memory_order_relaxed);
   uint64_t length = 0;
-  if (t.is_cuda() && !every_peer_is_a_thread_of_this_process(segment_)) {
+  if (t.is_cuda() && !peers_are_threads_) {
     // The handle names the whole cudaMalloc segment the allocator carved the storage from.
     void* storage = t.storage().data_ptr().get();
     const auto shared = c10::cuda::CUDACachingAllocator::shareIpcHandle(storage);
@@ -136,7 +124,7 @@ at::Tensor DeviceCollectives::peer_tensor(int rank, int64_t offset, int64_t elem
                                 ", this rank's on cuda:" + std::to_string(like.device().index()) +
                                 "; the ranks of an shm group share one device (or use NCCL)");
   }
-  uint8_t* data = segment_.rank_area(rank).pid.load(std::memory_order_acquire) == getpid()
+  uint8_t* data = peers_are_threads_
                       ? reinterpret_cast<uint8_t*>(words[kAddress].load(std::memory_order_acquire))
                       : peer_base(rank) + words[kIpcOffset].load(std::memory_order_acquire);
   return at::from_blob(data + offset, {elements}, like.options());

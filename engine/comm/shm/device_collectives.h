@@ -25,15 +25,20 @@ namespace shardscope::shm {
 // barriers are the host collectives' (one count per rank).
 class DeviceCollectives {
  public:
-  DeviceCollectives(Segment& segment, Collectives& barriers, int rank)
-      : segment_(segment), barriers_(barriers), rank_(rank) {}
+  // `peers_are_threads`: every rank of the group is a thread of this process (they read each
+  // other's device memory by address; rank processes open it through CUDA IPC).
+  DeviceCollectives(Segment& segment, Collectives& barriers, int rank, bool peers_are_threads)
+      : segment_(segment),
+        barriers_(barriers),
+        rank_(rank),
+        peers_are_threads_(peers_are_threads) {}
 
   // Whether `t` takes this path: a contiguous CUDA tensor, unless SHARDSCOPE_SHM_CUDA=host
   // (stage it through host memory, as before CUDA IPC). SHARDSCOPE_SHM_CUDA=everywhere also sends
   // the host tensors of rank threads (`peers_are_threads`) this way, where tests check its order
   // and aliasing without a GPU.
   static bool takes(const at::Tensor& t, bool peers_are_threads = false);
-  bool peers_are_threads() const;
+  bool peers_are_threads() const { return peers_are_threads_; }
 
   void all_reduce(at::Tensor& tensor, c10d::ReduceOp op);
   // output: world x input's elements, rank r's input at r.
@@ -54,6 +59,7 @@ class DeviceCollectives {
   Segment& segment_;
   Collectives& barriers_;
   int rank_;
+  bool peers_are_threads_;
   // A peer's allocations this process opened (an IPC handle's bytes to the opened memory): kept
   // open, since opening one costs far more than a collective on it.
   std::map<std::string, std::shared_ptr<void>> opened_;

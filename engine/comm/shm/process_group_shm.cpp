@@ -191,7 +191,7 @@ ProcessGroupShm::ProcessGroupShm(const c10::intrusive_ptr<c10d::Store>& store, i
   const PathFacts facts = path_facts(*segment_);
   require_same_forced_path(*segment_, rank, *collectives_, facts.forced);
   collectives_->set_path(choose_path(facts, [this] { return collectives_->probe_peer_reads(); }));
-  device_ = std::make_unique<DeviceCollectives>(*segment_, *collectives_, rank);
+  device_ = std::make_unique<DeviceCollectives>(*segment_, *collectives_, rank, facts.same_process);
   mailbox_ = std::make_unique<Mailbox>(*segment_, rank);
   mailbox_->set_timeout(options.timeout);
   worker_ = std::thread([this] { work_loop(); });
