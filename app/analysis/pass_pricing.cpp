@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <set>
 #include <string_view>
 
 #include "engine/train/config_bounds.h"
@@ -31,29 +33,99 @@ std::vector<PricedOp> joined(const std::vector<PricedOp>& a, const std::vector<P
   return out;
 }
 
+// Priced seconds of our GPT's units for one micro-batch: each unit's forward, its backward as one
+// span ("backward blocks.3", the data-parallel runs), and its backward's input and weight halves
+// (a pipeline stage's backward passes, which the runtime spans whole or split).
+struct UnitPrices {
+  double embedding_forward = 0, block_forward = 0, head_forward = 0;
+  double block_backward = 0, head_backward = 0;  // the head's with the embedding's
+  struct Halves {
+    double input = 0, weight = 0;
+  } block_halves, head_halves, embedding_halves;
+  double optimizer = 0;
+};
+
+// What one pipeline stage holds, as its forward passes show: the units spanned inside them.
+struct StageUnits {
+  std::set<std::string> blocks;
+  bool embeddings = false, head = false;
+  double input_s(const UnitPrices& u) const {
+    return double(blocks.size()) * u.block_halves.input + (head ? u.head_halves.input : 0) +
+           (embeddings ? u.embedding_halves.input : 0);
+  }
+  double weight_s(const UnitPrices& u) const {
+    return double(blocks.size()) * u.block_halves.weight + (head ? u.head_halves.weight : 0) +
+           (embeddings ? u.embedding_halves.weight : 0);
+  }
+};
+
 bool starts_with(const std::string& s, std::string_view prefix) {
   return s.compare(0, prefix.size(), prefix) == 0;
 }
 
-// Priced seconds of each unit span, by name. Our GPT spans each unit's forward and backward
-// ("forward blocks.3", "backward head"); the tensor-parallel stage spans each unit's forward
-// and its whole backward as one pass ("backward micro-batch 0").
-struct UnitPrices {
-  double embedding_forward = 0, block_forward = 0, block_backward = 0, head_forward = 0,
-         head_backward = 0, whole_backward = 0, optimizer = 0;
-  std::optional<double> of(const std::string& name, profiling::Category category) const {
-    if (category == profiling::Category::kOptimizer) return optimizer;
-    if (name == "forward embeddings") return embedding_forward;
-    if (name == "forward head") return head_forward;
-    if (name == "backward head") return head_backward;
-    if (starts_with(name, "forward blocks.")) return block_forward;
-    if (starts_with(name, "backward blocks.")) return block_backward;
-    if (category == profiling::Category::kBackward &&
-        starts_with(name, std::string(profiling::kBackwardPassSpan) + " "))
-      return whole_backward;
-    return std::nullopt;
+bool is_unit_forward(const std::string& name) {
+  return name == "forward embeddings" || name == "forward head" ||
+         starts_with(name, "forward blocks.");
+}
+
+// A rank's stages (by the pass spans' " stage S", -1 where it holds one), each with the units its
+// forward passes run.
+std::map<int, StageUnits> stages_of(const profiling::Trace& trace,
+                                    const profiling::RankTrace& rank) {
+  struct Pass {
+    int64_t t0, t1;
+    int stage;
+  };
+  std::vector<Pass> forwards;
+  for (const auto& e : rank.events) {
+    if (e.lane != profiling::kHostLane) continue;
+    const std::string name = trace.str(e.name);
+    if (profiling::is_pass_span(name, profiling::kForwardPassSpan))
+      forwards.push_back({e.t0_ns, e.t1_ns, profiling::pass_label(name).stage});
   }
-};
+  std::map<int, StageUnits> stages;
+  for (const auto& e : rank.events) {
+    if (e.lane != profiling::kHostLane) continue;
+    const std::string name = trace.str(e.name);
+    if (!is_unit_forward(name)) continue;
+    for (const auto& pass : forwards) {
+      if (e.t0_ns < pass.t0 || e.t1_ns > pass.t1) continue;
+      StageUnits& units = stages[pass.stage];
+      if (name == "forward embeddings")
+        units.embeddings = true;
+      else if (name == "forward head")
+        units.head = true;
+      else
+        units.blocks.insert(name);
+      break;
+    }
+  }
+  return stages;
+}
+
+// The priced seconds of a host span: a unit's pass, a pipeline stage's backward (whole, or its
+// input or weight half), or the optimizer step; nothing for any other span.
+std::optional<double> span_seconds(const std::string& name, profiling::Category category,
+                                   const UnitPrices& u, const std::map<int, StageUnits>& stages) {
+  if (category == profiling::Category::kOptimizer) return u.optimizer;
+  if (name == "forward embeddings") return u.embedding_forward;
+  if (name == "forward head") return u.head_forward;
+  if (name == "backward head") return u.head_backward;
+  if (starts_with(name, "forward blocks.")) return u.block_forward;
+  if (starts_with(name, "backward blocks.")) return u.block_backward;
+  // Longest prefix first: the split passes begin as the whole backward does.
+  for (const auto pass :
+       {profiling::kInputPassSpan, profiling::kWeightPassSpan, profiling::kBackwardPassSpan}) {
+    if (!profiling::is_pass_span(name, pass)) continue;
+    const auto stage = stages.find(profiling::pass_label(name).stage);
+    if (stage == stages.end()) return std::nullopt;  // a stage whose forward we never saw
+    const double input = stage->second.input_s(u), weight = stage->second.weight_s(u);
+    return pass == profiling::kInputPassSpan    ? input
+           : pass == profiling::kWeightPassSpan ? weight
+                                                : input + weight;
+  }
+  return std::nullopt;
+}
 
 // The host lane's waits (on a collective, or for a turn on a shared device), merged: not compute.
 profiling::Intervals waits_of(const profiling::RankTrace& rank) {
@@ -84,21 +156,98 @@ double rank_clip_seconds(const Config& config, const profiling::HardwareProfile&
   return profiling::clip_seconds(hw, parameters / shards, tensors / shards, in_fp64);
 }
 
+namespace {
+
+// Each unit's passes for one micro-batch of `shape`, and the rank's optimizer step.
+UnitPrices unit_prices(const Config& config, const profiling::TrainingLayout& l,
+                       const profiling::PassShape& shape, const profiling::HardwareProfile& hw,
+                       const profiling::PassOps& embedding, const profiling::PassOps& block,
+                       const profiling::PassOps& head) {
+  const auto priced = [&](const std::vector<PricedOp>& ops, double host_s) {
+    return profiling::host_or_device_seconds(compute_only(ops), host_s);
+  };
+  const auto backward_host = [](const profiling::PassOps& ops) {
+    return ops.backward_input_host_s + ops.backward_weight_host_s;
+  };
+  const auto halves = [&](const profiling::PassOps& ops) {
+    return UnitPrices::Halves{priced(ops.backward_input, ops.backward_input_host_s),
+                              priced(ops.backward_weight, ops.backward_weight_host_s)};
+  };
+  UnitPrices u;
+  u.embedding_forward = priced(embedding.forward, embedding.forward_host_s);
+  u.block_forward = priced(block.forward, block.forward_host_s);
+  u.head_forward = priced(head.forward, head.forward_host_s);
+  u.block_backward =
+      priced(joined(block.backward_input, block.backward_weight), backward_host(block));
+  // The embedding's backward runs after the first block's, outside any span: priced with the
+  // head's, so the micro-batch's total is whole.
+  std::vector<PricedOp> head_back = joined(head.backward_input, head.backward_weight);
+  for (const auto& op : joined(embedding.backward_input, embedding.backward_weight))
+    head_back.push_back(op);
+  u.head_backward = priced(head_back, backward_host(head) + backward_host(embedding));
+  u.block_halves = halves(block);
+  u.head_halves = halves(head);
+  u.embedding_halves = halves(embedding);
+  const int dp = std::max(1, l.dp);
+  // A pipeline rank holds and steps its stages' share of the model; the layout's memory says so.
+  const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
+  const double tensors = double(profiling::parameter_tensors(shape.model)) / std::max(1, l.pp);
+  // The trainer clips inside its "optimizer step" span, before the step.
+  u.optimizer =
+      profiling::rank_optimizer_seconds(hw, l, double(memory.parameters_per_gpu), tensors) +
+      rank_clip_seconds(config, hw, double(memory.parameters_per_gpu), tensors, dp);
+  return u;
+}
+
+// Each priced span of a rank's host lane with the scale that gives its compute (its time less
+// the waits in it) the priced time.
+std::vector<profiling::ScaledSpan> rank_span_scales(const profiling::Trace& trace,
+                                                    const profiling::RankTrace& rank,
+                                                    const UnitPrices& u) {
+  const auto waits = waits_of(rank);
+  const auto stages = stages_of(trace, rank);
+  std::vector<profiling::ScaledSpan> spans;
+  for (const auto& e : rank.events) {
+    if (e.lane != profiling::kHostLane) continue;
+    const auto seconds = span_seconds(trace.str(e.name), e.category, u, stages);
+    if (!seconds) continue;
+    const int64_t compute = (e.t1_ns - e.t0_ns) - waiting_inside(waits, e.t0_ns, e.t1_ns);
+    if (compute <= 0 || *seconds <= 0) continue;
+    spans.push_back({e.t0_ns, e.t1_ns, *seconds / (compute * 1e-9)});
+  }
+  std::sort(spans.begin(), spans.end(),
+            [](const auto& a, const auto& b) { return a.t0_ns < b.t0_ns; });
+  // Priced spans do not nest; should two overlap, the later starts where all before it ended.
+  std::vector<profiling::ScaledSpan> disjoint;
+  int64_t covered = std::numeric_limits<int64_t>::min();
+  for (auto span : spans) {
+    span.t0_ns = std::max(span.t0_ns, covered);
+    if (span.t1_ns <= span.t0_ns) continue;
+    covered = span.t1_ns;
+    disjoint.push_back(span);
+  }
+  return disjoint;
+}
+
+}  // namespace
+
 std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
                                                  const Config& config,
                                                  const profiling::HardwareProfile& hw) {
   if (!hw.gpu.known() || hw.compute_as_measured) return std::nullopt;
   const StrategyTraits traits = strategy_traits(config.strategy);
   const profiling::TrainingLayout l = memory_layout(config);
+  // Ranks that run whole units of our GPT: data-parallel replicas, and tensor groups with or
+  // without pipeline stages. Context and expert parallelism cut the units otherwise.
   const bool whole_units = traits.family == StrategyFamily::kDataParallel ||
                            traits.family == StrategyFamily::kReference ||
-                           (traits.family == StrategyFamily::kModelParallel && l.pp == 1);
-  if (!whole_units || l.pp > 1 || l.cp > 1 || l.ep > 1 || config.model.experts > 0)
-    return std::nullopt;
+                           traits.family == StrategyFamily::kModelParallel;
+  if (!whole_units || l.cp > 1 || l.ep > 1 || config.model.experts > 0) return std::nullopt;
   const int dp = std::max(1, l.dp);
   profiling::PassShape shape;
   shape.model = model_shape(config.model);
-  // A tensor group shares its sequences (as the tp strategy runs them), in its micro-batches.
+  // A tensor group and a pipeline share their replica's sequences, in its micro-batches (as
+  // the model-parallel layouts run them).
   const int chunks =
       traits.family == StrategyFamily::kModelParallel ? std::max(1, l.micro_batches) : 1;
   shape.sequences = std::max<int64_t>(1, int64_t(config.micro_batch) * config.world / dp / chunks);
@@ -109,31 +258,7 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   const profiling::PassOps block = profiling::block_ops(shape, hw, group);
   const profiling::PassOps embedding = profiling::embedding_ops(shape, hw, group);
   const profiling::PassOps head = profiling::head_ops(shape, hw, group);
-  const auto priced = [&](const std::vector<PricedOp>& ops, double host_s) {
-    return profiling::host_or_device_seconds(ops, host_s);
-  };
-  const auto backward_host = [](const profiling::PassOps& ops) {
-    return ops.backward_input_host_s + ops.backward_weight_host_s;
-  };
-  UnitPrices u;
-  u.embedding_forward = priced(compute_only(embedding.forward), embedding.forward_host_s);
-  u.block_forward = priced(compute_only(block.forward), block.forward_host_s);
-  u.block_backward =
-      priced(joined(block.backward_input, block.backward_weight), backward_host(block));
-  u.head_forward = priced(compute_only(head.forward), head.forward_host_s);
-  // The embedding's backward runs after the first block's, outside any span: priced with the
-  // head's, so the micro-batch's total is whole.
-  std::vector<PricedOp> head_back = joined(head.backward_input, head.backward_weight);
-  for (const auto& op : joined(embedding.backward_input, embedding.backward_weight))
-    head_back.push_back(op);
-  u.head_backward = priced(head_back, backward_host(head) + backward_host(embedding));
-  u.whole_backward = u.head_backward + config.model.layers * u.block_backward;
-  const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
-  const double tensors = double(profiling::parameter_tensors(shape.model));
-  // The trainer clips inside its "optimizer step" span, before the step.
-  u.optimizer =
-      profiling::rank_optimizer_seconds(hw, l, double(memory.parameters_per_gpu), tensors) +
-      rank_clip_seconds(config, hw, double(memory.parameters_per_gpu), tensors, dp);
+  const UnitPrices u = unit_prices(config, l, shape, hw, embedding, block, head);
 
   PassPricing p;
   const double layers = config.model.layers;
@@ -154,32 +279,10 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
       p.kernels_s += times * profiling::total_seconds(compute);
       p.ops_per_micro_batch += int(times * double(compute.size()));
     }
-    p.dispatch_s += times * (ops->forward_host_s + backward_host(*ops));
+    p.dispatch_s +=
+        times * (ops->forward_host_s + ops->backward_input_host_s + ops->backward_weight_host_s);
   }
-  for (const auto& rank : trace.ranks) {
-    const auto waits = waits_of(rank);
-    std::vector<profiling::ScaledSpan> spans;
-    for (const auto& e : rank.events) {
-      if (e.lane != profiling::kHostLane) continue;
-      const auto seconds = u.of(trace.str(e.name), e.category);
-      if (!seconds) continue;
-      const int64_t compute = (e.t1_ns - e.t0_ns) - waiting_inside(waits, e.t0_ns, e.t1_ns);
-      if (compute <= 0 || *seconds <= 0) continue;
-      spans.push_back({e.t0_ns, e.t1_ns, *seconds / (compute * 1e-9)});
-    }
-    std::sort(spans.begin(), spans.end(),
-              [](const auto& a, const auto& b) { return a.t0_ns < b.t0_ns; });
-    // Unit spans do not nest; should two overlap, the later starts where all before it ended.
-    std::vector<profiling::ScaledSpan> disjoint;
-    int64_t covered = std::numeric_limits<int64_t>::min();
-    for (auto span : spans) {
-      span.t0_ns = std::max(span.t0_ns, covered);
-      if (span.t1_ns <= span.t0_ns) continue;
-      covered = span.t1_ns;
-      disjoint.push_back(span);
-    }
-    p.span_scales.push_back(std::move(disjoint));
-  }
+  for (const auto& rank : trace.ranks) p.span_scales.push_back(rank_span_scales(trace, rank, u));
   char text[400];
   std::snprintf(text, sizeof text,
                 "compute priced kernel by kernel on %s's GPU (bf16 kernels): a micro-batch of %lld "

@@ -9,16 +9,24 @@
 #include "app/analysis/configuration_projection.h"
 #include "app/analysis/trace_projection.h"
 #include "engine/train/run.h"
+#include "profiling/trace/pipeline_pass_names.h"
+#include "strategies/common/memory_formula.h"
 #include "tests/support/reference_check.h"
 
 namespace shardscope {
 namespace {
 
+// A recorded run of `strategy` (a pipeline's schedule after a colon: "pp:zbv").
 RunSummary recorded(const std::string& strategy, int world) {
-  Config config = test::tiny_config(strategy, world, 1);
+  const auto colon = strategy.find(':');
+  Config config = test::tiny_config(strategy.substr(0, colon), world, 1);
   config.reference = false;
   config.steps = 4;
   config.model.layers = 4;  // blocks, not the optimizer, make most of a pass
+  if (colon != std::string::npos) {
+    config.strategy_options.schedule = strategy.substr(colon + 1);
+    config.strategy_options.micro_batches = 4;
+  }
   finalize(config);
   RunSummary s = run_training(config);
   EXPECT_TRUE(s.ok) << s.failure;
@@ -31,44 +39,61 @@ double configured_step(Config config, const profiling::HardwareProfile& hw) {
   return analysis::project_configuration(config, hw, 1).step_s;
 }
 
-// What the projected trace's unit spans of `step` on its first rank add up to: forward or
-// backward.
+bool starts(const std::string& name, std::string_view prefix) {
+  return name.rfind(prefix, 0) == 0;
+}
+
+// What the projected trace's spans of our GPT's units (or a pipeline stage's backward passes,
+// whole or split) of `step` add up to over all ranks: forward or backward.
 double projected_pass(const profiling::Trace& t, int step, bool forward) {
   double seconds = 0;
-  for (const auto& e : t.ranks[0].events) {
-    const std::string name = t.str(e.name);
-    const bool unit =
-        forward ? name.rfind("forward embeddings", 0) == 0 ||
-                      name.rfind("forward blocks.", 0) == 0 || name.rfind("forward head", 0) == 0
-                : name.rfind("backward blocks.", 0) == 0 || name.rfind("backward head", 0) == 0 ||
-                      name.rfind("backward micro-batch", 0) == 0;
-    if (unit && e.step == step && e.lane == profiling::kHostLane)
-      seconds += (e.t1_ns - e.t0_ns) * 1e-9;
+  for (const auto& rank : t.ranks) {
+    for (const auto& e : rank.events) {
+      const std::string name = t.str(e.name);
+      const bool unit = forward
+                            ? starts(name, "forward embeddings") ||
+                                  starts(name, "forward blocks.") || starts(name, "forward head")
+                            : starts(name, "backward blocks.") || starts(name, "backward head") ||
+                                  starts(name, profiling::kBackwardPassSpan) ||
+                                  starts(name, profiling::kInputPassSpan) ||
+                                  starts(name, profiling::kWeightPassSpan);
+      if (unit && e.step == step && e.lane == profiling::kHostLane)
+        seconds += (e.t1_ns - e.t0_ns) * 1e-9;
+    }
   }
   return seconds;
 }
 
+// Data-parallel, tensor-parallel and pipelined runs (one stage a rank, two in a V, backward whole
+// or split into input and weight passes) replay as `project` prices their configuration.
 TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
   const auto hw = profiling::load_hardware_profile("8xH100");
-  for (const auto& [strategy, world] : {std::pair<std::string, int>{"single", 1}, {"tp", 2}}) {
+  for (const auto& [strategy, world] : std::vector<std::pair<std::string, int>>{
+           {"single", 1}, {"tp", 2}, {"pp:1f1b", 2}, {"pp:gpipe", 2}, {"pp:zbv", 2}}) {
     const RunSummary s = recorded(strategy, world);
     ASSERT_TRUE(s.ok);
     const analysis::TraceProjection t = analysis::project_recorded_trace(s.trace, hw, 0);
     ASSERT_FALSE(t.compute_model.empty()) << strategy;
     const double configured = configured_step(s.config, hw);
     // What the replay adds: the host's own time between passes (at the matmul ratio) and, for
-    // tp, its collectives on NVLink, both small against the passes of a launch-bound GPU.
+    // tp, its collectives on NVLink, both small against the passes of a launch-bound GPU; a
+    // pipeline's bubble comes from its recorded order, the configuration's from its schedule.
     EXPECT_NEAR(t.projected_summary.step_s, configured, 0.1 * configured)
         << strategy << ": replayed " << t.projected_summary.step_s * 1e3 << " ms, configured "
         << configured * 1e3 << " ms";
     // Pass by pass: the projected forward and backward take what the model priced, plus at
     // most their tensor group's collectives on the links (some of which, the token gathers and
-    // the loss's, fall outside the unit spans).
+    // the loss's, fall outside the unit spans). Each micro-batch goes through the whole model
+    // once on each rank of a stage's tensor group.
     const auto pricing = analysis::price_recorded_passes(s.trace, s.config, hw);
     ASSERT_TRUE(pricing.has_value());
+    const profiling::TrainingLayout layout = memory_layout(s.config);
+    const int micro_batches = std::max(1, layout.micro_batches);
+    const int pp = std::max(1, layout.pp);
+    const double passes = double(micro_batches) * world / pp;
     for (const bool forward : {true, false}) {
-      const double compute = forward ? pricing->forward_s : pricing->backward_s;
-      const double comm = forward ? pricing->forward_comm_s : pricing->backward_comm_s;
+      const double compute = passes * (forward ? pricing->forward_s : pricing->backward_s);
+      const double comm = passes * (forward ? pricing->forward_comm_s : pricing->backward_comm_s);
       const double projected = projected_pass(t.projected, 2, forward);
       EXPECT_GE(projected, 0.95 * compute) << strategy << (forward ? " forward" : " backward");
       EXPECT_LE(projected, 1.05 * (compute + comm))
@@ -81,7 +106,8 @@ TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
 }
 
 TEST(PassPricing, WhatTheModelCannotPriceKeepsTheScale) {
-  const RunSummary s = recorded("pp", 2);
+  // Context parallelism cuts each unit's sequence over its ranks: no unit of ours is priced so.
+  const RunSummary s = recorded("cp", 2);
   ASSERT_TRUE(s.ok);
   EXPECT_FALSE(analysis::price_recorded_passes(s.trace, s.config,
                                                profiling::load_hardware_profile("8xH100")));

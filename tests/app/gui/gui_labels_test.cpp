@@ -92,10 +92,15 @@ TEST_F(GuiLabels, WhatIfSaysWhenAllRanksFitInOneNode) {
 // A small model's CPU trace on 8xH100: priced kernel by kernel, bound by launches, and the
 // What-if says so in words (issue 34), instead of projecting it as all communication.
 TEST_F(GuiLabels, WhatIfSaysASmallModelOnAnH100IsBoundByLaunches) {
-  const auto state = play("open " + asset("ddp_bucketed-w2.sst") + "\nproject 8xH100 0\n");
-  EXPECT_THAT(state["what_if"].value("compute_model", ""), HasSubstr("priced kernel by kernel"));
-  EXPECT_THAT(state["what_if"].value("launch_bound", ""), HasSubstr("bound by launches"));
-  EXPECT_FALSE(state["what_if"].contains("not_modelled"));
+  // Data-parallel, and a pipeline whose schedule splits backward (the tour's shot).
+  for (const char* trace : {"ddp_bucketed-w2.sst", "pp-zbv-w2.sst"}) {
+    const auto state = play("open " + asset(trace) + "\nproject 8xH100 0\n");
+    EXPECT_THAT(state["what_if"].value("compute_model", ""), HasSubstr("priced kernel by kernel"))
+        << trace;
+    EXPECT_THAT(state["what_if"].value("launch_bound", ""), HasSubstr("bound by launches"))
+        << trace;
+    EXPECT_FALSE(state["what_if"].contains("not_modelled")) << trace;
+  }
 }
 
 // What is not a trace says what it is; another tool's trace opens as a trace, not a failure.
