@@ -83,10 +83,11 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   const StrategyTraits traits = strategy_traits(config.strategy);
   require(traits.family == StrategyFamily::kModelParallel ||
               traits.family == StrategyFamily::kDataParallel ||
+              traits.family == StrategyFamily::kContextParallel ||
               traits.family == StrategyFamily::kReference,
           "strategy",
-          "projects data-parallel strategies and the tp / pp / hybrid layouts; " + config.strategy +
-              " is " + family_name(traits.family));
+          "projects data-parallel strategies, cp and the tp / pp / hybrid layouts; " +
+              config.strategy + " is " + family_name(traits.family));
   require(config.strategy_options.precision == "bf16", "strategy_options.precision",
           "a GPU projection prices bf16 kernels: give --precision bf16");
   require(config.world <= hw.gpus(), "world",
@@ -100,8 +101,10 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   l.pp = l.memory.pp;
   l.cp = l.memory.cp;
   l.dp = std::max(1, l.memory.dp / l.cp);
-  require(l.cp == 1, "strategy_options.context_parallel",
-          "context parallelism is not projected yet");
+  require(l.cp == 1 || hw.gpu.fp32_tflops > 0, "hardware",
+          hw.name +
+              " has no fp32 rate (its gpu's 'fp32_tflops'), which context parallelism's "
+              "ring attention computes in");
   if (traits.family == StrategyFamily::kModelParallel) {
     l.pipelined = true;
     l.v = pipeline_stages_per_rank(config);
@@ -143,6 +146,7 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   shape.model = model_shape(config.model);
   shape.sequences = l.sequences;
   shape.tp = l.tp;
+  shape.cp = l.cp;
   shape.sequence_parallel = l.memory.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.memory.activation_checkpointing;
   shape.weight_casts_per_step = l.memory.weight_casts_per_step;
@@ -306,7 +310,8 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.hardware = hw.name;
   p.gpus = config.world;
   p.nodes = hw.nodes;
-  p.tp = l.tp, p.pp = l.pp, p.dp = l.dp, p.stages_per_rank = l.v, p.micro_batches = l.m;
+  p.tp = l.tp, p.pp = l.pp, p.dp = l.dp, p.cp = l.cp, p.stages_per_rank = l.v,
+  p.micro_batches = l.m;
   p.micro_batch_sequences = l.sequences;
   p.accumulation_passes = l.flushes;
   p.schedule = l.pipelined ? l.schedule : "";
@@ -381,17 +386,19 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
       profiling::rank_optimizer_seconds(hw, l.memory, double(p.memory.parameters_per_gpu), tensors);
   // Before the step each rank clips what it holds, if asked to.
   p.optimizer_s +=
-      rank_clip_seconds(config, hw, double(p.memory.parameters_per_gpu), tensors, l.dp);
-  if (l.dp > 1) {
+      rank_clip_seconds(config, hw, double(p.memory.parameters_per_gpu), tensors, l.dp * l.cp);
+  // Every rank of a replica's context group holds every weight and averages its gradients too.
+  const int averaging = l.dp * l.cp;
+  if (averaging > 1) {
     // Gradients in fp32 (or the reduce dtype) over the data-parallel group after backward, not
     // overlapped: the ZeRO stages move the same bytes (reduce-scatter then all-gather), and
     // ZeRO-3 gathers its parameters once more in backward.
     const double bytes_per = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
-    const auto group = profiling::group_profile(hw, l.dp, l.tp * l.cp);
+    const auto group = profiling::group_profile(hw, averaging, l.tp);
     const double grads = double(p.memory.parameters_per_gpu) * bytes_per *
-                         (l.memory.zero == profiling::kZeroStages[3] ? l.dp : 1);
+                         (l.memory.zero == profiling::kZeroStages[3] ? averaging : 1);
     p.data_comm_s =
-        profiling::estimate_collective("all_reduce", int64_t(grads), l.dp, group).time_s *
+        profiling::estimate_collective("all_reduce", int64_t(grads), averaging, group).time_s *
         (l.memory.zero == profiling::kZeroStages[3] ? 1.5 : 1.0);
   }
   if (sp) {
@@ -424,6 +431,7 @@ nlohmann::json projection_json(const ConfigurationProjection& p) {
            {{"tp", p.tp},
             {"pp", p.pp},
             {"dp", p.dp},
+            {"cp", p.cp},
             {"stages_per_rank", p.stages_per_rank},
             {"micro_batches", p.micro_batches},
             {"micro_batch_sequences", p.micro_batch_sequences},
@@ -464,6 +472,7 @@ std::string projection_text(const ConfigurationProjection& p) {
   o << "projected step on " << p.gpus << " GPUs of " << p.hardware << " (" << p.nodes
     << (p.nodes == 1 ? " node" : " nodes") << "): tp " << p.tp << " x pp " << p.pp << " x dp "
     << p.dp;
+  if (p.cp > 1) o << " x cp " << p.cp << " (ring attention, s/" << p.cp << " tokens a rank)";
   if (p.pp > 1) o << ", " << p.schedule << " with " << p.stages_per_rank << " stage(s) a rank";
   o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences";
   if (p.accumulation_passes > 1) o << ", " << p.accumulation_passes << " accumulation passes";

@@ -19,7 +19,7 @@ namespace shardscope::analysis {
 struct ConfigurationProjection {
   std::string hardware;
   int gpus = 0, nodes = 1;
-  int tp = 1, pp = 1, dp = 1, stages_per_rank = 1, micro_batches = 1;
+  int tp = 1, pp = 1, dp = 1, cp = 1, stages_per_rank = 1, micro_batches = 1;
   int accumulation_passes = 1;        // a pipeline's flushes a step (--grad-accum)
   int64_t micro_batch_sequences = 1;  // a replica's micro-batch
   std::string schedule;

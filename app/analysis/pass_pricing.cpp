@@ -237,21 +237,22 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   if (!hw.gpu.known() || hw.compute_as_measured) return std::nullopt;
   const StrategyTraits traits = strategy_traits(config.strategy);
   const profiling::TrainingLayout l = memory_layout(config);
-  // Ranks that run whole units of our GPT: data-parallel replicas, and tensor groups with or
-  // without pipeline stages. Context and expert parallelism cut the units otherwise.
+  // Ranks that run whole units of our GPT: data-parallel replicas, tensor groups with or without
+  // pipeline stages, context groups (their attention a ring, whose fp32 maths needs the GPU's
+  // fp32 rate). Expert parallelism's mixtures are not priced.
   const bool whole_units = traits.family == StrategyFamily::kDataParallel ||
                            traits.family == StrategyFamily::kReference ||
-                           traits.family == StrategyFamily::kModelParallel;
-  if (!whole_units || l.cp > 1 || l.ep > 1 || config.model.experts > 0) return std::nullopt;
-  const int dp = std::max(1, l.dp);
+                           traits.family == StrategyFamily::kModelParallel ||
+                           traits.family == StrategyFamily::kContextParallel;
+  if (!whole_units || l.ep > 1 || config.model.experts > 0) return std::nullopt;
+  if (l.cp > 1 && !(hw.gpu.fp32_tflops > 0)) return std::nullopt;
   profiling::PassShape shape;
   shape.model = model_shape(config.model);
-  // A tensor group and a pipeline share their replica's sequences, in its micro-batches (as
-  // the model-parallel layouts run them).
-  const int chunks =
-      traits.family == StrategyFamily::kModelParallel ? std::max(1, l.micro_batches) : 1;
-  shape.sequences = std::max<int64_t>(1, int64_t(config.micro_batch) * config.world / dp / chunks);
+  // A tensor, context or pipeline group shares its replica's sequences, in its micro-batches, as
+  // the layouts run them: the layout's micro-batch.
+  shape.sequences = std::max(1, l.micro_batch);
   shape.tp = l.tp;
+  shape.cp = std::max(1, l.cp);
   shape.sequence_parallel = l.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.activation_checkpointing;
   const auto group = profiling::group_profile(hw, l.tp, 1);

@@ -39,9 +39,9 @@ struct PassPricing {
 double rank_clip_seconds(const Config& config, const profiling::HardwareProfile& hw,
                          double parameters, double tensors, int dp);
 
-// Empty when the profile has no per-kernel rates, the trace has no run description, or its
-// strategy's ranks do not each run whole units of our GPT with a tensor degree we price (a
-// pipeline, context or expert parallelism).
+// Empty when the profile has no per-kernel rates (or, for context parallelism's fp32 ring, no
+// fp32 rate), the trace has no run description, or its strategy is expert parallelism, whose
+// mixtures are not priced.
 std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
                                                  const Config& config,
                                                  const profiling::HardwareProfile& hw);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace shardscope::profiling {
 namespace {
@@ -38,13 +39,27 @@ double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch) {
   return 2.0 * double(m) * double(n) * double(k) * double(batch);
 }
 
-double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch,
-                    int bytes) {
+namespace {
+
+double gemm_seconds_at(const GpuCompute& gpu, double tflops, int64_t m, int64_t n, int64_t k,
+                       int64_t batch, int bytes) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
   const double compute =
-      gemm_flops(m, n, k, batch) / (gpu.matmul_tflops * 1e12 * wave_efficiency(gpu, m, n, batch));
+      gemm_flops(m, n, k, batch) / (tflops * 1e12 * wave_efficiency(gpu, m, n, batch));
   const double moved = double(bytes) * batch * (double(m) * k + double(k) * n + double(m) * n);
   return std::max(floor_of_a_gemm(gpu) + compute, memory_seconds(gpu, moved));
+}
+
+}  // namespace
+
+double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch,
+                    int bytes) {
+  return gemm_seconds_at(gpu, gpu.matmul_tflops, m, n, k, batch, bytes);
+}
+
+double fp32_gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch) {
+  if (!(gpu.fp32_tflops > 0)) throw std::logic_error("no fp32 rate in this GPU's profile");
+  return gemm_seconds_at(gpu, gpu.fp32_tflops, m, n, k, batch, 4);
 }
 
 GpuCompute::HostCosts GpuCompute::host_costs() const {

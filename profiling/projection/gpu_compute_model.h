@@ -12,7 +12,10 @@ struct GpuCompute {
   int sms = 0;               // streaming multiprocessors: the tiles of a GEMM run in waves of these
   double peak_tflops = 0;    // dense bf16 tensor-core peak (the MFU denominator)
   double matmul_tflops = 0;  // the most a large well-shaped bf16 GEMM achieves, measured
-  double memory_gbps = 0;    // HBM peak, GB/s
+  // The datasheet's dense fp32 peak without tensor cores (LibTorch leaves TF32 off for matmuls):
+  // what an fp32 GEMM is priced at, a bound no GEMM beats. 0: unknown (nothing in fp32 priced).
+  double fp32_tflops = 0;
+  double memory_gbps = 0;        // HBM peak, GB/s
   double memory_efficiency = 0;  // the fraction of it a streaming kernel reaches, measured
   // Flash attention's rate as a fraction of the peak, forward and backward, measured.
   double attention_forward_fraction = 0, attention_backward_fraction = 0;
@@ -48,6 +51,8 @@ struct GpuCompute {
 // one that moves more bytes than it can compute on in that time runs at memory speed.
 double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
                     int bytes = 2);
+// The same GEMM in fp32 on CUDA cores, at the datasheet's fp32 peak (fp32_tflops > 0).
+double fp32_gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 
 // Seconds of a kernel that streams `bytes` through HBM (LayerNorm, GELU, adds, the optimizer).

@@ -93,6 +93,9 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
   if (!(hw.peak_bf16_tflops > 0) || gpu.matmul_tflops > hw.peak_bf16_tflops)
     throw std::runtime_error(where + ": 'matmul_tflops' needs a peak_bf16_tflops at least as high");
   gpu.kernel_us = optional_non_negative(j, "kernel_us", where);
+  gpu.fp32_tflops = optional_non_negative(j, "fp32_tflops", where);
+  if (gpu.fp32_tflops > hw.peak_bf16_tflops)
+    throw std::runtime_error(where + ": 'fp32_tflops' above the bf16 peak is not a GPU's");
   gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
   gpu.gemm_floor_us = optional_non_negative(j, "gemm_floor_us", where);
   if (j.contains("host")) {

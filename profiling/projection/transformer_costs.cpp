@@ -5,6 +5,7 @@
 
 #include "profiling/projection/collective_model.h"
 #include "profiling/projection/gpu_compute_model.h"
+#include "profiling/projection/ring_attention_costs.h"
 
 namespace shardscope::profiling {
 namespace {
@@ -37,6 +38,8 @@ class Pass {
   void memory(const std::string& name, double bytes) {
     ops_.push_back({name, Kind::kMemory, 0, bytes, memory_seconds(hw_.gpu, bytes), ""});
   }
+  void append(const std::vector<PricedOp>& ops) { ops_.insert(ops_.end(), ops.begin(), ops.end()); }
+  const HardwareProfile& hardware() const { return hw_; }
   void collective(const std::string& name, const std::string& op, double bytes, int ranks) {
     if (ranks <= 1 || bytes <= 0) return;
     const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
@@ -66,7 +69,7 @@ struct Linear {
 // input's gradient comes back in fp32 too); what leaves is a row-parallel Linear's bf16 output.
 // As a tp run here records them (ProjectionCheck.TensorCollectivesAreWhatARunRecords).
 void enter_region(Pass& pass, const PassShape& s, bool backward) {
-  const double bytes = double(s.sequences) * s.model.seq * s.model.d_model * kResidual;
+  const double bytes = double(pass_tokens(s)) * s.model.d_model * kResidual;
   if (s.sequence_parallel) {
     pass.collective(backward ? "reduce_scatter (sp)" : "all_gather (sp)",
                     backward ? "reduce_scatter_tensor" : "all_gather_into", bytes, s.tp);
@@ -75,13 +78,21 @@ void enter_region(Pass& pass, const PassShape& s, bool backward) {
   }
 }
 void leave_region(Pass& pass, const PassShape& s, bool backward) {
-  const double bytes = double(s.sequences) * s.model.seq * s.model.d_model * kCompute;
+  const double bytes = double(pass_tokens(s)) * s.model.d_model * kCompute;
   if (s.sequence_parallel) {
     pass.collective(backward ? "all_gather (sp)" : "reduce_scatter (sp)",
                     backward ? "all_gather_into" : "reduce_scatter_tensor", bytes, s.tp);
   } else if (!backward) {
     pass.collective("all_reduce (tp)", "all_reduce", bytes, s.tp);
   }
+}
+
+// Context parallelism's ring attention for this shape: its ring's neighbours talk over the cp
+// group, whose ranks sit tp apart.
+RingAttentionOps ring_of(const HardwareProfile& hw, const PassShape& s) {
+  const ModelShape& m = s.model;
+  return ring_attention_ops(hw, group_profile(hw, s.cp, s.tp), s.sequences * m.heads / s.tp, m.seq,
+                            m.d_model / m.heads, s.cp);
 }
 
 // The block's attention with the kernel our GPT runs (engine/model/core_attention.cpp). SDPA is
@@ -92,6 +103,7 @@ void leave_region(Pass& pass, const PassShape& s, bool backward) {
 void attention_forward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t bh = s.sequences * m.heads / s.tp, seq = m.seq, d = m.d_model / m.heads;
+  if (s.cp > 1) return pass.append(ring_of(pass.hardware(), s).forward);
   if (!m.unfused_attention) return pass.attention("attention", bh, seq, d, false);
   const double head = double(bh) * seq * d * kCompute, scores = double(bh) * seq * seq * kCompute;
   pass.memory("attention scale", 2 * head);
@@ -110,6 +122,7 @@ void attention_forward(Pass& pass, const PassShape& s) {
 void attention_backward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t bh = s.sequences * m.heads / s.tp, seq = m.seq, d = m.d_model / m.heads;
+  if (s.cp > 1) return pass.append(ring_of(pass.hardware(), s).backward);
   if (!m.unfused_attention) return pass.attention("attention grad", bh, seq, d, true);
   const double head = double(bh) * seq * d * kCompute, scores = double(bh) * seq * seq * kCompute;
   pass.memory("attention layout grad", 4 * 2 * head);
@@ -130,7 +143,7 @@ void weight_casts(Pass& pass, const PassShape& s) {
 
 void block_forward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
-  const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
+  const int64_t tokens = pass_tokens(s), h = m.d_model, t = s.tp;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;  // rows outside the regions
   if (!s.weight_casts_per_step) weight_casts(pass, s);
   for (int sub = 0; sub < 2; ++sub) {
@@ -152,7 +165,7 @@ void block_forward(Pass& pass, const PassShape& s) {
 
 void block_backward_input(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
-  const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
+  const int64_t tokens = pass_tokens(s), h = m.d_model, t = s.tp;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;
   for (int sub = 1; sub >= 0; --sub) {
     pass.memory("residual grad", double(local) * h * 3 * kResidual);
@@ -175,7 +188,7 @@ void block_backward_input(Pass& pass, const PassShape& s) {
 
 void block_backward_weight(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
-  const int64_t tokens = s.sequences * m.seq, h = m.d_model, t = s.tp;
+  const int64_t tokens = pass_tokens(s), h = m.d_model, t = s.tp;
   Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.weight_gradient(pass);
   Linear{"fc", tokens, h, m.mlp_ratio * h / t}.weight_gradient(pass);
   Linear{"attn proj", tokens, h / t, h}.weight_gradient(pass);
@@ -207,6 +220,10 @@ void set_host_seconds(PassOps& ops, const HostOps& host, const HardwareProfile& 
 
 }  // namespace
 
+int64_t pass_tokens(const PassShape& shape) {
+  return shape.sequences * shape.model.seq / std::max(1, shape.cp);
+}
+
 double total_seconds(const std::vector<PricedOp>& ops) {
   double s = 0;
   for (const auto& op : ops) s += op.seconds;
@@ -231,10 +248,25 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   block_backward_weight(weight, shape);
   HostOps host = block_host_ops(true, shape.model.unfused_attention);
   if (shape.weight_casts_per_step) host.casts -= kBlockWeights;  // the stage's shared copies
+  double ring_forward_s = 0, ring_backward_s = 0;
+  if (shape.cp > 1) {
+    // The ring stands where SDPA's operator and its node (two kernels) were.
+    host.ops -= 1;
+    host.nodes -= 1;
+    host.node_kernels -= 2;
+    const RingAttentionOps ring = ring_of(hw, shape);
+    ring_forward_s = ring.forward_host_s;
+    ring_backward_s = ring.backward_host_s;
+  }
   set_host_seconds(ops, host, hw, shape.activation_checkpointing);
+  ops.forward_host_s += ring_forward_s;
+  ops.backward_input_host_s +=
+      ring_backward_s + (shape.activation_checkpointing ? ring_forward_s : 0);
   if (shape.model.selective_recompute && !shape.activation_checkpointing) {
     ops.backward_input_host_s +=
-        forward_host_seconds(attention_host_ops(shape.model.unfused_attention), hw.gpu);
+        shape.cp > 1
+            ? ring_forward_s
+            : forward_host_seconds(attention_host_ops(shape.model.unfused_attention), hw.gpu);
   }
   return ops;
 }
@@ -258,11 +290,20 @@ PassOps weight_cast_ops(const PassShape& shape, const HardwareProfile& hw, bool 
 PassOps embedding_ops(const PassShape& s, const HardwareProfile& hw,
                       const HardwareProfile& tensor_group) {
   PassOps ops;
-  const int64_t tokens = s.sequences * s.model.seq, h = s.model.d_model;
+  const int64_t tokens = pass_tokens(s), h = s.model.d_model;
   Pass forward(hw, tensor_group, ops.forward);
   // The tensor group shares its sequences: each rank's token ids and targets (int64) gathered.
   for (const char* what : {"all_gather (token ids)", "all_gather (targets)"})
     forward.collective(what, "all_gather_into", double(tokens) * 8, s.tp);
+  HostOps host = embedding_host_ops(true);
+  if (s.cp > 1) {
+    // A context group shares its sequences too: gathered whole, then each rank's zig-zag
+    // positions picked (index_select x2, and no arange: the positions are the rank's own).
+    Pass ring(hw, group_profile(hw, s.cp, s.tp), ops.forward);
+    for (const char* what : {"all_gather (token ids, cp)", "all_gather (targets, cp)"})
+      ring.collective(what, "all_gather_into", double(s.sequences) * s.model.seq * 8, s.cp);
+    host.ops += 2 + 2 - 1;  // the gathers' outputs, index_select x2; no arange
+  }
   // Token and position rows gathered and added (fp32), then the vocabulary-parallel sum.
   forward.memory("embedding", double(tokens) * h * 3 * kResidual);
   if (s.sequence_parallel) {
@@ -278,14 +319,14 @@ PassOps embedding_ops(const PassShape& s, const HardwareProfile& hw,
                       s.tp);
   }
   weight.memory("embedding grad", double(tokens) * h * 3 * kResidual);
-  set_host_seconds(ops, embedding_host_ops(true), hw, false);
+  set_host_seconds(ops, host, hw, false);
   return ops;
 }
 
 PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
                  const HardwareProfile& tensor_group) {
   PassOps ops;
-  const int64_t tokens = s.sequences * s.model.seq, h = s.model.d_model, t = s.tp;
+  const int64_t tokens = pass_tokens(s), h = s.model.d_model, t = s.tp;
   const int64_t vocab = s.model.vocab / t;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;
   const Linear lm_head{"lm head", tokens, h, vocab};
@@ -315,6 +356,7 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
   Pass weight(hw, tensor_group, ops.backward_weight);
   lm_head.weight_gradient(weight);
   HostOps host = head_host_ops(true, s.model.tie_embeddings);
+  if (s.cp > 1) host.ops += 1;                   // the summed loss scaled to the replica's mean
   if (s.weight_casts_per_step) host.casts -= 1;  // the weight's shared copy; ln_f's output stays
   set_host_seconds(ops, host, hw, false);
   return ops;
@@ -370,104 +412,6 @@ int64_t parameter_tensors(const ModelShape& model) {
 
 double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s) {
   return std::max(total_seconds(ops), host_s);
-}
-
-// Counted from a step of our GPT (perf --only host-ops prints each name with its count). The
-// kernels each node launches on a GPU: none for view nodes (View, T, Transpose, UnsafeView,
-// Unsqueeze), AccumulateGrad (zero_grad leaves no gradient, so the first is taken as it is) and a
-// residual add's; one for Split's (a cat), a bias add's (its gradient summed over the tokens),
-// ToCopy (autocast's casts), GELU and log-softmax; two for LayerNorm (input, then weight and
-// bias), flash attention (its preprocessing, then the kernel) and NLL (zeros, then the scatter);
-// four for an embedding's (sort, unique, sum, scatter); two matmuls for Mm, one each side.
-HostOps attention_host_ops(bool unfused) {
-  HostOps h;
-  // reshape x3 (q, k, v into heads), transpose x4 (the same, and the output back), view, split;
-  // SDPA. Unfused: k's transpose; matmul x2 (the scores, their product with v); mul (q scaled),
-  // ones and triu (the mask), masked_fill_, softmax, and contiguous (the output transposed back is
-  // a copy, where SDPA's flash layout made it a no-op).
-  h.views = unfused ? 10 : 9;
-  h.ops = unfused ? 6 : 1;
-  h.matmuls = unfused ? 2 : 0;
-  return h;
-}
-
-HostOps block_host_ops(bool autocast, bool unfused_attention) {
-  HostOps h = attention_host_ops(unfused_attention);
-  // The rest: t x4; matmul x4; add_ x4 (biases), add x2, layer_norm x2, gelu. Autocast casts the
-  // four weights and the two LayerNorm outputs that enter a matmul.
-  h.views += 4, h.matmuls += 4, h.ops += 9;
-  h.casts = autocast ? 6 : 0;
-  // AccumulateGrad x12, View x8, Add x6, Mm x4, T x4, Transpose x4, UnsafeView x4, LayerNorm x2,
-  // Gelu, attention, Split; autocast: ToCopy x6.
-  h.nodes = 47 + h.casts;
-  h.node_kernels = 4 + 2 * 2 + 1 + 2 + 1 + h.casts;
-  h.node_matmuls = 8;
-  if (unfused_attention) {
-    // Instead of SDPA's node (two kernels): Bmm x2 (two GEMMs each), the matmuls' Clone x4 (of q,
-    // k, v and the output), Expand x4, ReshapeAlias x3, UnsafeView x5, Transpose, Mul, MaskedFill
-    // and Softmax, and two View fewer. Kernels: the mul's, the mask's, the softmax's, and four
-    // copies of gradients back into the qkv output's layout.
-    h.nodes += 19;
-    h.node_kernels += 7 - 2;
-    h.node_matmuls += 4;
-  }
-  // The weights' side: AccumulateGrad x12, the biases' Add x4, T x4, the weights' ToCopy x4.
-  h.weight_nodes = 12 + 4 + 4 + (autocast ? 4 : 0);
-  h.weight_node_kernels = 4 + (autocast ? 4 : 0);
-  h.weight_node_matmuls = 4;
-  return h;
-}
-
-HostOps embedding_host_ops(bool) {
-  HostOps h;
-  h.views = 1, h.ops = 4;  // unsqueeze; embedding x2, arange, add
-  // AccumulateGrad x2, Embedding x2, Unsqueeze, Add (the position rows summed over sequences):
-  // all on the weights' side (token ids have no gradient).
-  h.nodes = h.weight_nodes = 6;
-  h.node_kernels = h.weight_node_kernels = 2 * 4 + 1;
-  return h;
-}
-
-HostOps head_host_ops(bool autocast, bool tied_embeddings) {
-  HostOps h;
-  h.views = 3, h.ops = 3, h.matmuls = 1;  // t, view, reshape; layer_norm, to, cross_entropy
-  h.casts = autocast ? 2 : 0;             // the head's weight and the final LayerNorm's output
-  // AccumulateGrad x3 (x2 tied: the head's weight is the embedding's), View x2, Mm, T,
-  // UnsafeView, LayerNorm, LogSoftmax, NllLoss; autocast: ToCopy x3 (the logits' `to` too).
-  h.nodes = 11 - (tied_embeddings ? 1 : 0) + (autocast ? 3 : 0);
-  h.node_kernels = 2 + 1 + 2 + (autocast ? 3 : 0);
-  h.node_matmuls = 2;
-  h.weight_nodes = 3 - (tied_embeddings ? 1 : 0) + 1 + (autocast ? 1 : 0);  // AccumulateGrad, T
-  h.weight_node_kernels = autocast ? 1 : 0;
-  h.weight_node_matmuls = 1;
-  return h;
-}
-
-double forward_host_seconds(const HostOps& o, const GpuCompute& gpu, bool recording) {
-  const auto c = gpu.host_costs();
-  // A matmul and a cast are recorded as any operator is.
-  const double op = recording ? c.autograd_op_us : c.op_us;
-  const double record = op - c.op_us;
-  return 1e-6 * (o.views * c.view_us + (o.ops + o.casts) * op + o.matmuls * (c.matmul_us + record));
-}
-
-namespace {
-
-// node_us was measured with the one kernel its node launched: the node alone is the rest.
-double backward_host_seconds(double nodes, double kernels, double matmuls, const GpuCompute& gpu) {
-  const auto c = gpu.host_costs();
-  return 1e-6 * (nodes * (c.node_us - c.op_us) + kernels * c.op_us + matmuls * c.mm_us);
-}
-
-}  // namespace
-
-double backward_input_host_seconds(const HostOps& o, const GpuCompute& gpu) {
-  return backward_host_seconds(o.nodes - o.weight_nodes, o.node_kernels - o.weight_node_kernels,
-                               o.node_matmuls - o.weight_node_matmuls, gpu);
-}
-
-double backward_weight_host_seconds(const HostOps& o, const GpuCompute& gpu) {
-  return backward_host_seconds(o.weight_nodes, o.weight_node_kernels, o.weight_node_matmuls, gpu);
 }
 
 }  // namespace shardscope::profiling

@@ -74,6 +74,10 @@ struct PassShape {
   ModelShape model;
   int64_t sequences = 1;  // per micro-batch, on each GPU of the tensor group
   int tp = 1;
+  // Context parallelism: each sequence split over cp ranks (s / cp tokens on each), attention by
+  // the ring (ring_attention_costs.h); `sequences` are then the replica's, which all cp ranks
+  // share.
+  int cp = 1;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
   // The step's micro-batches share bf16 copies of the Linears' weights (our pipelines keep them
@@ -81,6 +85,9 @@ struct PassShape {
   // step.
   bool weight_casts_per_step = false;
 };
+
+// The tokens of a micro-batch on one GPU: s / cp of each of its sequences.
+int64_t pass_tokens(const PassShape& shape);
 
 // One transformer block; the embedding (first stage) and the final LayerNorm, LM head and loss
 // (last stage). `tensor_group` is the profile the tensor group's collectives run on.

@@ -64,12 +64,13 @@ double projected_pass(const profiling::Trace& t, int step, bool forward) {
   return seconds;
 }
 
-// Data-parallel, tensor-parallel and pipelined runs (one stage a rank, two in a V, backward whole
-// or split into input and weight passes) replay as `project` prices their configuration.
+// Data-parallel, tensor-parallel, pipelined (one stage a rank, two in a V, backward whole or split
+// into input and weight passes) and context-parallel runs (a ring's attention) replay as
+// `project` prices their configuration.
 TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
   const auto hw = profiling::load_hardware_profile("8xH100");
   for (const auto& [strategy, world] : std::vector<std::pair<std::string, int>>{
-           {"single", 1}, {"tp", 2}, {"pp:1f1b", 2}, {"pp:gpipe", 2}, {"pp:zbv", 2}}) {
+           {"single", 1}, {"tp", 2}, {"pp:1f1b", 2}, {"pp:gpipe", 2}, {"pp:zbv", 2}, {"cp", 2}}) {
     const RunSummary s = recorded(strategy, world);
     ASSERT_TRUE(s.ok);
     const analysis::TraceProjection t = analysis::project_recorded_trace(s.trace, hw, 0);
@@ -106,9 +107,15 @@ TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
 }
 
 TEST(PassPricing, WhatTheModelCannotPriceKeepsTheScale) {
-  // Context parallelism cuts each unit's sequence over its ranks: no unit of ours is priced so.
-  const RunSummary s = recorded("cp", 2);
-  ASSERT_TRUE(s.ok);
+  // Expert parallelism's mixtures of experts are not priced.
+  Config ep = test::tiny_config("ddp_bucketed", 2, 1);
+  ep.strategy = "ep";
+  ep.reference = false;
+  ep.steps = 2;
+  ep.model.experts = 2;
+  finalize(ep);
+  const RunSummary s = run_training(ep);
+  ASSERT_TRUE(s.ok) << s.failure;
   EXPECT_FALSE(analysis::price_recorded_passes(s.trace, s.config,
                                                profiling::load_hardware_profile("8xH100")));
   // A profile with no per-kernel rates, or compute as measured.

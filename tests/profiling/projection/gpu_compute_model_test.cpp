@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
@@ -55,6 +56,24 @@ TEST(GpuComputeModel, AThinGemmRunsAtMemorySpeed) {
   const double bytes = 2.0 * (m * k + k * n + m * n);
   EXPECT_NEAR(gemm_seconds(gpu, m, n, k), bytes / (2000e9 * 0.9), 1e-12);
   EXPECT_NEAR(memory_seconds(gpu, 1.8e9), 1e-3, 1e-12);
+}
+
+// fp32 GEMMs (context parallelism's ring) run on CUDA cores at the datasheet's fp32 peak, with
+// the same waves and floor as a bf16 one; a profile without that rate prices none.
+TEST(GpuComputeModel, AnFp32GemmRunsAtTheFp32Peak) {
+  GpuCompute gpu = a_gpu();
+  const int64_t m = 2560, n = 1280, k = 8192;  // one full wave, as above
+  EXPECT_THROW(fp32_gemm_seconds(gpu, m, n, k), std::logic_error);
+  gpu.fp32_tflops = 50;
+  EXPECT_NEAR(fp32_gemm_seconds(gpu, m, n, k), gemm_flops(m, n, k) / 50e12, 1e-12);
+  for (const auto& name : hardware_profile_names()) {
+    const HardwareProfile hw = load_hardware_profile(name);
+    if (!(hw.gpu.fp32_tflops > 0)) continue;
+    EXPECT_NE(hw.gpu.sources.find("fp32_tflops"), std::string::npos) << name;
+    EXPECT_LT(hw.gpu.fp32_tflops, hw.peak_bf16_tflops / 4) << name;
+  }
+  EXPECT_EQ(load_hardware_profile("8xH100").gpu.fp32_tflops, 67);
+  EXPECT_EQ(load_hardware_profile("8xA100").gpu.fp32_tflops, 19.5);
 }
 
 TEST(GpuComputeModel, ABlocksKernelsCountMegatronsFlops) {
