@@ -71,6 +71,7 @@ struct StageCost {
 struct Layout {
   profiling::TrainingLayout memory;
   int tp = 1, pp = 1, dp = 1, cp = 1, v = 1, m = 1;
+  int ep = 0;  // expert parallelism's degree (the `ep` strategy dispatches even at 1); 0: none
   // A pipeline's accumulation passes: each runs its schedule over m micro-batches, one after the
   // other, as the runtime does (a pass a run of PipelineRuntime).
   int flushes = 1;
@@ -84,9 +85,10 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   require(traits.family == StrategyFamily::kModelParallel ||
               traits.family == StrategyFamily::kDataParallel ||
               traits.family == StrategyFamily::kContextParallel ||
+              traits.family == StrategyFamily::kExpertParallel ||
               traits.family == StrategyFamily::kReference,
           "strategy",
-          "projects data-parallel strategies, cp and the tp / pp / hybrid layouts; " +
+          "projects data-parallel strategies, cp, ep and the tp / pp / hybrid layouts; " +
               config.strategy + " is " + family_name(traits.family));
   require(config.strategy_options.precision == "bf16", "strategy_options.precision",
           "a GPU projection prices bf16 kernels: give --precision bf16");
@@ -101,6 +103,7 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   l.pp = l.memory.pp;
   l.cp = l.memory.cp;
   l.dp = std::max(1, l.memory.dp / l.cp);
+  if (traits.family == StrategyFamily::kExpertParallel) l.ep = std::max(1, l.memory.ep);
   require(l.cp == 1 || hw.gpu.fp32_tflops > 0, "hardware",
           hw.name +
               " has no fp32 rate (its gpu's 'fp32_tflops'), which context parallelism's "
@@ -138,6 +141,12 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   return l;
 }
 
+// The parameters of the experts an expert-parallel rank holds: E/ep of each block's, each an MLP.
+double expert_parameters(const ModelConfig& model, int ep) {
+  const double d = model.d_model, hidden = double(model.mlp_ratio) * d;
+  return double(model.layers) * double(model.experts / ep) * (2 * d * hidden + hidden + d);
+}
+
 // Each (virtual) stage's passes for one micro-batch.
 std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
                                    const profiling::HardwareProfile& hw, double* layer_forward,
@@ -147,6 +156,7 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   shape.sequences = l.sequences;
   shape.tp = l.tp;
   shape.cp = l.cp;
+  shape.ep = l.ep;
   shape.sequence_parallel = l.memory.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.memory.activation_checkpointing;
   shape.weight_casts_per_step = l.memory.weight_casts_per_step;
@@ -310,7 +320,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.hardware = hw.name;
   p.gpus = config.world;
   p.nodes = hw.nodes;
-  p.tp = l.tp, p.pp = l.pp, p.dp = l.dp, p.cp = l.cp, p.stages_per_rank = l.v,
+  p.tp = l.tp, p.pp = l.pp, p.dp = l.dp, p.cp = l.cp, p.ep = l.ep, p.stages_per_rank = l.v,
   p.micro_batches = l.m;
   p.micro_batch_sequences = l.sequences;
   p.accumulation_passes = l.flushes;
@@ -381,7 +391,8 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   }
   p.memory = profiling::project_memory(model_shape(config.model), l.memory);
   // A tensor-parallel rank holds a shard of each of its stage's tensors: as many tensors.
-  const double tensors = double(profiling::parameter_tensors(model_shape(config.model))) / l.pp;
+  const double tensors =
+      double(profiling::parameter_tensors(model_shape(config.model), std::max(1, l.ep))) / l.pp;
   p.optimizer_s =
       profiling::rank_optimizer_seconds(hw, l.memory, double(p.memory.parameters_per_gpu), tensors);
   // Before the step each rank clips what it holds, if asked to.
@@ -395,11 +406,22 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
     // ZeRO-3 gathers its parameters once more in backward.
     const double bytes_per = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
     const auto group = profiling::group_profile(hw, averaging, l.tp);
-    const double grads = double(p.memory.parameters_per_gpu) * bytes_per *
-                         (l.memory.zero == profiling::kZeroStages[3] ? averaging : 1);
+    // Under expert parallelism a rank's experts average over their copies only (every ep-th
+    // rank), the rest over every rank.
+    const double held = double(p.memory.parameters_per_gpu);
+    const double experts = l.ep > 0 ? expert_parameters(config.model, l.ep) : 0;
+    const double grads =
+        (held - experts) * bytes_per * (l.memory.zero == profiling::kZeroStages[3] ? averaging : 1);
     p.data_comm_s =
         profiling::estimate_collective("all_reduce", int64_t(grads), averaging, group).time_s *
         (l.memory.zero == profiling::kZeroStages[3] ? 1.5 : 1.0);
+    const int copies = l.ep > 0 ? averaging / l.ep : 1;
+    if (experts > 0 && copies > 1) {
+      p.data_comm_s +=
+          profiling::estimate_collective("all_reduce", int64_t(experts * bytes_per), copies,
+                                         profiling::group_profile(hw, copies, l.ep))
+              .time_s;
+    }
   }
   if (sp) {
     // The gradients of what every tensor rank holds whole (LayerNorms, row-parallel biases, the
@@ -432,6 +454,7 @@ nlohmann::json projection_json(const ConfigurationProjection& p) {
             {"pp", p.pp},
             {"dp", p.dp},
             {"cp", p.cp},
+            {"ep", p.ep},
             {"stages_per_rank", p.stages_per_rank},
             {"micro_batches", p.micro_batches},
             {"micro_batch_sequences", p.micro_batch_sequences},
@@ -473,6 +496,7 @@ std::string projection_text(const ConfigurationProjection& p) {
     << (p.nodes == 1 ? " node" : " nodes") << "): tp " << p.tp << " x pp " << p.pp << " x dp "
     << p.dp;
   if (p.cp > 1) o << " x cp " << p.cp << " (ring attention, s/" << p.cp << " tokens a rank)";
+  if (p.ep > 0) o << ", experts over ep " << p.ep << " by all_to_all";
   if (p.pp > 1) o << ", " << p.schedule << " with " << p.stages_per_rank << " stage(s) a rank";
   o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences";
   if (p.accumulation_passes > 1) o << ", " << p.accumulation_passes << " accumulation passes";

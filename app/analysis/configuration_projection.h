@@ -20,6 +20,7 @@ struct ConfigurationProjection {
   std::string hardware;
   int gpus = 0, nodes = 1;
   int tp = 1, pp = 1, dp = 1, cp = 1, stages_per_rank = 1, micro_batches = 1;
+  int ep = 0;  // expert parallelism: ranks a mixture's experts are spread over (0: none)
   int accumulation_passes = 1;        // a pipeline's flushes a step (--grad-accum)
   int64_t micro_batch_sequences = 1;  // a replica's micro-batch
   std::string schedule;

@@ -191,7 +191,8 @@ UnitPrices unit_prices(const Config& config, const profiling::TrainingLayout& l,
   const int dp = std::max(1, l.dp);
   // A pipeline rank holds and steps its stages' share of the model; the layout's memory says so.
   const profiling::MemoryProjection memory = profiling::project_memory(shape.model, l);
-  const double tensors = double(profiling::parameter_tensors(shape.model)) / std::max(1, l.pp);
+  const double tensors =
+      double(profiling::parameter_tensors(shape.model, std::max(1, shape.ep))) / std::max(1, l.pp);
   // The trainer clips inside its "optimizer step" span, before the step.
   u.optimizer =
       profiling::rank_optimizer_seconds(hw, l, double(memory.parameters_per_gpu), tensors) +
@@ -237,14 +238,9 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   if (!hw.gpu.known() || hw.compute_as_measured) return std::nullopt;
   const StrategyTraits traits = strategy_traits(config.strategy);
   const profiling::TrainingLayout l = memory_layout(config);
-  // Ranks that run whole units of our GPT: data-parallel replicas, tensor groups with or without
-  // pipeline stages, context groups (their attention a ring, whose fp32 maths needs the GPU's
-  // fp32 rate). Expert parallelism's mixtures are not priced.
-  const bool whole_units = traits.family == StrategyFamily::kDataParallel ||
-                           traits.family == StrategyFamily::kReference ||
-                           traits.family == StrategyFamily::kModelParallel ||
-                           traits.family == StrategyFamily::kContextParallel;
-  if (!whole_units || l.ep > 1 || config.model.experts > 0) return std::nullopt;
+  // Every strategy's ranks run whole units of our GPT: a context group's attention is a ring
+  // (whose fp32 maths needs the GPU's fp32 rate), an expert-parallel rank's mixture sends its
+  // tokens to the experts' ranks.
   if (l.cp > 1 && !(hw.gpu.fp32_tflops > 0)) return std::nullopt;
   profiling::PassShape shape;
   shape.model = model_shape(config.model);
@@ -253,6 +249,7 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   shape.sequences = std::max(1, l.micro_batch);
   shape.tp = l.tp;
   shape.cp = std::max(1, l.cp);
+  shape.ep = traits.family == StrategyFamily::kExpertParallel ? std::max(1, l.ep) : 0;
   shape.sequence_parallel = l.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.activation_checkpointing;
   const auto group = profiling::group_profile(hw, l.tp, 1);

@@ -40,8 +40,7 @@ double rank_clip_seconds(const Config& config, const profiling::HardwareProfile&
                          double parameters, double tensors, int dp);
 
 // Empty when the profile has no per-kernel rates (or, for context parallelism's fp32 ring, no
-// fp32 rate), the trace has no run description, or its strategy is expert parallelism, whose
-// mixtures are not priced.
+// fp32 rate) or its compute is "as measured".
 std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
                                                  const Config& config,
                                                  const profiling::HardwareProfile& hw);

@@ -5,62 +5,16 @@
 
 #include "profiling/projection/collective_model.h"
 #include "profiling/projection/gpu_compute_model.h"
+#include "profiling/projection/moe_costs.h"
+#include "profiling/projection/priced_pass.h"
 #include "profiling/projection/ring_attention_costs.h"
 
 namespace shardscope::profiling {
 namespace {
 
-constexpr int kCompute = 2;       // bf16 matmul operands
-constexpr int kResidual = 4;      // fp32 residual stream, LayerNorms, loss
+using namespace priced;  // NOLINT: this file builds passes
+
 constexpr int kBlockWeights = 4;  // qkv, attention projection, fc, MLP projection
-
-using Kind = PricedOp::Kind;
-
-// Adds the ops of one pass in order.
-class Pass {
- public:
-  Pass(const HardwareProfile& hw, const HardwareProfile& group, std::vector<PricedOp>& ops)
-      : hw_(hw), group_(group), ops_(ops) {}
-
-  void matmul(const std::string& name, int64_t m, int64_t n, int64_t k) {
-    ops_.push_back({name, Kind::kMatmul, gemm_flops(m, n, k), 0,
-                    gemm_seconds(hw_.gpu, m, n, k, 1, kCompute), ""});
-  }
-  void attention(const std::string& name, int64_t batch_heads, int64_t seq, int64_t head_dim,
-                 bool backward) {
-    ops_.push_back({name, Kind::kAttention, attention_flops(batch_heads, seq, head_dim, backward),
-                    0, attention_seconds(hw_.gpu, batch_heads, seq, head_dim, backward), ""});
-  }
-  void batched_matmul(const std::string& name, int64_t batch, int64_t m, int64_t n, int64_t k) {
-    ops_.push_back({name, Kind::kAttention, gemm_flops(m, n, k, batch), 0,
-                    gemm_seconds(hw_.gpu, m, n, k, batch, kCompute), ""});
-  }
-  void memory(const std::string& name, double bytes) {
-    ops_.push_back({name, Kind::kMemory, 0, bytes, memory_seconds(hw_.gpu, bytes), ""});
-  }
-  void append(const std::vector<PricedOp>& ops) { ops_.insert(ops_.end(), ops.begin(), ops.end()); }
-  const HardwareProfile& hardware() const { return hw_; }
-  void collective(const std::string& name, const std::string& op, double bytes, int ranks) {
-    if (ranks <= 1 || bytes <= 0) return;
-    const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
-    ops_.push_back({name, Kind::kTensorComm, 0, bytes, s, op});
-  }
-
- private:
-  const HardwareProfile& hw_;
-  const HardwareProfile& group_;
-  std::vector<PricedOp>& ops_;
-};
-
-// A Linear's forward [tokens x in] -> [tokens x out], and its two backward matmuls: the input's
-// gradient, and the weight's (which a split backward defers to the weight pass).
-struct Linear {
-  std::string name;
-  int64_t tokens, in, out;
-  void forward(Pass& pass) const { pass.matmul(name, tokens, out, in); }
-  void input_gradient(Pass& pass) const { pass.matmul(name + " dgrad", tokens, in, out); }
-  void weight_gradient(Pass& pass) const { pass.matmul(name + " wgrad", in, out, tokens); }
-};
 
 // Entering and leaving a tensor-parallel region: without sequence parallelism, an all_reduce of
 // the activations leaving it (forward) and entering it (backward); with it, an all_gather on the
@@ -136,9 +90,22 @@ void attention_backward(Pass& pass, const PassShape& s) {
 }
 
 // Autocast casts each of the block's fp32 weights to bf16: read 4 bytes, write 2.
+// (A mixture's experts cast theirs in moe_ops.)
 void weight_casts(Pass& pass, const PassShape& s) {
   const double h = double(s.model.d_model);
-  pass.memory("weight casts", 6.0 * (4 + 2 * s.model.mlp_ratio) * h * h / s.tp);
+  const double mlp = s.model.experts > 0 ? 0 : 2 * s.model.mlp_ratio;
+  pass.memory("weight casts", 6.0 * (4 + mlp) * h * h / s.tp);
+}
+
+// A mixture of experts in the block's MLP's place: its ranks, under the `ep` strategy, are the
+// expert-parallel group (adjacent ranks).
+MoeShape moe_shape(const PassShape& s) {
+  return {s.model.experts, s.model.top_k, s.ep};
+}
+PassOps moe_of(const HardwareProfile& hw, const PassShape& s) {
+  const ModelShape& m = s.model;
+  return moe_ops(moe_shape(s), pass_tokens(s), m.d_model, m.mlp_ratio * m.d_model, hw,
+                 group_profile(hw, std::max(1, s.ep), 1));
 }
 
 void block_forward(Pass& pass, const PassShape& s) {
@@ -153,6 +120,8 @@ void block_forward(Pass& pass, const PassShape& s) {
       Linear{"qkv", tokens, h, 3 * h / t}.forward(pass);
       attention_forward(pass, s);
       Linear{"attn proj", tokens, h / t, h}.forward(pass);
+    } else if (m.experts > 0) {
+      pass.append(moe_of(pass.hardware(), s).forward);
     } else {
       Linear{"fc", tokens, h, m.mlp_ratio * h / t}.forward(pass);
       pass.memory("gelu", 2.0 * tokens * m.mlp_ratio * h / t * kCompute);
@@ -170,7 +139,9 @@ void block_backward_input(Pass& pass, const PassShape& s) {
   for (int sub = 1; sub >= 0; --sub) {
     pass.memory("residual grad", double(local) * h * 3 * kResidual);
     leave_region(pass, s, true);
-    if (sub == 1) {
+    if (sub == 1 && m.experts > 0) {
+      pass.append(moe_of(pass.hardware(), s).backward_input);
+    } else if (sub == 1) {
       Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.input_gradient(pass);
       pass.memory("gelu grad", 3.0 * tokens * m.mlp_ratio * h / t * kCompute);
       Linear{"fc", tokens, h, m.mlp_ratio * h / t}.input_gradient(pass);
@@ -189,8 +160,12 @@ void block_backward_input(Pass& pass, const PassShape& s) {
 void block_backward_weight(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t tokens = pass_tokens(s), h = m.d_model, t = s.tp;
-  Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.weight_gradient(pass);
-  Linear{"fc", tokens, h, m.mlp_ratio * h / t}.weight_gradient(pass);
+  if (m.experts > 0) {
+    pass.append(moe_of(pass.hardware(), s).backward_weight);
+  } else {
+    Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.weight_gradient(pass);
+    Linear{"fc", tokens, h, m.mlp_ratio * h / t}.weight_gradient(pass);
+  }
   Linear{"attn proj", tokens, h / t, h}.weight_gradient(pass);
   Linear{"qkv", tokens, h, 3 * h / t}.weight_gradient(pass);
   // Under sequence parallelism fc and qkv kept only their shard of the LayerNorm's output (in
@@ -204,8 +179,12 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
     for (const char* what : {"all_gather (sp, fc input again)", "all_gather (sp, qkv input again)"})
       pass.collective(what, "all_gather_into", double(tokens) * h * kCompute, t);
   }
-  // fp32 weight gradients accumulated from the bf16 matmuls: read, add, write.
-  pass.memory("grad accumulate", 3.0 * 4 * (4 + 2 * m.mlp_ratio) * h * h / t);
+  // fp32 weight gradients accumulated from the bf16 matmuls: read, add, write (a mixture: the
+  // router's and the experts' this rank holds).
+  const double mlp =
+      m.experts > 0 ? double(moe_shape(s).local_experts()) * 2 * m.mlp_ratio + double(m.experts) / h
+                    : 2.0 * m.mlp_ratio;
+  pass.memory("grad accumulate", 3.0 * 4 * (4 + mlp) * h * h / t);
 }
 
 // A checkpointed block's forward runs without autograd recording it; its backward begins with
@@ -247,6 +226,10 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
   Pass weight(hw, tensor_group, ops.backward_weight);
   block_backward_weight(weight, shape);
   HostOps host = block_host_ops(true, shape.model.unfused_attention);
+  if (shape.model.experts > 0) {
+    host -= dense_mlp_host_ops(true);
+    host += moe_host_ops(moe_shape(shape), true);
+  }
   if (shape.weight_casts_per_step) host.casts -= kBlockWeights;  // the stage's shared copies
   double ring_forward_s = 0, ring_backward_s = 0;
   if (shape.cp > 1) {
@@ -406,8 +389,12 @@ double clip_seconds(const HardwareProfile& hw, double parameters, double tensors
   return std::max(memory_seconds(hw.gpu, 12.0 * parameters), (2 * tensors + 5) * op);
 }
 
-int64_t parameter_tensors(const ModelShape& model) {
-  return 12 * model.layers + 4 + (model.tie_embeddings ? 0 : 1);
+int64_t parameter_tensors(const ModelShape& model, int ep) {
+  // A mixture: the router's weight and each expert's four in the MLP's four's place, of which an
+  // expert-parallel rank holds its 1/ep.
+  const int64_t experts = model.experts / std::max(1, ep);
+  const int64_t mlp = model.experts > 0 ? 1 + 4 * experts : 4;
+  return (8 + mlp) * model.layers + 4 + (model.tie_embeddings ? 0 : 1);
 }
 
 double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s) {

@@ -37,6 +37,24 @@ struct HostOps {
   // a bias's sum, the weight-gradient matmuls): what a split backward's weight pass runs.
   double weight_nodes = 0, weight_node_kernels = 0, weight_node_matmuls = 0;
 };
+// Counts added or taken away (a mixture of experts in a block's MLP's place).
+inline HostOps& operator+=(HostOps& a, const HostOps& b) {
+  a.views += b.views, a.ops += b.ops, a.matmuls += b.matmuls, a.casts += b.casts;
+  a.nodes += b.nodes, a.node_kernels += b.node_kernels, a.node_matmuls += b.node_matmuls;
+  a.weight_nodes += b.weight_nodes, a.weight_node_kernels += b.weight_node_kernels;
+  a.weight_node_matmuls += b.weight_node_matmuls;
+  return a;
+}
+inline HostOps operator*(double times, HostOps h) {
+  h.views *= times, h.ops *= times, h.matmuls *= times, h.casts *= times;
+  h.nodes *= times, h.node_kernels *= times, h.node_matmuls *= times;
+  h.weight_nodes *= times, h.weight_node_kernels *= times, h.weight_node_matmuls *= times;
+  return h;
+}
+inline HostOps& operator-=(HostOps& a, const HostOps& b) {
+  return a += -1.0 * b;
+}
+
 // One block; the embedding (token and position lookups, their sum); the head (final LayerNorm,
 // LM head, cross-entropy). `autocast`: bf16 autocast (what a GPU projection prices), whose casts
 // add a node each.
@@ -78,6 +96,9 @@ struct PassShape {
   // the ring (ring_attention_costs.h); `sequences` are then the replica's, which all cp ranks
   // share.
   int cp = 1;
+  // Expert parallelism (a mixture's experts spread over ep ranks, tokens sent to them by
+  // all_to_all, as the `ep` strategy does at any degree); 0: the experts run where the tokens are.
+  int ep = 0;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
   // The step's micro-batches share bf16 copies of the Linears' weights (our pipelines keep them
@@ -135,6 +156,7 @@ double clip_seconds(const HardwareProfile& hw, double parameters, double tensors
 
 // The parameter tensors of our GPT: per block two LayerNorms and four Linears, each a weight and
 // a bias; the token and position embeddings, the final LayerNorm's two, and an untied head.
-int64_t parameter_tensors(const ModelShape& model);
+// With a mixture of experts, the router and each expert (the experts spread over `ep` ranks).
+int64_t parameter_tensors(const ModelShape& model, int ep = 1);
 
 }  // namespace shardscope::profiling

@@ -16,10 +16,19 @@
 namespace shardscope {
 namespace {
 
-// A recorded run of `strategy` (a pipeline's schedule after a colon: "pp:zbv").
-RunSummary recorded(const std::string& strategy, int world) {
+// A recorded run of `strategy` (a pipeline's schedule after a colon: "pp:zbv"; "+moe": with a
+// mixture of 4 experts, top 2, in each block).
+RunSummary recorded(const std::string& name, int world) {
+  const auto plus = name.find("+moe");
+  const std::string strategy = name.substr(0, plus);
   const auto colon = strategy.find(':');
-  Config config = test::tiny_config(strategy.substr(0, colon), world, 1);
+  Config config =
+      test::tiny_config(strategy == "ep" ? "ddp_bucketed" : strategy.substr(0, colon), world, 1);
+  config.strategy = strategy.substr(0, colon);
+  if (plus != std::string::npos) {
+    config.model.experts = 4;
+    config.model.top_k = 2;
+  }
   config.reference = false;
   config.steps = 4;
   config.model.layers = 4;  // blocks, not the optimizer, make most of a pass
@@ -65,12 +74,20 @@ double projected_pass(const profiling::Trace& t, int step, bool forward) {
 }
 
 // Data-parallel, tensor-parallel, pipelined (one stage a rank, two in a V, backward whole or split
-// into input and weight passes) and context-parallel runs (a ring's attention) replay as
+// into input and weight passes), context-parallel (a ring's attention) and mixture-of-experts runs
+// (experts where the tokens are, or reached by expert parallelism's all_to_all) replay as
 // `project` prices their configuration.
 TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
   const auto hw = profiling::load_hardware_profile("8xH100");
-  for (const auto& [strategy, world] : std::vector<std::pair<std::string, int>>{
-           {"single", 1}, {"tp", 2}, {"pp:1f1b", 2}, {"pp:gpipe", 2}, {"pp:zbv", 2}, {"cp", 2}}) {
+  for (const auto& [strategy, world] :
+       std::vector<std::pair<std::string, int>>{{"single", 1},
+                                                {"tp", 2},
+                                                {"pp:1f1b", 2},
+                                                {"pp:gpipe", 2},
+                                                {"pp:zbv", 2},
+                                                {"cp", 2},
+                                                {"ddp_bucketed+moe", 2},
+                                                {"ep+moe", 2}}) {
     const RunSummary s = recorded(strategy, world);
     ASSERT_TRUE(s.ok);
     const analysis::TraceProjection t = analysis::project_recorded_trace(s.trace, hw, 0);
@@ -107,24 +124,21 @@ TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
 }
 
 TEST(PassPricing, WhatTheModelCannotPriceKeepsTheScale) {
-  // Expert parallelism's mixtures of experts are not priced.
-  Config ep = test::tiny_config("ddp_bucketed", 2, 1);
-  ep.strategy = "ep";
-  ep.reference = false;
-  ep.steps = 2;
-  ep.model.experts = 2;
-  finalize(ep);
-  const RunSummary s = run_training(ep);
-  ASSERT_TRUE(s.ok) << s.failure;
-  EXPECT_FALSE(analysis::price_recorded_passes(s.trace, s.config,
-                                               profiling::load_hardware_profile("8xH100")));
   // A profile with no per-kernel rates, or compute as measured.
   const RunSummary single = recorded("single", 1);
+  ASSERT_TRUE(single.ok);
   EXPECT_FALSE(analysis::price_recorded_passes(single.trace, single.config,
                                                profiling::load_hardware_profile("cpu-10GbE")));
-  const analysis::TraceProjection t =
-      analysis::project_recorded_trace(s.trace, profiling::load_hardware_profile("8xH100"), 0);
+  // Context parallelism's ring computes in fp32: a GPU without an fp32 rate cannot price it.
+  const RunSummary cp = recorded("cp", 2);
+  ASSERT_TRUE(cp.ok);
+  auto no_fp32 = profiling::load_hardware_profile("8xH100");
+  no_fp32.gpu.fp32_tflops = 0;
+  EXPECT_FALSE(analysis::price_recorded_passes(cp.trace, cp.config, no_fp32));
+  const analysis::TraceProjection t = analysis::project_recorded_trace(cp.trace, no_fp32, 0);
   EXPECT_TRUE(t.compute_model.empty());
+  EXPECT_TRUE(analysis::price_recorded_passes(cp.trace, cp.config,
+                                              profiling::load_hardware_profile("8xH100")));
 }
 
 // Issue 34's measured points: our engine's step at world 1 on an H100 80GB HBM3 without device

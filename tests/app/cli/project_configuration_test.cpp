@@ -9,6 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/analysis/configuration_projection.h"
+#include "engine/train/config.h"
+#include "profiling/projection/hardware_profile.h"
 #include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
 
@@ -276,6 +279,38 @@ TEST(ProjectConfiguration, APipelinesTraceOpensInReportWithItsBubble) {
   EXPECT_NE(report.out.find("4 ranks"), std::string::npos) << report.out;
 }
 
+// Every strategy projects: context parallelism (its ring in fp32, which a GPU without an fp32
+// rate cannot price) and expert parallelism (its all_to_all over the expert group) too.
+TEST(ProjectConfiguration, ContextAndExpertParallelismProject) {
+  const auto projected = [](const std::vector<std::string>& args) {
+    const test::CliResult r = cli(args);
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const nlohmann::json cp = projected(megatron_22b(
+      {{"--strategy", "cp"}, {"--tp", ""}, {"--cp", "8"}, {"--global-batch", "8"}}, {"--json"}));
+  EXPECT_EQ(cp["layout"]["cp"], 8);
+  EXPECT_GT(cp["step_s"].get<double>(), 0);
+  const nlohmann::json ep =
+      projected(megatron_22b({{"--strategy", "ep"}, {"--tp", ""}, {"--global-batch", "8"}},
+                             {"--experts", "8", "--top-k", "2", "--json"}));
+  EXPECT_EQ(ep["layout"]["ep"], 8);
+  EXPECT_GT(ep["breakdown_s"]["tensor_comm"].get<double>(), 0);  // the all_to_alls
+  Config config = config_from_json(nlohmann::json{{"strategy", "cp"},
+                                                  {"world", 2},
+                                                  {"preset", "tiny"},
+                                                  {"strategy_options", {{"precision", "bf16"}}}});
+  finalize(config);
+  auto hw = profiling::load_hardware_profile("8xH100");
+  hw.gpu.fp32_tflops = 0;
+  try {
+    analysis::project_configuration(config, hw, 1);
+    ADD_FAILURE() << "priced a ring without an fp32 rate";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fp32_tflops"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
   auto refused = [](const std::vector<std::string>& args, const std::string& phrase) {
     const test::CliResult r = cli(args);
@@ -289,7 +324,6 @@ TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
   refused(megatron_22b({{"--global-batch", "5"}, {"--world", "16"}}, {"--nodes", "2"}),
           "global-batch");
   refused(megatron_22b({{"--hardware", "cpu-10GbE"}}), "per-kernel rates");
-  refused(megatron_22b({{"--strategy", "ep"}}, {"--experts", "8"}), "strategy");
 }
 
 }  // namespace

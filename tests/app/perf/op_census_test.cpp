@@ -12,6 +12,7 @@
 #include "engine/train/config_bounds.h"
 #include "profiling/projection/hardware_profile.h"
 #include "profiling/projection/memory_projection.h"
+#include "profiling/projection/moe_costs.h"
 #include "profiling/projection/transformer_costs.h"
 
 namespace shardscope::perf {
@@ -128,6 +129,30 @@ TEST(ProjectionCheck, MatmulFlopsAreWhatAStepRuns) {
   ASSERT_GT(block, 0);
   EXPECT_DOUBLE_EQ(two.forward_matmul_flops - one.forward_matmul_flops, block);
   EXPECT_DOUBLE_EQ(one.forward_matmul_flops - block, head);
+}
+
+// A mixture of experts in each block's MLP's place (its experts where the tokens are, as the
+// data-parallel strategies run them): a block dispatches the dense block's attention side and the
+// layer's own operators (profiling/projection/moe_costs), in fp32 and bf16, E 4 k 2 and E 2 k 1.
+TEST(ProjectionCheck, MoeOperatorsAreWhatAStepDispatches) {
+  for (const bool autocast : {false, true}) {
+    for (const auto& [experts, top_k] : {std::pair<int, int>{4, 2}, {2, 1}}) {
+      SCOPED_TRACE(std::string(autocast ? "bf16" : "fp32") + ", E " + std::to_string(experts) +
+                   ", k " + std::to_string(top_k));
+      const auto with_experts = [&](int layers) {
+        Config config = tiny(layers, autocast);
+        config.model.experts = experts;
+        config.model.top_k = top_k;
+        finalize(config);
+        return census_of_step(config);
+      };
+      const OpCensus one = with_experts(1), two = with_experts(2);
+      profiling::HostOps block = profiling::block_host_ops(autocast);
+      block -= profiling::dense_mlp_host_ops(autocast);
+      block += profiling::moe_host_ops({experts, top_k, 0}, autocast);
+      expect_block_census(one, two, block);
+    }
+  }
 }
 
 TEST(ProjectionCheck, ATiedHeadAccumulatesOneGradientLess) {
