@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -178,19 +179,23 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
     if (log) log->set_position(step, -1);
     double local_loss = 0.0;
     const double lr = learning_rate(config.optimizer, step, config.steps);
+    const double scale = 1.0 / config.grad_accum;
     {
       profiling::ScopedSpan step_span(profiling::Category::kStep, "step " + std::to_string(step));
       strategy.zero_grad();
-      const double scale = 1.0 / config.grad_accum;
+      // The losses are read after the optimizer step, not as each micro-batch ends: reading one
+      // makes the host wait for the device, and the host would then dispatch the optimizer only
+      // once backward has run, where a plain loop dispatches it while backward runs.
+      std::vector<torch::Tensor> losses;
       for (int micro = 0; micro < config.grad_accum; ++micro) {
         if (log) log->set_position(step, micro);
         profiling::ScopedSpan micro_span(profiling::Category::kMicroBatch,
                                          strategy.accumulation_span_name(micro));
         Batch batch = to_device(ctx.sampler->micro_batch(step, ctx.rank, micro), ctx.device);
         set_memory_phase(MemoryKind::kActivations);
-        auto loss = strategy.forward_backward(batch, micro == config.grad_accum - 1, scale);
+        losses.push_back(
+            strategy.forward_backward(batch, micro == config.grad_accum - 1, scale).detach());
         set_memory_phase(MemoryKind::kTemporaries);
-        local_loss += loss.item<double>() * scale;
       }
       if (log) log->set_position(step, -1);
       {
@@ -203,6 +208,7 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
       set_memory_phase(MemoryKind::kOptimizerState);
       strategy.optimizer_step(lr);
       set_memory_phase(MemoryKind::kTemporaries);
+      for (const auto& loss : losses) local_loss += loss.item<double>() * scale;
     }
     const double local_time = (profiling::now_ns() - t0) * 1e-9;
 
