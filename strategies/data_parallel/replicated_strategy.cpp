@@ -50,7 +50,8 @@ torch::Tensor ReplicatedStrategy::forward(const Batch& batch) {
 
 torch::Tensor ReplicatedStrategy::forward_backward(const Batch& batch, bool, double loss_scale) {
   auto loss = forward(batch);
-  const torch::Tensor scaled = loss * loss_scale;
+  // One micro-batch a step needs no scaling: an operator and an autograd node fewer to dispatch.
+  const torch::Tensor scaled = loss_scale == 1.0 ? loss : loss * loss_scale;
   run_backward_pass([&] { scaled.backward(); });
   tag_gradients();
   return loss.detach();
