@@ -81,7 +81,19 @@ struct Layout {
 };
 
 Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
+  // What the strategy itself refuses (cp that does not divide the world, ep without experts, a
+  // schedule that cannot run this layout, ...), as a run's batch would let it divide: a replica's
+  // micro-batches of one sequence each. The projection's own batch is checked below.
+  // Full recompute is priced for every layout, as Megatron runs it, also where our runtime's
+  // strategy does not offer it yet (tp, pp, hybrid).
   const StrategyTraits traits = strategy_traits(config.strategy);
+  Config as_run = config;
+  as_run.global_batch = 0;
+  as_run.grad_accum = 1;
+  as_run.micro_batch = std::max(1, config.strategy_options.micro_batches);
+  if (!traits.options.activation_checkpointing)
+    as_run.strategy_options.activation_checkpointing = false;
+  validate_structure(as_run);
   require(traits.family == StrategyFamily::kModelParallel ||
               traits.family == StrategyFamily::kDataParallel ||
               traits.family == StrategyFamily::kContextParallel ||

@@ -548,6 +548,13 @@ void validate(const Config& c) {
   validate_strategy(c);
 }
 
+void validate_structure(const Config& c) {
+  validate_model(c);
+  validate_optimizer(c.optimizer);
+  validate_strategy_options(c.strategy_options);
+  validate_strategy(c);
+}
+
 void finalize(Config& config) {
   if (config.mode == "auto")
     config.mode = is_cuda_device(config.device) && config.world > 1 ? "processes" : "threads";

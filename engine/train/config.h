@@ -171,6 +171,11 @@ nlohmann::json to_json(const Config& config);
 
 // Rejects every combination that cannot run, before any rank starts.
 void validate(const Config& config);
+// What a configuration is, whatever runs it and wherever: the model, the optimizer, the strategy
+// and its options, as its strategy checks them. Not this machine's bounds, placement, steps or
+// how the batch divides over ranks (`project` prices configurations too big to run here, whose
+// batch need not divide over every rank as a run's must).
+void validate_structure(const Config& config);
 // Validates, then derives what other fields imply (micro_batch from global_batch).
 void finalize(Config& config);
 

@@ -404,6 +404,12 @@ TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
   refused(megatron_22b({{"--global-batch", "5"}, {"--world", "16"}}, {"--nodes", "2"}),
           "global-batch");
   refused(megatron_22b({{"--hardware", "cpu-10GbE"}}), "per-kernel rates");
+  // What the strategy itself refuses, a run would: cp that does not divide the world, ep without
+  // experts or with experts that do not divide over it, a mixture in tp's blocks.
+  refused(megatron_22b({{"--strategy", "cp"}, {"--tp", ""}, {"--cp", "3"}}), "--cp");
+  refused(megatron_22b({{"--strategy", "ep"}, {"--tp", ""}}), "--experts");
+  refused(megatron_22b({{"--strategy", "ep"}, {"--tp", ""}}, {"--experts", "12"}), "--ep");
+  refused(megatron_22b({}, {"--experts", "8"}), "--experts");
 }
 
 }  // namespace
