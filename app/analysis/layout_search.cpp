@@ -33,7 +33,8 @@ std::string SearchedLayout::label() const {
 }
 
 std::vector<SearchedLayout> search_layouts(const Config& config,
-                                           const profiling::HardwareProfile& hw, int nodes) {
+                                           const profiling::HardwareProfile& hw, int nodes,
+                                           std::string* refused) {
   const int gpus = config.world;
   const int64_t batch = config.global_batch > 0
                             ? config.global_batch
@@ -84,8 +85,9 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
                 s.step_s = p.step_s, s.mfu = p.mfu, s.peak_bytes = p.memory.total();
                 s.fits = p.fits;
                 found.push_back(s);
-              } catch (const ConfigError&) {
+              } catch (const ConfigError& e) {
                 // A layout this model or machine cannot take: not a candidate.
+                if (refused != nullptr && refused->empty()) *refused = e.what();
               }
             }
           }

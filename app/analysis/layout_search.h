@@ -26,8 +26,11 @@ struct SearchedLayout {
 // attention is unfused, with selective recompute instead), DDP or ZeRO-1 over the
 // data-parallel dimension; sequence parallelism wherever there is a tensor group. Each is
 // projected (project_configuration); those that fit in memory come first, fastest first.
+// `refused`, if given, receives why the first layout that could not be projected was refused
+// (all of them, when none is returned: a mixture of experts in a tensor-parallel block, ...).
 std::vector<SearchedLayout> search_layouts(const Config& config,
-                                           const profiling::HardwareProfile& hw, int nodes);
+                                           const profiling::HardwareProfile& hw, int nodes,
+                                           std::string* refused = nullptr);
 
 std::string search_text(const std::vector<SearchedLayout>& layouts, size_t shown);
 

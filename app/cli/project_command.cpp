@@ -181,9 +181,13 @@ int project_configured(const ProjectOptions& o, const Config& config,
   if (o.nodes < 0) throw ConfigError("nodes", "must be at least 1");
   if (!o.out.empty()) check_output_file("--out", o.out);
   if (o.search) {
-    const auto layouts = analysis::search_layouts(config, hw, o.nodes);
-    if (layouts.empty())
-      throw ConfigError("world", "no layout of this model and batch fits these GPUs");
+    std::string refused;
+    const auto layouts = analysis::search_layouts(config, hw, o.nodes, &refused);
+    if (layouts.empty()) {
+      throw std::invalid_argument(
+          "no layout of this model and batch over these GPUs could be projected" +
+          (refused.empty() ? std::string() : ": every one is refused, the first with " + refused));
+    }
     out << analysis::search_text(layouts, 15);
     return 0;
   }

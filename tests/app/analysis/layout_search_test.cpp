@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <string>
 
 #include "app/analysis/layout_search.h"
 #include "engine/train/config.h"
@@ -43,6 +44,17 @@ TEST(LayoutSearch, MegatronsLayoutForGpt3IsAmongTheTenBest) {
     found |= l.tp == 8 && l.pp == 8 && l.stages_per_rank == 3 && l.schedule == "interleaved-1f1b";
   }
   EXPECT_TRUE(found) << search_text(layouts, 10);
+}
+
+// A model no searched layout can take (a mixture of experts has no tensor-parallel block) says
+// why, rather than that nothing fits.
+TEST(LayoutSearch, AModelNoLayoutTakesSaysWhy) {
+  Config c = gpt3_on(64);
+  c.model.experts = 8;
+  c.model.top_k = 2;
+  std::string refused;
+  EXPECT_TRUE(search_layouts(c, profiling::load_hardware_profile("8xA100"), 8, &refused).empty());
+  EXPECT_NE(refused.find("mixture-of-experts"), std::string::npos) << refused;
 }
 
 }  // namespace
@@ -108,6 +120,17 @@ TEST(ConfigurationProjectionTrace, SendsLinkToReceivesAndTensorCollectivesAreDra
   EXPECT_EQ(p2p, sends);
   EXPECT_GT(tensor, 0);
   EXPECT_EQ(waits, tensor);
+}
+
+// A model no searched layout can take (a mixture of experts has no tensor-parallel block) says
+// why, rather than that nothing fits.
+TEST(LayoutSearch, AModelNoLayoutTakesSaysWhy) {
+  Config c = gpt3_on(64);
+  c.model.experts = 8;
+  c.model.top_k = 2;
+  std::string refused;
+  EXPECT_TRUE(search_layouts(c, profiling::load_hardware_profile("8xA100"), 8, &refused).empty());
+  EXPECT_NE(refused.find("mixture-of-experts"), std::string::npos) << refused;
 }
 
 }  // namespace
