@@ -46,17 +46,6 @@ TEST(LayoutSearch, MegatronsLayoutForGpt3IsAmongTheTenBest) {
   EXPECT_TRUE(found) << search_text(layouts, 10);
 }
 
-// A model no searched layout can take (a mixture of experts has no tensor-parallel block) says
-// why, rather than that nothing fits.
-TEST(LayoutSearch, AModelNoLayoutTakesSaysWhy) {
-  Config c = gpt3_on(64);
-  c.model.experts = 8;
-  c.model.top_k = 2;
-  std::string refused;
-  EXPECT_TRUE(search_layouts(c, profiling::load_hardware_profile("8xA100"), 8, &refused).empty());
-  EXPECT_NE(refused.find("mixture-of-experts"), std::string::npos) << refused;
-}
-
 }  // namespace
 }  // namespace shardscope::analysis
 
