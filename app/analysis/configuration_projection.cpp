@@ -270,6 +270,18 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
       e.bytes = p.pipeline_send_bytes;
     }
   };
+  // What a pass waits for between its kernels, named for what it is: the tensor group's
+  // collectives, the context ring's transfers, the experts' all_to_all.
+  std::string blocking;
+  const auto also = [&](const char* what) {
+    blocking += (blocking.empty() ? "" : " and ") + std::string(what);
+  };
+  if (l.tp > 1) also("tensor-parallel collectives");
+  if (l.cp > 1) also("ring attention transfers");
+  if (l.ep > 1) also("expert all_to_all");
+  if (blocking.empty()) blocking = "collectives";
+  const char* group = l.tp > 1 ? "tp" : l.cp > 1 ? "cp" : "ep";
+  const int group_size = l.tp > 1 ? l.tp : l.cp > 1 ? l.cp : std::max(1, l.ep);
   for (int r = 0; r < l.pp; ++r) {
     add(r, "step 0", profiling::Category::kStep, 0, p.step_s, -1);
     for (const auto& a : timed[r]) {
@@ -290,13 +302,11 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
           start, a.end - comm, a.action.micro);
       if (comm > 0) {
         profiling::Event& e =
-            add(r, "tensor-parallel collectives", profiling::Category::kCollective, a.end - comm,
-                a.end, a.action.micro);
+            add(r, blocking, profiling::Category::kCollective, a.end - comm, a.end, a.action.micro);
         e.lane = profiling::kCommLane;
-        e.group = t.intern("tp");
-        e.group_size = int16_t(l.tp);
-        add(r, "wait tensor-parallel collectives", profiling::Category::kWait, a.end - comm, a.end,
-            a.action.micro);
+        e.group = t.intern(group);
+        e.group_size = int16_t(group_size);
+        add(r, "wait " + blocking, profiling::Category::kWait, a.end - comm, a.end, a.action.micro);
       }
       // What this pass hands to a stage on another rank.
       const int stage = a.action.stage, stages = l.pp * l.v;
@@ -455,84 +465,6 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
 
   p.trace = step_trace(config, l, costs, timed, p, span);
   return p;
-}
-
-nlohmann::json projection_json(const ConfigurationProjection& p) {
-  return {{"hardware", p.hardware},
-          {"gpus", p.gpus},
-          {"nodes", p.nodes},
-          {"layout",
-           {{"tp", p.tp},
-            {"pp", p.pp},
-            {"dp", p.dp},
-            {"cp", p.cp},
-            {"ep", p.ep},
-            {"stages_per_rank", p.stages_per_rank},
-            {"micro_batches", p.micro_batches},
-            {"micro_batch_sequences", p.micro_batch_sequences},
-            {"accumulation_passes", p.accumulation_passes},
-            {"schedule", p.schedule}}},
-          {"step_s", p.step_s},
-          {"mfu", p.mfu},
-          {"peak_bytes", p.memory.total()},
-          {"fits", p.fits},
-          {"breakdown_s",
-           {{"compute", p.compute_s},
-            {"tensor_comm", p.tensor_comm_s},
-            {"pipeline_wait", p.pipeline_wait_s},
-            {"data_comm", p.data_comm_s},
-            {"optimizer", p.optimizer_s}}},
-          // Of compute: the bf16 weight copies made once a step.
-          {"weight_casts_s", p.weight_casts_s},
-          {"pipeline_transfer_s", p.pipeline_transfer_s},
-          {"pipeline_send_bytes", p.pipeline_send_bytes},
-          {"layer_forward_s", p.layer_forward_s},
-          {"layer_backward_s", p.layer_backward_s},
-          {"model_flops", p.model_flops},
-          {"memory_bytes",
-           {{"parameters", p.memory.parameters},
-            {"gradients", p.memory.gradients},
-            {"optimizer_state", p.memory.optimizer_state},
-            {"activations", p.memory.activations}}}};
-}
-
-std::string projection_text(const ConfigurationProjection& p) {
-  auto f = [](const char* format, double value) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, value);
-    return std::string(buf);
-  };
-  const double gib = 1024.0 * 1024 * 1024;
-  std::ostringstream o;
-  o << "projected step on " << p.gpus << " GPUs of " << p.hardware << " (" << p.nodes
-    << (p.nodes == 1 ? " node" : " nodes") << "): tp " << p.tp << " x pp " << p.pp << " x dp "
-    << p.dp;
-  if (p.cp > 1) o << " x cp " << p.cp << " (ring attention, s/" << p.cp << " tokens a rank)";
-  if (p.ep > 0) o << ", experts over ep " << p.ep << " by all_to_all";
-  if (p.pp > 1) o << ", " << p.schedule << " with " << p.stages_per_rank << " stage(s) a rank";
-  o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences";
-  if (p.accumulation_passes > 1) o << ", " << p.accumulation_passes << " accumulation passes";
-  o << "\n";
-  o << "  step              " << f("%.3f s", p.step_s) << "   MFU " << f("%.1f %%", 100 * p.mfu)
-    << "\n";
-  o << "  compute           " << f("%.3f s", p.compute_s);
-  if (p.weight_casts_s > 0)
-    o << "  (bf16 weight copies made once a step: " << f("%.1f ms", 1e3 * p.weight_casts_s) << ")";
-  o << "\n";
-  o << "  tensor comm       " << f("%.3f s", p.tensor_comm_s) << "  (blocking, between kernels)\n";
-  o << "  pipeline bubble   " << f("%.3f s", p.pipeline_wait_s) << "  (transfers "
-    << f("%.2f ms", 1e3 * p.pipeline_transfer_s) << " a hop included)\n";
-  o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (after backward)\n";
-  o << "  optimizer         " << f("%.3f s", p.optimizer_s) << "\n";
-  o << "  one block, one micro-batch: forward " << f("%.2f ms", 1e3 * p.layer_forward_s)
-    << ", backward " << f("%.2f ms", 1e3 * p.layer_backward_s) << "\n";
-  o << "  memory per GPU    " << f("%.2f GiB", p.memory.total() / gib) << " of "
-    << f("%.0f GiB", p.memory_capacity_bytes / gib) << (p.fits ? "" : "  DOES NOT FIT") << ": "
-    << "parameters " << f("%.2f", p.memory.parameters / gib) << ", gradients "
-    << f("%.2f", p.memory.gradients / gib) << ", optimizer "
-    << f("%.2f", p.memory.optimizer_state / gib) << ", activations "
-    << f("%.2f", p.memory.activations / gib) << "\n";
-  return o.str();
 }
 
 }  // namespace shardscope::analysis

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -382,6 +383,23 @@ TEST(ProjectConfiguration, ContextAndExpertParallelismProject) {
                                                   {"strategy_options", {{"precision", "bf16"}}}});
   finalize(config);
   auto hw = profiling::load_hardware_profile("8xH100");
+  // The projected timeline names what its passes wait for: the ring's transfers, the experts'
+  // all_to_all, not a tensor group that is not there.
+  const auto waited_for = [&](const Config& c) {
+    const profiling::Trace t = analysis::project_configuration(c, hw, 1).trace;
+    std::set<std::string> names;
+    for (const auto& e : t.ranks.at(0).events)
+      if (e.category == profiling::Category::kCollective) names.insert(t.str(e.name));
+    return names;
+  };
+  EXPECT_EQ(waited_for(config), std::set<std::string>{"ring attention transfers"});
+  Config experts = config_from_json(nlohmann::json{{"strategy", "ddp_bucketed"},
+                                                   {"world", 2},
+                                                   {"preset", "tiny"},
+                                                   {"model", {{"experts", 4}, {"top_k", 2}}},
+                                                   {"strategy_options", {{"precision", "bf16"}}}});
+  experts.strategy = "ep";
+  EXPECT_EQ(waited_for(experts), std::set<std::string>{"expert all_to_all"});
   hw.gpu.fp32_tflops = 0;
   try {
     analysis::project_configuration(config, hw, 1);
