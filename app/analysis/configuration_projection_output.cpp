@@ -70,7 +70,12 @@ std::string projection_text(const ConfigurationProjection& p) {
   if (p.weight_casts_s > 0)
     o << "  (bf16 weight copies made once a step: " << f("%.1f ms", 1e3 * p.weight_casts_s) << ")";
   o << "\n";
-  o << "  tensor comm       " << f("%.3f s", p.tensor_comm_s) << "  (blocking, between kernels)\n";
+  // Whatever the passes wait for between their kernels, named for the layout.
+  std::string within = p.tp > 1 ? "the tensor group's collectives" : "";
+  if (p.cp > 1) within += std::string(within.empty() ? "" : ", ") + "the ring's transfers";
+  if (p.ep > 1) within += std::string(within.empty() ? "" : ", ") + "the experts' all_to_all";
+  o << "  tensor comm       " << f("%.3f s", p.tensor_comm_s) << "  (blocking, between kernels"
+    << (within.empty() ? "" : ": " + within) << ")\n";
   o << "  pipeline bubble   " << f("%.3f s", p.pipeline_wait_s) << "  (transfers "
     << f("%.2f ms", 1e3 * p.pipeline_transfer_s) << " a hop included)\n";
   o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (after backward)\n";
