@@ -72,7 +72,24 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
       // (calibrated, or measured now and cached), for a trace from before runs recorded it.
       double here = measured.run.device_matmul_tflops;
       std::string whose = "the measuring device's";
-      if (!(here > 0)) {
+      const bool foreign_gpu = !(here > 0) && measured.run.device == "cuda";
+      if (foreign_gpu) {
+        // Another tool's GPU trace (the PyTorch profiler's): the GPU it names, as its profile
+        // measured it. Never this machine's CPU, which would make a GPU's kernels 1e-4 as long.
+        const auto recording = profiling::profile_of_device(measured.run.device_name);
+        if (recording && recording->matmul_tflops > 0) {
+          here = recording->matmul_tflops;
+          whose = "the recording GPU's (" + measured.run.device_name + ", as " + recording->name +
+                  " measured it)";
+        }
+      }
+      if (foreign_gpu && !(here > 0)) {
+        t.compute_scale = 1;
+        t.scale_source = "compute as recorded: the recording GPU (" +
+                         (measured.run.device_name.empty() ? std::string("not named in the trace")
+                                                           : measured.run.device_name) +
+                         ") is none that a profile describes";
+      } else if (!(here > 0)) {
         try {
           here = profiling::load_hardware_profile("this-machine").peak_bf16_tflops;
         } catch (const std::exception&) {
@@ -80,7 +97,9 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
         }
         whose = "this machine's";
       }
-      if (hw.matmul_tflops > 0) {
+      if (!(here > 0)) {
+        // As recorded (above).
+      } else if (hw.matmul_tflops > 0) {
         // Like against like: the same benchmark on the target's GPU. (Half the peak stood in
         // for it on the H100 until one was measured: a trace recorded on an H100 then projected
         // onto 8xH100 33 % slower than it ran; with the measured rate, within 1 %.)

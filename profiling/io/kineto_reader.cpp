@@ -161,6 +161,7 @@ struct RankFile {
   int64_t base_ns = 0;
   int world = 0;
   std::string backend, default_group = "0";
+  std::string device_name;  // deviceProperties' first GPU
   std::vector<Raw> events;
   std::map<std::pair<std::string, std::string>, std::string> thread_names;
 };
@@ -211,6 +212,10 @@ RankFile scan_text(const std::string& path, const std::string& text) {
   if (k.contains("baseTimeNanoseconds") && k["baseTimeNanoseconds"].is_number_integer())
     f.base_ns = k["baseTimeNanoseconds"].get<int64_t>();
   if (f.base_ns > (int64_t{1} << 62) || f.base_ns < -(int64_t{1} << 62)) f.base_ns = 0;  // hostile
+  if (k.contains("deviceProperties") && k["deviceProperties"].is_array() &&
+      !k["deviceProperties"].empty() && k["deviceProperties"][0].is_object() &&
+      k["deviceProperties"][0].contains("name") && k["deviceProperties"][0]["name"].is_string())
+    f.device_name = k["deviceProperties"][0]["name"].get<std::string>().substr(0, 200);
   if (k.contains("distributedInfo") && k["distributedInfo"].is_object()) {
     const auto& d = k["distributedInfo"];
     if (d.contains("rank") && d["rank"].is_number_integer()) f.rank = d["rank"].get<int>();
@@ -539,6 +544,12 @@ Trace assemble(const std::vector<RankFile>& files, const std::vector<std::string
   for (const RankFile& f : files)
     for (const Raw& r : f.events) gpu |= is_device_event(r);
   trace.run.device = gpu ? "cuda" : "cpu";
+  for (const RankFile& f : files) {
+    if (gpu && !f.device_name.empty()) {
+      trace.run.device_name = f.device_name;
+      break;
+    }
+  }
   int index = 0;
   for (const auto& [rank, i] : by_rank) {
     RankBuilder builder(trace, files[i], origin);

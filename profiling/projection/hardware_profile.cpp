@@ -159,6 +159,25 @@ std::vector<std::string> hardware_profile_names() {
   return names;
 }
 
+std::optional<HardwareProfile> profile_of_device(const std::string& device) {
+  if (device.empty()) return std::nullopt;
+  std::optional<HardwareProfile> found;  // one node before several: the GPU, not the network
+  for (const std::string& name : hardware_profile_names()) {
+    try {
+      HardwareProfile hw = load_hardware_profile(name);
+      for (const std::string& part : hw.device_names) {
+        if (device.find(part) != std::string::npos && (!found || hw.nodes < found->nodes)) {
+          found = hw;
+          break;
+        }
+      }
+    } catch (const std::exception&) {
+      // A malformed profile describes no device; loading it by name says why.
+    }
+  }
+  return found;
+}
+
 HardwareProfile parse_hardware_profile(const std::string& text, const std::string& origin) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) throw std::runtime_error(origin + ": not a JSON object");
@@ -177,6 +196,15 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
   if (!hw.compute_as_measured || j.contains("peak_bf16_tflops"))
     hw.peak_bf16_tflops = positive(j, "peak_bf16_tflops", origin);
   if (j.contains("matmul_tflops")) hw.matmul_tflops = positive(j, "matmul_tflops", origin);
+  if (j.contains("device_names")) {
+    const json& names = j["device_names"];
+    if (!names.is_array()) throw std::runtime_error(origin + ": 'device_names' must be a list");
+    for (const json& n : names) {
+      if (!n.is_string() || n.get<std::string>().empty())
+        throw std::runtime_error(origin + ": 'device_names' must list non-empty text");
+      hw.device_names.push_back(n.get<std::string>());
+    }
+  }
   hw.launch_us = optional_non_negative(j, "launch_us", origin);
   const std::string protocols = optional_text(j, "protocols", origin, "nccl");
   if (protocols != "nccl" && protocols != "simple")

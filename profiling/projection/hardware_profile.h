@@ -1,5 +1,6 @@
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,9 @@ struct HardwareProfile {
   Link inter;                  // between nodes (unused with one node)
   bool has_inter = false;      // an "inter" link is given: `--nodes N` may add nodes
   GpuCompute gpu;              // per-kernel rates ("gpu"); unknown in profiles without one
+  // How CUDA names this profile's GPU, in part ("H100 80GB HBM3"): a foreign GPU trace that
+  // names its device is priced as measured on this profile's GPU.
+  std::vector<std::string> device_names;
 
   int gpus() const { return gpus_per_node * nodes; }
 };
@@ -53,6 +57,8 @@ struct HardwareProfile {
 // The directory profiles are read from: $SHARDSCOPE_ASSETS/hardware, else the source tree's.
 std::string hardware_profile_directory();
 std::vector<std::string> hardware_profile_names();
+// The shipped profile whose device_names name `device` (as CUDA names a GPU), if any.
+std::optional<HardwareProfile> profile_of_device(const std::string& device);
 // `name_or_path`: a profile name (8xH100) or a path to a .json file. Throws std::runtime_error
 // naming the file and the field for a missing or malformed profile.
 HardwareProfile load_hardware_profile(const std::string& name_or_path);

@@ -247,6 +247,7 @@ RunRecord run_record_of(const json& j) {
   run.backend = get(j, "backend", std::string());
   run.torch = get(j, "torch", std::string());
   run.device_matmul_tflops = get(j, "device_matmul_tflops", 0.0);
+  run.device_name = get(j, "device_name", std::string());
   run.turns_drain_device = get(j, "turns_drain_device", false);
   if (const json& result = member(j, "result"); result.is_object())
     run.result = run_result_of(result);
@@ -271,6 +272,7 @@ json run_record_json(const RunRecord& run) {
   put("backend", run.backend, !run.backend.empty());
   put("torch", run.torch, !run.torch.empty());
   put("device_matmul_tflops", run.device_matmul_tflops, run.device_matmul_tflops != 0);
+  if (!run.device_name.empty()) out["device_name"] = run.device_name;
   if (run.turns_drain_device) out["turns_drain_device"] = true;
   if (run.result) out["result"] = run_result_json(*run.result);
   if (run.projected)
@@ -281,7 +283,8 @@ json run_record_json(const RunRecord& run) {
 
 bool RunRecord::empty() const {
   return !has_config() && strategy.empty() && world == 0 && mode.empty() && device.empty() &&
-         backend.empty() && torch.empty() && device_matmul_tflops == 0 && !result && !projected;
+         backend.empty() && torch.empty() && device_matmul_tflops == 0 && device_name.empty() &&
+         !result && !projected;
 }
 
 RunRecord run_record_from_json(std::string_view text) {

@@ -114,6 +114,9 @@ struct RunRecord {
   int world = 0;
   std::string mode, device, backend, torch;
   double device_matmul_tflops = 0;  // the measuring device's matmul rate; 0 when unknown
+  // The GPU as a foreign trace names it (a PyTorch profiler trace's deviceProperties: "NVIDIA
+  // H200"); empty when unknown.
+  std::string device_name;
   // Ranks sharing a GPU let the turn pass on only once the GPU had run the holder's kernels
   // (DeviceTurns::drain_before_release, since 2026-11-27): their kernels did not run time-sliced
   // beside each other's. False for older GPU recordings, and for every other run.
