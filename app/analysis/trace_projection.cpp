@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "engine/state/recorded_config.h"
@@ -58,6 +60,48 @@ StepSummary summarise(const profiling::Trace& trace) {
   return {median(step), median(exposed), median(overlap), median(compute)};
 }
 
+namespace {
+
+// The ratio of the measuring device's matmul rate to the target's, and where it comes from:
+// recorded in the trace by the run; for another tool's GPU trace, the rate of the GPU it names as
+// its profile measured it (never this machine's CPU, which would make a GPU's kernels 1e-4 as
+// long), or 1 where no profile describes that GPU; else this machine's (calibrated, or measured
+// now and cached), for a trace from before runs recorded it.
+std::pair<double, std::string> calibrated_scale(const profiling::Trace& measured,
+                                                const profiling::HardwareProfile& hw) {
+  double here = measured.run.device_matmul_tflops;
+  std::string whose = "the measuring device's";
+  if (!(here > 0) && measured.run.device == "cuda") {
+    const std::string& name = measured.run.device_name;
+    const auto recording = profiling::profile_of_device(name);
+    if (!recording || !(recording->matmul_tflops > 0)) {
+      return {1.0, "compute as recorded: the recording GPU (" +
+                       (name.empty() ? std::string("not named in the trace") : name) +
+                       ") is none that a profile describes"};
+    }
+    here = recording->matmul_tflops;
+    whose = "the recording GPU's (" + name + ", as " + recording->name + " measured it)";
+  } else if (!(here > 0)) {
+    try {
+      here = profiling::load_hardware_profile("this-machine").peak_bf16_tflops;
+    } catch (const std::exception&) {
+      here = device_matmul_tflops("cpu");
+    }
+    whose = "this machine's";
+  }
+  if (hw.matmul_tflops > 0) {
+    // Like against like: the same benchmark on the target's GPU. (Half the peak stood in for it
+    // on the H100 until one was measured: a trace recorded on an H100 then projected onto 8xH100
+    // 33 % slower than it ran; with the measured rate, within 1 %.)
+    return {here / hw.matmul_tflops,
+            whose + " matmul rate against the target's, measured the same way"};
+  }
+  return {here / (hw.peak_bf16_tflops * kAchievableFraction),
+          whose + " matmul rate against half the target's peak"};
+}
+
+}  // namespace
+
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
                                        const profiling::HardwareProfile& hw, double compute_scale) {
   TraceProjection t;
@@ -68,47 +112,7 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
       t.compute_scale = 1;
       t.scale_source = "compute as measured";
     } else {
-      // The measuring device's matmul rate: recorded in the trace by the run, else this machine's
-      // (calibrated, or measured now and cached), for a trace from before runs recorded it.
-      double here = measured.run.device_matmul_tflops;
-      std::string whose = "the measuring device's";
-      const bool foreign_gpu = !(here > 0) && measured.run.device == "cuda";
-      if (foreign_gpu) {
-        // Another tool's GPU trace (the PyTorch profiler's): the GPU it names, as its profile
-        // measured it. Never this machine's CPU, which would make a GPU's kernels 1e-4 as long.
-        const auto recording = profiling::profile_of_device(measured.run.device_name);
-        if (recording && recording->matmul_tflops > 0) {
-          here = recording->matmul_tflops;
-          whose = "the recording GPU's (" + measured.run.device_name + ", as " + recording->name +
-                  " measured it)";
-        }
-      }
-      if (foreign_gpu && !(here > 0)) {
-        t.compute_scale = 1;
-        t.scale_source = "compute as recorded: the recording GPU (" +
-                         (measured.run.device_name.empty() ? std::string("not named in the trace")
-                                                           : measured.run.device_name) +
-                         ") is none that a profile describes";
-      } else if (!(here > 0)) {
-        try {
-          here = profiling::load_hardware_profile("this-machine").peak_bf16_tflops;
-        } catch (const std::exception&) {
-          here = device_matmul_tflops("cpu");
-        }
-        whose = "this machine's";
-      }
-      if (!(here > 0)) {
-        // As recorded (above).
-      } else if (hw.matmul_tflops > 0) {
-        // Like against like: the same benchmark on the target's GPU. (Half the peak stood in
-        // for it on the H100 until one was measured: a trace recorded on an H100 then projected
-        // onto 8xH100 33 % slower than it ran; with the measured rate, within 1 %.)
-        t.compute_scale = here / hw.matmul_tflops;
-        t.scale_source = whose + " matmul rate against the target's, measured the same way";
-      } else {
-        t.compute_scale = here / (hw.peak_bf16_tflops * kAchievableFraction);
-        t.scale_source = whose + " matmul rate against half the target's peak";
-      }
+      std::tie(t.compute_scale, t.scale_source) = calibrated_scale(measured, hw);
     }
   }
   profiling::ReplayOptions options;
