@@ -196,24 +196,32 @@ TEST(DeviceTimePhysics, OverlapIsNeverSlowerAndHidesCommunicationOnEveryProfile)
   }
 }
 
-// PyTorch's Reducer does about 0.6 ms a step more host work than ddp_bucketed on tiny (copying
-// gradients into its buckets and back, its end-of-backward bookkeeping): real work, 15 % of a
-// 4-sequence step of 4 ms. With 32 sequences a rank the compute the two share dominates (the
-// Reducer's extra is then about 3 % of a step), as it does for any model worth distributing.
-// With 16 it was 6 %, which left too little room for this shared machine's noise: one CI run
-// in many measured 17 %. The best of three of each still read 11 % once under ctest -j2 (a busy
-// core slows a recording, never speeds one up): the best of five.
+// With the same buckets, PyTorch's DDP and ours launch the same all_reduces at the same points of
+// backward, so in device time they expose the same communication on every profile, and where a
+// profile prices compute by its GPU model (every GPU profile) their whole steps agree. On a
+// profile that takes compute as measured (cpu-10GbE) the rest of a step is this machine's wall
+// time, which varies by 15-30 % between recordings of the same run even when idle (tiny, 32
+// sequences a rank: 16.5 to 23.3 ms a step), more than the Reducer's real extra host work (about
+// 0.6 ms a step, copying gradients into its buckets and back); comparing those steps compared
+// this machine's noise, and failed one CI run in a few.
 TEST(DeviceTimePhysics, PyTorchDdpAndOursWithTheSameBucketsTakeTheSameTime) {
   auto config = [](const std::string& strategy) {
     Config c = data_parallel(strategy, true);
     c.micro_batch = 32;
     return c;
   };
-  const auto [torch_ddp, ours] = interleaved(config("torch_ddp"), config("ddp_bucketed"), 5);
+  const auto [torch_ddp, ours] = interleaved(config("torch_ddp"), config("ddp_bucketed"), 3);
   for (const auto& hw : profiling::hardware_profile_names()) {
-    const double a = best_of(torch_ddp, hw).step_s, b = best_of(ours, hw).step_s;
-    EXPECT_NEAR(a / b, 1.0, 0.10) << hw << ": torch_ddp " << a * 1e3 << " ms, ddp_bucketed "
-                                  << b * 1e3 << " ms";
+    const Timing a = best_of(torch_ddp, hw), b = best_of(ours, hw);
+    std::printf("%s: torch_ddp %.4f ms a step, %.4f exposed; ddp_bucketed %.4f, %.4f exposed\n",
+                hw.c_str(), a.step_s * 1e3, a.exposed_s * 1e3, b.step_s * 1e3, b.exposed_s * 1e3);
+    EXPECT_GT(b.exposed_s, 0) << hw << ": nothing exposed, nothing compared";
+    EXPECT_NEAR(a.exposed_s, b.exposed_s, 0.02 * b.exposed_s + 1e-7)
+        << hw << ": exposed communication, torch_ddp " << a.exposed_s * 1e3 << " ms, ddp_bucketed "
+        << b.exposed_s * 1e3 << " ms";
+    if (profiling::load_hardware_profile(hw).compute_as_measured) continue;
+    EXPECT_NEAR(a.step_s / b.step_s, 1.0, 0.10) << hw << ": torch_ddp " << a.step_s * 1e3
+                                                << " ms, ddp_bucketed " << b.step_s * 1e3 << " ms";
   }
 }
 
