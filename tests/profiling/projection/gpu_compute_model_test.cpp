@@ -124,6 +124,21 @@ TEST(GpuComputeModel, EveryShippedGpuNamesTheSourceOfItsRates) {
   EXPECT_TRUE(load_hardware_profile("8xH100").gpu.known());
 }
 
+// A small model's step is bound by its host's dispatch, so every GPU profile prices the host per
+// operator; one without (8xA100 until 2026-11-27) showed an A100 running `small` twelve times
+// faster than an H100, waiting on nothing.
+TEST(GpuComputeModel, EveryGpuProfilePaysItsHostPerOperator) {
+  for (const auto& name : hardware_profile_names()) {
+    const HardwareProfile hw = load_hardware_profile(name);
+    if (!hw.gpu.known()) continue;
+    const GpuCompute::HostCosts host = hw.gpu.host_costs();
+    EXPECT_GT(host.op_us, 0) << name;
+    EXPECT_GT(host.matmul_us, 0) << name;
+    EXPECT_GT(host.node_us, 0) << name;
+    EXPECT_NE(hw.gpu.sources.find("dispatch_us"), std::string::npos) << name << ": unsourced";
+  }
+}
+
 // The model against a GPU's own GEMMs: the bf16 sweep scripts/gpu-measure.py timed on a lent GPU
 // (every matmul shape of a Table 5 layer at t = 8, forward and both gradients, the small presets'
 // and a square ladder from 256 to 16384), priced with that GPU's profile, whose rates are the
