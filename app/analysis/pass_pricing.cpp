@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string_view>
+#include <tuple>
 
 #include "engine/train/config_bounds.h"
 #include "engine/train/strategy_registry.h"
@@ -136,15 +137,6 @@ profiling::Intervals waits_of(const profiling::RankTrace& rank) {
   return profiling::merged(std::move(waits));
 }
 
-int64_t waiting_inside(const profiling::Intervals& waits, int64_t t0, int64_t t1) {
-  auto it = std::lower_bound(waits.begin(), waits.end(), t0,
-                             [](const auto& w, int64_t t) { return w.second <= t; });
-  int64_t waited = 0;
-  for (; it != waits.end() && it->first < t1; ++it)
-    waited += std::min(t1, it->second) - std::max(t0, it->first);
-  return waited;
-}
-
 }  // namespace
 
 double rank_clip_seconds(const Config& config, const profiling::HardwareProfile& hw,
@@ -200,34 +192,95 @@ UnitPrices unit_prices(const Config& config, const profiling::TrainingLayout& l,
   return u;
 }
 
-// Each priced span of a rank's host lane with the scale that gives its compute (its time less
-// the waits in it) the priced time.
-std::vector<profiling::ScaledSpan> rank_span_scales(const profiling::Trace& trace,
-                                                    const profiling::RankTrace& rank,
-                                                    const UnitPrices& u) {
-  const auto waits = waits_of(rank);
-  const auto stages = stages_of(trace, rank);
-  std::vector<profiling::ScaledSpan> spans;
-  for (const auto& e : rank.events) {
-    if (e.lane != profiling::kHostLane) continue;
-    const auto seconds = span_seconds(trace.str(e.name), e.category, u, stages);
-    if (!seconds) continue;
-    const int64_t compute = (e.t1_ns - e.t0_ns) - waiting_inside(waits, e.t0_ns, e.t1_ns);
-    if (compute <= 0 || *seconds <= 0) continue;
-    spans.push_back({e.t0_ns, e.t1_ns, *seconds / (compute * 1e-9)});
+// The stretches of a span its host computed in: the span less the waits inside it (on the
+// communication calls the span makes).
+profiling::Intervals computed_stretches(const profiling::Intervals& waits, int64_t t0, int64_t t1) {
+  profiling::Intervals out;
+  auto it = std::lower_bound(waits.begin(), waits.end(), t0,
+                             [](const auto& w, int64_t t) { return w.second <= t; });
+  int64_t at = t0;
+  for (; it != waits.end() && it->first < t1; ++it) {
+    if (it->first > at) out.push_back({at, it->first});
+    at = std::max(at, it->second);
   }
-  std::sort(spans.begin(), spans.end(),
-            [](const auto& a, const auto& b) { return a.t0_ns < b.t0_ns; });
-  // Priced spans do not nest; should two overlap, the later starts where all before it ended.
-  std::vector<profiling::ScaledSpan> disjoint;
-  int64_t covered = std::numeric_limits<int64_t>::min();
-  for (auto span : spans) {
-    span.t0_ns = std::max(span.t0_ns, covered);
-    if (span.t1_ns <= span.t0_ns) continue;
-    covered = span.t1_ns;
-    disjoint.push_back(span);
+  if (t1 > at) out.push_back({at, t1});
+  return out;
+}
+
+// One priced span of one rank: its priced seconds and the stretches it computed in.
+struct PricedSpan {
+  double seconds = 0;
+  profiling::Intervals stretches;
+  int64_t computed() const {
+    int64_t ns = 0;
+    for (const auto& [a, b] : stretches) ns += b - a;
+    return ns;
   }
-  return disjoint;
+};
+
+// The same unit's pass on every rank that ran it (its name, step and micro-batch), split the
+// same way by its communication calls.
+using SpanKey = std::tuple<std::string, int, int, size_t>;
+SpanKey key_of(const profiling::Trace& trace, const profiling::Event& e, size_t stretches) {
+  return {trace.str(e.name), e.step, e.micro, stretches};
+}
+
+// Each priced span of each rank's host lane, as stretches whose scales give the span its priced
+// time. A span that communicates inside (a tensor-parallel block's all_reduces, an expert
+// layer's all_to_alls, a ring's transfers) reaches each call a share of its priced time into it:
+// the share of compute before it, pooled over the ranks that ran the same pass. Peers do the
+// same work, so on a GPU they reach the call together; this machine's noise in how each rank's
+// stretches measured would otherwise have one rank wait on another, in projected time, for work
+// that no device does (an ep run's backward waited 0.4-1.8 ms of its 15.5 on 8xH100).
+std::vector<std::vector<profiling::ScaledSpan>> span_scales_of(const profiling::Trace& trace,
+                                                               const UnitPrices& u) {
+  std::vector<std::vector<std::pair<SpanKey, PricedSpan>>> by_rank;
+  std::map<SpanKey, std::pair<std::vector<int64_t>, int64_t>> pooled;  // stretches' ns, total
+  for (const auto& rank : trace.ranks) {
+    const auto waits = waits_of(rank);
+    const auto stages = stages_of(trace, rank);
+    auto& spans = by_rank.emplace_back();
+    for (const auto& e : rank.events) {
+      if (e.lane != profiling::kHostLane) continue;
+      const auto seconds = span_seconds(trace.str(e.name), e.category, u, stages);
+      if (!seconds || *seconds <= 0) continue;
+      PricedSpan span{*seconds, computed_stretches(waits, e.t0_ns, e.t1_ns)};
+      if (span.computed() <= 0) continue;
+      const SpanKey key = key_of(trace, e, span.stretches.size());
+      auto& [stretch_ns, total_ns] = pooled[key];
+      stretch_ns.resize(span.stretches.size(), 0);
+      for (size_t k = 0; k < span.stretches.size(); ++k)
+        stretch_ns[k] += span.stretches[k].second - span.stretches[k].first;
+      total_ns += span.computed();
+      spans.emplace_back(key, std::move(span));
+    }
+  }
+  std::vector<std::vector<profiling::ScaledSpan>> out;
+  for (auto& spans : by_rank) {
+    std::vector<profiling::ScaledSpan> scaled;
+    for (const auto& [key, span] : spans) {
+      const auto& [stretch_ns, total_ns] = pooled.at(key);
+      for (size_t k = 0; k < span.stretches.size(); ++k) {
+        const auto [a, b] = span.stretches[k];
+        if (b <= a) continue;
+        const double share = double(stretch_ns[k]) / double(total_ns);
+        scaled.push_back({a, b, span.seconds * share / ((b - a) * 1e-9)});
+      }
+    }
+    std::sort(scaled.begin(), scaled.end(),
+              [](const auto& a, const auto& b) { return a.t0_ns < b.t0_ns; });
+    // Priced spans do not nest; should two overlap, the later starts where all before it ended.
+    std::vector<profiling::ScaledSpan> disjoint;
+    int64_t covered = std::numeric_limits<int64_t>::min();
+    for (auto span : scaled) {
+      span.t0_ns = std::max(span.t0_ns, covered);
+      if (span.t1_ns <= span.t0_ns) continue;
+      covered = span.t1_ns;
+      disjoint.push_back(span);
+    }
+    out.push_back(std::move(disjoint));
+  }
+  return out;
 }
 
 }  // namespace
@@ -280,7 +333,7 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
     p.dispatch_s +=
         times * (ops->forward_host_s + ops->backward_input_host_s + ops->backward_weight_host_s);
   }
-  for (const auto& rank : trace.ranks) p.span_scales.push_back(rank_span_scales(trace, rank, u));
+  p.span_scales = span_scales_of(trace, u);
   char text[400];
   std::snprintf(text, sizeof text,
                 "compute priced kernel by kernel on %s's GPU (bf16 kernels): a micro-batch of %lld "

@@ -114,7 +114,10 @@ TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
       const double comm = passes * (forward ? pricing->forward_comm_s : pricing->backward_comm_s);
       const double projected = projected_pass(t.projected, 2, forward);
       EXPECT_GE(projected, 0.95 * compute) << strategy << (forward ? " forward" : " backward");
-      EXPECT_LE(projected, 1.05 * (compute + comm))
+      // Peers reach each collective inside a pass together, as identical work on GPUs does:
+      // no rank waits in projected time on this machine's noise (an ep backward waited 0.4-1.8
+      // ms of 15.5 when each rank's calls sat where its own noisy recording put them).
+      EXPECT_LE(projected, 1.01 * (compute + comm))
           << strategy << (forward ? " forward" : " backward");
     }
     // A tiny model on an H100 waits on its host's launches, and the projection says so.
