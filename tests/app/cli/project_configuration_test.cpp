@@ -327,77 +327,111 @@ TEST(ProjectConfiguration, APipelinesTraceOpensInReportWithItsBubble) {
 // it. The paper gives no micro-batch size: one sequence (what the 1T model needs to fit), with
 // 1F1B, its attention (scores materialised) and Megatron-LM's default clipping. 2026-11-27: mean
 // 4.2 %, largest -12.2 % (18B).
+// One of Megatron's published GPT layouts on Selene's A100s in the papers' configuration (s 2048,
+// V 51 200, full recompute, unfused attention, clipping), one sequence a micro-batch: its
+// projected teraFLOP/s a GPU by the papers' own count, 96·B·s·l·h²(1 + s/6h + V/16lh).
+struct MegatronRun {
+  int heads, hidden, layers, t, p, gpus, batch;
+};
+
+double projected_tflops(const MegatronRun& r) {
+  const int d = r.gpus / (r.t * r.p), per_replica = r.batch / d;
+  std::vector<std::string> args = {"project",
+                                   "--hardware",
+                                   "8xA100",
+                                   "--nodes",
+                                   std::to_string(r.gpus / 8),
+                                   "--strategy",
+                                   "hybrid",
+                                   "--world",
+                                   std::to_string(r.gpus),
+                                   "--tp",
+                                   std::to_string(r.t),
+                                   "--pp",
+                                   std::to_string(r.p),
+                                   "--layers",
+                                   std::to_string(r.layers),
+                                   "--d-model",
+                                   std::to_string(r.hidden),
+                                   "--heads",
+                                   std::to_string(r.heads),
+                                   "--seq",
+                                   "2048",
+                                   "--vocab",
+                                   "51200",
+                                   "--mlp-ratio",
+                                   "4",
+                                   "--global-batch",
+                                   std::to_string(r.batch),
+                                   "--precision",
+                                   "bf16",
+                                   "--activation-checkpointing",
+                                   "--attention",
+                                   "unfused",
+                                   "--clip-grad-norm",
+                                   "1",
+                                   "--json"};
+  // A replica's sequences one at a time: micro-batches of a pipeline, else accumulation passes.
+  args.insert(args.end(),
+              {r.p > 1 ? "--micro-batches" : "--grad-accum", std::to_string(per_replica)});
+  const test::CliResult out = cli(args);
+  EXPECT_EQ(out.code, 0) << out.err;
+  if (out.code != 0) return 0;
+  const double step = nlohmann::json::parse(out.out).at("step_s");
+  const double B = r.batch, s = 2048, l = r.layers, h = r.hidden, V = 51200;
+  const double flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  return flops / (step * r.gpus) / 1e12;
+}
+
 TEST(ProjectConfiguration, NarayananTable1WeakScalingIsWithinFifteenPercent) {
   struct Row {
     const char* model;
-    int heads, hidden, layers, t, p, gpus, batch;
+    MegatronRun run;
     double tflops;  // the paper's, a GPU
   };
   const Row rows[] = {
-      {"1.7B", 24, 2304, 24, 1, 1, 32, 512, 137},
-      {"3.6B", 32, 3072, 30, 2, 1, 64, 512, 138},
-      {"7.5B", 32, 4096, 36, 4, 1, 128, 512, 142},
-      {"18B", 48, 6144, 40, 8, 1, 256, 1024, 135},
-      {"39B", 64, 8192, 48, 8, 2, 512, 1536, 138},
-      {"76B", 80, 10240, 60, 8, 4, 1024, 1792, 140},
-      {"145B", 96, 12288, 80, 8, 8, 1536, 2304, 148},
-      {"310B", 128, 16384, 96, 8, 16, 1920, 2160, 155},
-      {"530B", 128, 20480, 105, 8, 35, 2520, 2520, 163},
-      {"1T", 160, 25600, 128, 8, 64, 3072, 3072, 163},
+      {"1.7B", {24, 2304, 24, 1, 1, 32, 512}, 137},
+      {"3.6B", {32, 3072, 30, 2, 1, 64, 512}, 138},
+      {"7.5B", {32, 4096, 36, 4, 1, 128, 512}, 142},
+      {"18B", {48, 6144, 40, 8, 1, 256, 1024}, 135},
+      {"39B", {64, 8192, 48, 8, 2, 512, 1536}, 138},
+      {"76B", {80, 10240, 60, 8, 4, 1024, 1792}, 140},
+      {"145B", {96, 12288, 80, 8, 8, 1536, 2304}, 148},
+      {"310B", {128, 16384, 96, 8, 16, 1920, 2160}, 155},
+      {"530B", {128, 20480, 105, 8, 35, 2520, 2520}, 163},
+      {"1T", {160, 25600, 128, 8, 64, 3072, 3072}, 163},
   };
   std::vector<double> errors;
   for (const Row& r : rows) {
-    const int d = r.gpus / (r.t * r.p), per_replica = r.batch / d;
-    std::vector<std::string> args = {"project",
-                                     "--hardware",
-                                     "8xA100",
-                                     "--nodes",
-                                     std::to_string(r.gpus / 8),
-                                     "--strategy",
-                                     "hybrid",
-                                     "--world",
-                                     std::to_string(r.gpus),
-                                     "--tp",
-                                     std::to_string(r.t),
-                                     "--pp",
-                                     std::to_string(r.p),
-                                     "--layers",
-                                     std::to_string(r.layers),
-                                     "--d-model",
-                                     std::to_string(r.hidden),
-                                     "--heads",
-                                     std::to_string(r.heads),
-                                     "--seq",
-                                     "2048",
-                                     "--vocab",
-                                     "51200",
-                                     "--mlp-ratio",
-                                     "4",
-                                     "--global-batch",
-                                     std::to_string(r.batch),
-                                     "--precision",
-                                     "bf16",
-                                     "--activation-checkpointing",
-                                     "--attention",
-                                     "unfused",
-                                     "--clip-grad-norm",
-                                     "1",
-                                     "--json"};
-    // A replica's sequences one at a time: micro-batches of a pipeline, else accumulation passes.
-    args.insert(args.end(),
-                {r.p > 1 ? "--micro-batches" : "--grad-accum", std::to_string(per_replica)});
-    const test::CliResult out = cli(args);
-    ASSERT_EQ(out.code, 0) << r.model << ": " << out.err;
-    const double step = nlohmann::json::parse(out.out).at("step_s");
-    const double B = r.batch, s = 2048, l = r.layers, h = r.hidden, V = 51200;
-    const double flops = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
-    const double ours = flops / (step * r.gpus) / 1e12;
+    const double ours = projected_tflops(r.run);
     errors.push_back(std::abs(ours / r.tflops - 1));
     std::printf("%s: ours %.0f TFLOP/s a GPU, paper %.0f (%+.1f %%)\n", r.model, ours, r.tflops,
                 100 * (ours / r.tflops - 1));
     EXPECT_LT(errors.back(), 0.15) << r.model;
   }
   EXPECT_LT(mean(errors), 0.06);
+}
+
+// Smith et al. 2022 (MT-NLG 530B, section 2.4): the same 530B layout (t 8, p 35, batch 1920) on
+// 280, 350 and 420 DGX A100s took 60.1, 50.2 and 44.4 s an iteration, 126, 121 and 113
+// TFLOP/s a GPU. That ran DeepSpeed's pipeline engine, not Megatron-LM's, and Megatron-LM's
+// own 530B run (Narayanan's Table 1, 163 TFLOP/s on 2520 GPUs, which we come within 4 % of)
+// was 30 % faster a GPU at that scale. What we project is our pipeline, which follows
+// Megatron-LM's: faster than this table, by less than Megatron-LM was, and falling as the
+// replicas' micro-batches shrink and the bubble grows, as the table does.
+TEST(ProjectConfiguration, MtNlgOnDeepSpeedsPipelineIsSlowerThanOursAsMegatronLmWas) {
+  const double paper[] = {126, 121, 113};
+  double previous = 1e9;
+  for (int i = 0; i < 3; ++i) {
+    const int nodes = 280 + 70 * i;
+    const double ours = projected_tflops({128, 20480, 105, 8, 35, 8 * nodes, 1920});
+    std::printf("%d nodes: ours %.0f TFLOP/s a GPU, MT-NLG %.0f (%+.1f %%)\n", nodes, ours,
+                paper[i], 100 * (ours / paper[i] - 1));
+    EXPECT_GT(ours, paper[i]) << nodes << " nodes";
+    EXPECT_LT(ours, paper[i] * 163 / 126) << nodes << " nodes";
+    EXPECT_LT(ours, previous) << nodes << " nodes";
+    previous = ours;
+  }
 }
 
 // Every strategy projects: context parallelism (its ring in fp32, which a GPU without an fp32
