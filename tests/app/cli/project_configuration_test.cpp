@@ -187,8 +187,10 @@ double mean(const std::vector<double>& values) {
 // paper's runs paid for (docs/device-time-and-projection.md). This holds what is reached, a
 // quarter a row and a tenth on average, so that no change slips back unseen.
 // An A100, and an H100 PCIe, are slower than an H100 SXM at every rate (GEMMs, HBM, kernel
-// turnaround) and their hosts are priced alike, so no model steps faster on them, however small;
-// a small GPT at world 1 is bound by the host and takes about as long on each.
+// turnaround), and an H200 at least as fast at each; their hosts are priced alike. So no model
+// steps faster on a slower GPU or slower on a faster one, however small, and the same H100 steps
+// alike in one node or two; a small GPT at world 1 is bound by the host and takes about as long
+// on each.
 TEST(ProjectConfiguration, AGpuSlowerAtEveryRateIsNeverProjectedFaster) {
   auto step = [](const std::string& hardware, const std::string& preset) {
     const test::CliResult out =
@@ -199,11 +201,16 @@ TEST(ProjectConfiguration, AGpuSlowerAtEveryRateIsNeverProjectedFaster) {
   };
   for (const char* preset : {"tiny", "small", "gpt2-small", "megatron-22b"}) {
     const double a100 = step("8xA100", preset), pcie = step("8xH100-PCIe", preset),
-                 h100 = step("8xH100", preset);
-    std::printf("%s: A100 %.3f ms, H100 PCIe %.3f ms, H100 SXM %.3f ms\n", preset, a100 * 1e3,
-                pcie * 1e3, h100 * 1e3);
+                 h100 = step("8xH100", preset), h200 = step("8xH200", preset),
+                 two_nodes = step("2x8xH100-IB", preset);
+    std::printf(
+        "%s: A100 %.3f ms, H100 PCIe %.3f ms, H100 SXM %.3f ms (%.3f in 2x8xH100-IB), "
+        "H200 %.3f ms\n",
+        preset, a100 * 1e3, pcie * 1e3, h100 * 1e3, two_nodes * 1e3, h200 * 1e3);
     EXPECT_GE(a100, h100) << preset;
     EXPECT_GE(pcie, h100) << preset;
+    EXPECT_LE(h200, h100) << preset;
+    EXPECT_DOUBLE_EQ(two_nodes, h100) << preset;
   }
 }
 
