@@ -179,8 +179,15 @@ std::optional<HardwareProfile> profile_of_device(const std::string& device) {
 }
 
 HardwareProfile parse_hardware_profile(const std::string& text, const std::string& origin) {
-  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) throw std::runtime_error(origin + ": not a JSON object");
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // Where it broke: a truncated file, or a NaN that JSON cannot spell.
+    throw std::runtime_error(origin + ": not valid JSON (at byte " + std::to_string(e.byte) +
+                             " of " + std::to_string(text.size()) + ")");
+  }
+  if (!j.is_object()) throw std::runtime_error(origin + ": not a JSON object");
   HardwareProfile hw;
   hw.name = optional_text(j, "name", origin);
   if (hw.name.empty()) throw std::runtime_error(origin + ": 'name' is missing");

@@ -145,6 +145,16 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
     EXPECT_NE(std::string(e.what()).find("bandwidth_gbps"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_hardware_profile("[1,2]", "t"), std::runtime_error);
+  // A truncated file, or a NaN JSON cannot spell, says where it broke.
+  for (const char* text : {R"({"name":"x","gpus_per_node":8,"nod)", R"({"name":"x","sms":NaN})"}) {
+    try {
+      parse_hardware_profile(text, "cut.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("cut.json: not valid JSON (at byte"), std::string::npos)
+          << e.what();
+    }
+  }
   EXPECT_THROW(parse_hardware_profile(R"({"name":"x","gpus_per_node":8,"nodes":2,
       "gpu_memory_gib":80,"peak_bf16_tflops":1,"intra":{"bandwidth_gbps":3,"efficiency":1,
       "hw_latency_us":{"ll":1,"ll128":1,"simple":1}}})",
