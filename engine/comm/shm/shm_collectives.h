@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -30,7 +32,7 @@ class Collectives {
   enum class Path {
     kSlots,      // copied into this rank's slot, read from the others': two copies
     kInPlace,    // rank threads of one process: read and written where they are, one copy
-    kPeerReads,  // rank processes: read from the peer process by address (peer_reads.h)
+    kPeerReads,  // rank processes: read (and written) in the peer process by address (peer_reads.h)
   };
 
   Collectives(Segment& segment, int rank) : segment_(segment), rank_(rank) {}
@@ -38,8 +40,8 @@ class Collectives {
   void set_timeout(std::chrono::milliseconds timeout) { timeout_ms_ = timeout.count(); }
   void set_path(Path path) { path_ = path; }
   Path path() const { return path_; }
-  // Whether this rank reads `expected`'s bytes back from every peer process by address, each
-  // peer having published its own copy's address (a collective: every rank calls it).
+  // Whether this rank reads (and writes) a value in every peer process by address, each peer
+  // having published its address (a collective: every rank calls it).
   bool probe_peer_reads();
 
   void all_reduce(at::Tensor& tensor, c10d::ReduceOp op);
@@ -78,8 +80,15 @@ class Collectives {
   // Throws PeerFailure naming the rank if its process is gone (`what`: the collective).
   void read_from(int rank, const uint8_t* remote, uint8_t* local, int64_t bytes,
                  const char* what) const;
-  void reduce_share_from_peers(const std::function<const uint8_t*(int rank)>& address,
-                               at::Tensor out, c10d::ReduceOp op, const char* what);
+  void write_to(int rank, const uint8_t* local, uint8_t* remote, int64_t bytes,
+                const char* what) const;
+  void with_peer(int rank, const char* what, const std::function<void(pid_t pid)>& transfer) const;
+  // out <- the reduction, in rank order, of every rank's piece at address(rank); `each_piece`
+  // runs on each piece of `out` (and its offset in bytes) once it is final.
+  void reduce_share_from_peers(
+      const std::function<const uint8_t*(int rank)>& address, at::Tensor out, c10d::ReduceOp op,
+      const char* what,
+      const std::function<void(at::Tensor piece, int64_t offset)>& each_piece = nullptr);
   void all_reduce_by_peer_reads(at::Tensor& tensor, c10d::ReduceOp op);
   void all_gather_by_peer_reads(std::vector<at::Tensor>& outputs, const at::Tensor& input);
   void reduce_scatter_by_peer_reads(at::Tensor& output, const std::vector<at::Tensor>& inputs,

@@ -155,19 +155,46 @@ TEST(ShmBackend, AMessageCutShortFailsTheReceiveNamingTheSender) {
 // kernel refuses, or of a process that is gone, fails naming the process (and the group then
 // falls back to the slots, or breaks, as any failed collective does).
 TEST(ShmBackend, APeerReadReadsTheBytesOrFailsNamingTheProcess) {
-  const uint64_t here = 0x1234, other = 0x4321;
-  EXPECT_TRUE(shm::can_read_peer(getpid(), &here, &here, sizeof(here)));
-  EXPECT_FALSE(shm::can_read_peer(getpid(), &here, &other, sizeof(here)));
+  uint64_t here = 0x1234;
+  const uint64_t other = 0x4321;
+  EXPECT_TRUE(shm::can_read_and_write_peer(getpid(), &here, &here, sizeof(here)));
+  EXPECT_EQ(here, 0x1234u);  // the probe writes back what it read
+  EXPECT_FALSE(shm::can_read_and_write_peer(getpid(), &here, &other, sizeof(here)));
+  // A write lands at the address given, in a child process as in this one.
+  int done[2];
+  ASSERT_EQ(pipe(done), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    char c;
+    if (read(done[0], &c, 1) != 1) _exit(3);
+    _exit(here == 0x5678 ? 0 : 1);  // the child's own copy of `here`
+  }
+  const uint64_t written = 0x5678;
+  shm::write_peer(child, &written, &here, sizeof(here));
+  EXPECT_EQ(here, 0x1234u);  // this process's copy is untouched
+  ASSERT_EQ(write(done[1], "x", 1), 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(done[0]);
+  close(done[1]);
   const pid_t gone = fork();
   if (gone == 0) _exit(0);
   waitpid(gone, nullptr, 0);
   uint64_t into = 0;
-  try {
-    shm::read_peer(gone, &here, &into, sizeof(into));
-    ADD_FAILURE() << "read a process that is gone";
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("rank process " + std::to_string(gone)), std::string::npos)
-        << e.what();
+  for (bool write : {false, true}) {
+    try {
+      if (write) {
+        shm::write_peer(gone, &into, &here, sizeof(into));
+      } else {
+        shm::read_peer(gone, &here, &into, sizeof(into));
+      }
+      ADD_FAILURE() << (write ? "wrote" : "read") << " a process that is gone";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("rank process " + std::to_string(gone)),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 
