@@ -186,6 +186,9 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     // Where it broke: a truncated file, or a NaN that JSON cannot spell.
     throw std::runtime_error(origin + ": not valid JSON (at byte " + std::to_string(e.byte) +
                              " of " + std::to_string(text.size()) + ")");
+  } catch (const json::exception& e) {
+    // A number no double holds (1e400): named with the file, as every other fault of it is.
+    throw std::runtime_error(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw std::runtime_error(origin + ": not a JSON object");
   HardwareProfile hw;

@@ -155,6 +155,15 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
           << e.what();
     }
   }
+  // A number no double holds says so, naming the file.
+  try {
+    parse_hardware_profile(R"({"name":"x","sms":1e400})", "huge.json");
+    ADD_FAILURE() << "accepted 1e400";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("huge.json: not valid JSON"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("1e400"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(parse_hardware_profile(R"({"name":"x","gpus_per_node":8,"nodes":2,
       "gpu_memory_gib":80,"peak_bf16_tflops":1,"intra":{"bandwidth_gbps":3,"efficiency":1,
       "hw_latency_us":{"ll":1,"ll128":1,"simple":1}}})",
