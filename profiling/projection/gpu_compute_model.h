@@ -25,6 +25,11 @@ struct GpuCompute {
   double gemm_floor_us = 0;
   // Host time to dispatch one operator (PyTorch eager); a device waits when kernels are shorter.
   double dispatch_us = 0;
+  // Of a collective started beside a GEMM on another stream, the fraction of the shorter of the
+  // two that the pair hides, measured (scripts/gpu-sm-contention.py: a kernel taking SMs and
+  // memory bandwidth as NCCL's channels do). Each takes SMs and bandwidth the other then lacks,
+  // so it is well short of 1. 0: unmeasured, and the collective is priced unhidden.
+  double collective_hidden_beside_gemm = 0;
   // The host's time per operator of each kind, measured in C++ through LibTorch on that GPU's
   // machine (`shardscope perf --only host-ops`): a view, a kernel-launching operator without and
   // with autograd recording it, a matmul (Linear), one autograd node in backward with the one

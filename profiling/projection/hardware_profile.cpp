@@ -98,6 +98,10 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
     throw std::runtime_error(where + ": 'fp32_tflops' above the bf16 peak is not a GPU's");
   gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
   gpu.gemm_floor_us = optional_non_negative(j, "gemm_floor_us", where);
+  gpu.collective_hidden_beside_gemm =
+      optional_non_negative(j, "collective_hidden_beside_gemm", where);
+  if (gpu.collective_hidden_beside_gemm > 1)
+    throw std::runtime_error(where + ": 'collective_hidden_beside_gemm' is a fraction, at most 1");
   if (j.contains("host")) {
     const std::string in = where + ".host";
     const json& h = object_field(j, "host", where, "view_us, op_us, autograd_op_us, ...");

@@ -2,6 +2,7 @@
 
 // The builder the projection's cost files share (transformer_costs, moe_costs): a pass's ops in
 // order, each priced on the profile's GPU as it is added. Internal to profiling/projection.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,6 +46,16 @@ class Pass {
     if (ranks <= 1 || bytes <= 0) return;
     const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
     ops_.push_back({name, Kind::kTensorComm, 0, bytes, s, op});
+  }
+  // A collective started just before a GEMM of `gemm_s` on another stream and waited for after
+  // it: what the pair hides (the profile's measured fraction of the shorter) comes off the
+  // collective's time.
+  void collective_beside_gemm(const std::string& name, const std::string& op, double bytes,
+                              int ranks, double gemm_s) {
+    if (ranks <= 1 || bytes <= 0) return;
+    const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
+    const double hidden = hw_.gpu.collective_hidden_beside_gemm * std::min(s, gemm_s);
+    ops_.push_back({name, Kind::kTensorComm, 0, bytes, s - hidden, op});
   }
 
  private:

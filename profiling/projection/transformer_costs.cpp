@@ -169,15 +169,18 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
   Linear{"attn proj", tokens, h / t, h}.weight_gradient(pass);
   Linear{"qkv", tokens, h, 3 * h / t}.weight_gradient(pass);
   // Under sequence parallelism fc and qkv kept only their shard of the LayerNorm's output (in
-  // the compute dtype) and gather it again for their weights' gradients. A whole backward starts
-  // that gather before the input's gradient GEMM (tp::sequence_parallel_linear, as Megatron), but
-  // it is priced unhidden: on a GPU the gather's kernels take SMs from the GEMM beside them, which
-  // no profile measures. Hidden behind the GEMMs, 22B's layer backward under SP would take 11.29
-  // ms, and selective + SP 12.29, against Korthikanti's 11.8 and 13.1 (his SP backward costs what
-  // his baseline's does, 11.9): little of it hides on an A100.
+  // the compute dtype) and gather it again for their weights' gradients. Backward starts that
+  // gather before the input's gradient GEMM and waits for it after (tp::sequence_parallel_linear,
+  // as Megatron), so the pair hides what the profile measured of the shorter: the gather's
+  // kernels take SMs and memory bandwidth from the GEMM, and it from them (on an H200 about half;
+  // a profile that measured none prices the gather unhidden).
   if (s.sequence_parallel) {
-    for (const char* what : {"all_gather (sp, fc input again)", "all_gather (sp, qkv input again)"})
-      pass.collective(what, "all_gather_into", double(tokens) * h * kCompute, t);
+    const double bytes = double(tokens) * h * kCompute;
+    const GpuCompute& gpu = pass.hardware().gpu;
+    pass.collective_beside_gemm("all_gather (sp, fc input again)", "all_gather_into", bytes, t,
+                                gemm_seconds(gpu, tokens, h, m.mlp_ratio * h / t, 1, kCompute));
+    pass.collective_beside_gemm("all_gather (sp, qkv input again)", "all_gather_into", bytes, t,
+                                gemm_seconds(gpu, tokens, h, 3 * h / t, 1, kCompute));
   }
   // fp32 weight gradients accumulated from the bf16 matmuls: read, add, write (a mixture: the
   // router's and the experts' this rank holds).

@@ -182,15 +182,12 @@ double mean(const std::vector<double>& values) {
   return values.empty() ? 0 : sum / double(values.size());
 }
 
-// With SDPA, what our GPT runs by default, the bar (10 % a row, 5 % on average) is not met:
-// 22B's rows are fast, since a flash kernel replaces the score matrix, softmax and dropout the
-// paper's runs paid for (docs/device-time-and-projection.md). This holds what is reached, a
-// quarter a row and a tenth on average, so that no change slips back unseen.
 // An A100, and an H100 PCIe, are slower than an H100 SXM at every rate (GEMMs, HBM, kernel
-// turnaround), and an H200 at least as fast at each; their hosts are priced alike. So no model
-// steps faster on a slower GPU or slower on a faster one, however small, and the same H100 steps
-// alike in one node or two; a small GPT at world 1 is bound by the host and takes about as long
-// on each.
+// turnaround), and an H200 at least as fast at each. So, on the same host, no model steps faster on
+// a slower GPU or slower on a faster one, however small, and the same H100 steps alike in one node
+// or two; a small GPT at world 1 is bound by the host and takes about as long on each. The A100
+// and PCIe profiles take the H100 machine's host; the H200's was measured on its own machine, so
+// it is compared on the H100's host here.
 TEST(ProjectConfiguration, AGpuSlowerAtEveryRateIsNeverProjectedFaster) {
   auto step = [](const std::string& hardware, const std::string& preset) {
     const test::CliResult out =
@@ -199,13 +196,24 @@ TEST(ProjectConfiguration, AGpuSlowerAtEveryRateIsNeverProjectedFaster) {
     EXPECT_EQ(out.code, 0) << hardware << " " << preset << ": " << out.err;
     return out.code == 0 ? nlohmann::json::parse(out.out).at("step_s").get<double>() : 0.0;
   };
+  auto profile = [](const std::string& name) {
+    std::ifstream in(profiling::hardware_profile_directory() + "/" + name + ".json");
+    return nlohmann::json::parse(in);
+  };
+  nlohmann::json h200_on_h100_host = profile("8xH200");
+  const nlohmann::json h100_profile = profile("8xH100");
+  EXPECT_NE(h200_on_h100_host["gpu"]["host"], h100_profile["gpu"]["host"]);
+  h200_on_h100_host["gpu"]["host"] = h100_profile["gpu"]["host"];
+  h200_on_h100_host["gpu"]["dispatch_us"] = h100_profile["gpu"]["dispatch_us"];
+  const std::string h200_path = (test::test_temp_dir() / "h200-on-h100-host.json").string();
+  std::ofstream(h200_path) << h200_on_h100_host.dump();
   for (const char* preset : {"tiny", "small", "gpt2-small", "megatron-22b"}) {
     const double a100 = step("8xA100", preset), pcie = step("8xH100-PCIe", preset),
-                 h100 = step("8xH100", preset), h200 = step("8xH200", preset),
+                 h100 = step("8xH100", preset), h200 = step(h200_path, preset),
                  two_nodes = step("2x8xH100-IB", preset);
     std::printf(
         "%s: A100 %.3f ms, H100 PCIe %.3f ms, H100 SXM %.3f ms (%.3f in 2x8xH100-IB), "
-        "H200 %.3f ms\n",
+        "H200 on the H100's host %.3f ms\n",
         preset, a100 * 1e3, pcie * 1e3, h100 * 1e3, two_nodes * 1e3, h200 * 1e3);
     EXPECT_GE(a100, h100) << preset;
     EXPECT_GE(pcie, h100) << preset;
@@ -214,6 +222,10 @@ TEST(ProjectConfiguration, AGpuSlowerAtEveryRateIsNeverProjectedFaster) {
   }
 }
 
+// With SDPA, what our GPT runs by default, the bar (10 % a row, 5 % on average) is not met:
+// 22B's rows are fast, since a flash kernel replaces the score matrix, softmax and dropout the
+// paper's runs paid for (docs/device-time-and-projection.md). This holds what is reached, a
+// quarter a row and a tenth on average, so that no change slips back unseen.
 TEST(ProjectConfiguration, KorthikantiTable5RowsStayWithinAQuarterOfThePaper) {
   const std::vector<double> errors = table5_errors("sdpa");
   ASSERT_EQ(errors.size(), 8u);

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
 namespace shardscope::profiling {
 namespace {
 
@@ -170,6 +174,17 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
                                       "t"),
                std::runtime_error);  // two nodes need an inter link
   EXPECT_THROW(load_hardware_profile("no-such-machine"), std::runtime_error);
+  // A hidden share is a fraction: above 1 a GEMM would make its neighbour's time negative.
+  nlohmann::json h200 = nlohmann::json::parse(
+      std::ifstream(std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/hardware/8xH200.json"));
+  h200["gpu"]["collective_hidden_beside_gemm"] = 1.5;
+  try {
+    parse_hardware_profile(h200.dump(), "h.json");
+    ADD_FAILURE() << "accepted a hidden share of 1.5";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("collective_hidden_beside_gemm"), std::string::npos)
+        << e.what();
+  }
 }
 
 // Issue 33: a hand-written profile with a field of the wrong type is told which field, in our

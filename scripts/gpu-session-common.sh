@@ -1,0 +1,11 @@
+# What each scripts/gpu-session-N.sh shares (sourced, after `cd` to the repository): where its
+# output goes (SESSION names the log and the scratch folder), a deadline its steps check so the
+# call ends inside the device tool's limit, and a run's median step from its --json.
+OUT="${OUT:-gpu-check-out}"; mkdir -p "$OUT"
+BIN=build-gpu/shardscope; DEV=cuda:0; LOGS="/tmp/gpu-$SESSION"; mkdir -p "$LOGS"
+DEADLINE=$(( $(date +%s) + ${SESSION_SECONDS:-420} ))
+exec > >(tee -a "$OUT/$SESSION.log") 2>&1
+left() { [ $(( DEADLINE - $(date +%s) )) -gt "$1" ] || { echo "(skipped: $2, too little time left)"; return 1; }; }
+median_step() {
+  python3 -c 'import json,sys,statistics as s; d=json.load(open(sys.argv[1])); t=[x["step_time_s"] for x in d["steps"]][2:]; print(f"{sys.argv[2]:44s} median step {s.median(t)*1e3:8.2f} ms over {len(t)} steps")' "$@"
+}
