@@ -68,8 +68,10 @@ def main():
     sms = props.multi_processor_count
     result = {"device": props.name, "sms": sms, "torch": torch.__version__, "rows": []}
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
-    # The input gradient's GEMM of a 22B layer's fc2 and qkv at t 8, micro-batch 4 (8192 tokens),
-    # and of 175B's fc1 at micro-batch 1: the GEMMs a sequence-parallel gather hides behind.
+    # Input-gradient GEMMs of 22B's layer at t 8, micro-batch 4 (8192 tokens), and of 175B's at
+    # micro-batch 1. A sequence-parallel gather hides behind fc1's and qkv's; "22b.fc2.dgrad" is
+    # the MLP projection's (fc1's has the same FLOPs, transposed: 8192 x 6144 x 3072), kept as
+    # measured on 2026-11-27.
     gemms = {"22b.fc2.dgrad": (8192, 3072, 6144), "22b.qkv.dgrad": (8192, 6144, 2304),
              "175b.fc1.dgrad": (2048, 12288, 6144)}
     big = 1 << 28  # 512 MiB of bf16 for the copy to stream through

@@ -172,6 +172,7 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   shape.sequence_parallel = l.memory.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.memory.activation_checkpointing;
   shape.weight_casts_per_step = l.memory.weight_casts_per_step;
+  shape.split_backward = pipeline::splits_backward(l.schedule);
   const auto tensor_group = profiling::group_profile(hw, l.tp, 1);
   const PassOps block = profiling::block_ops(shape, hw, tensor_group);
   const PassOps embedding = profiling::embedding_ops(shape, hw, tensor_group);

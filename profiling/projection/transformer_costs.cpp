@@ -169,18 +169,24 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
   Linear{"attn proj", tokens, h / t, h}.weight_gradient(pass);
   Linear{"qkv", tokens, h, 3 * h / t}.weight_gradient(pass);
   // Under sequence parallelism fc and qkv kept only their shard of the LayerNorm's output (in
-  // the compute dtype) and gather it again for their weights' gradients. Backward starts that
-  // gather before the input's gradient GEMM and waits for it after (tp::sequence_parallel_linear,
-  // as Megatron), so the pair hides what the profile measured of the shorter: the gather's
-  // kernels take SMs and memory bandwidth from the GEMM, and it from them (on an H200 about half;
-  // a profile that measured none prices the gather unhidden).
+  // the compute dtype) and gather it again for their weights' gradients. A whole backward starts
+  // that gather before the input's gradient GEMM and waits for it after
+  // (tp::sequence_parallel_linear, as Megatron), so the pair hides what the profile measured of
+  // the shorter: the gather's kernels take SMs and memory bandwidth from the GEMM, and it from
+  // them. A split backward's weight pass has no such GEMM beside it, and a profile that measured
+  // nothing prices the gather whole.
   if (s.sequence_parallel) {
     const double bytes = double(tokens) * h * kCompute;
     const GpuCompute& gpu = pass.hardware().gpu;
+    const auto beside = [&](const Linear& linear) {  // its input gradient's GEMM, as priced
+      return s.split_backward
+                 ? 0.0
+                 : gemm_seconds(gpu, linear.tokens, linear.in, linear.out, 1, kCompute);
+    };
     pass.collective_beside_gemm("all_gather (sp, fc input again)", "all_gather_into", bytes, t,
-                                gemm_seconds(gpu, tokens, h, m.mlp_ratio * h / t, 1, kCompute));
+                                beside(Linear{"fc", tokens, h, m.mlp_ratio * h / t}));
     pass.collective_beside_gemm("all_gather (sp, qkv input again)", "all_gather_into", bytes, t,
-                                gemm_seconds(gpu, tokens, h, 3 * h / t, 1, kCompute));
+                                beside(Linear{"qkv", tokens, h, 3 * h / t}));
   }
   // fp32 weight gradients accumulated from the bf16 matmuls: read, add, write (a mixture: the
   // router's and the experts' this rank holds).

@@ -101,6 +101,9 @@ struct PassShape {
   int ep = 0;
   bool sequence_parallel = false;
   bool activation_checkpointing = false;
+  // The schedule runs each backward's weight pass apart from its input pass (zero bubble): what
+  // the weight pass waits for then has no input-gradient GEMM beside it to hide behind.
+  bool split_backward = false;
   // The step's micro-batches share bf16 copies of the Linears' weights (our pipelines keep them
   // for the step): a forward finds them made, and weight_cast_ops prices making them, once a
   // step.
