@@ -122,6 +122,13 @@ nlohmann::json TimelineView::describe(const Trace& trace, const TimelineIndex& i
   // Recorded on a busy machine: how much of the span its thread spent off its core, which
   // device time leaves out (profiling/projection/device_model.h).
   if (e.off_cpu_us > 0) d["off_core_ms"] = e.off_cpu_us * 1e-3;
+  if (e.category == Category::kMemcpy && e.bytes > 0) {
+    // A copy's size and speed: a device-to-device copy at a tenth of the HBM's rate, or one from
+    // pageable memory, is what stalls a step.
+    d["copied_bytes"] = e.bytes;
+    const double seconds = (e.t1_ns - e.t0_ns) * 1e-9;
+    if (seconds > 0) d["copy_gbps"] = e.bytes / seconds / 1e9;
+  }
   if (e.category == Category::kCollective) {
     d["bytes"] = e.bytes;
     d["group"] = trace.str(e.group);

@@ -612,6 +612,12 @@ void TimelineView::draw_hover(const Frame& f, const Trace& trace, const Timeline
                   d["group"].get<std::string>().c_str(),
                   static_cast<long long>(d["seq"].get<int64_t>()));
     }
+    if (d.contains("copied_bytes")) {
+      ImGui::Text("%s copied%s", format_bytes(d["copied_bytes"].get<double>()).c_str(),
+                  d.contains("copy_gbps")
+                      ? (" at " + profiling::format_gbps(d["copy_gbps"].get<double>())).c_str()
+                      : "");
+    }
     if (d.contains("busbw_gbps"))
       ImGui::Text("busbw %s", profiling::format_gbps(d["busbw_gbps"].get<double>()).c_str());
     ImGui::EndTooltip();

@@ -121,6 +121,10 @@ std::string to_chrome_json(const Trace& trace) {
         w.raw(",\"off_cpu_us\":");
         w.integer(e.off_cpu_us);
       }
+      if (e.category == Category::kMemcpy && e.bytes > 0) {
+        w.raw(",\"bytes\":");  // what a copy moved, as Kineto's gpu_memcpy events say
+        w.integer(e.bytes);
+      }
       if (e.category == Category::kCollective || e.category == Category::kWait) {
         w.raw(",\"bytes\":");
         w.integer(e.bytes);

@@ -340,6 +340,7 @@ class RankBuilder {
       if (is_device_event(r)) {
         e.category = r.cat == "kernel" ? Category::kKernel : Category::kMemcpy;
         e.seq = r.correlation;
+        if (e.category == Category::kMemcpy) e.bytes = r.bytes;  // what the copy moved
       } else if (r.cat == "cuda_runtime" || r.cat == "cuda_driver") {
         e.seq = r.correlation;
       }

@@ -144,6 +144,7 @@ std::string to_kineto_json(const Trace& trace, const RankTrace& rank) {
                                                  ", " + correlation;
     if (d.kind == WorkKind::kMemory) {
       name = memory_kernel_name(name);
+      if (e.bytes > 0) args += ", \"bytes\": " + std::to_string(e.bytes);
     } else if (d.kind == WorkKind::kCommunication && e.category == Category::kCollective) {
       name = nccl_kernel_name(name);
       args += ", \"Collective name\": " + quoted(trace.str(e.name)) +

@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "profiling/record/clock.h"
 
@@ -18,8 +20,33 @@
 
 namespace shardscope::profiling {
 
+namespace {
+
+// CUPTI's CUpti_ActivityMemcpyKind and CUpti_ActivityMemoryKind, in order (checked against
+// cupti.h below where it is built), in Kineto's words.
+constexpr const char* kCopyKinds[] = {"Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                      "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
+constexpr const char* kMemoryKinds[] = {"Unknown", "Pageable", "Pinned",        "Device",
+                                        "Array",   "Managed",  "Device Static", "Managed Static"};
+
+template <size_t N>
+const char* kind_name(const char* const (&names)[N], int kind) {
+  return kind >= 0 && static_cast<size_t>(kind) < N ? names[kind] : names[0];
+}
+
+}  // namespace
+
+std::string memcpy_name(int copy_kind, int src_kind, int dst_kind) {
+  return std::string("Memcpy ") + kind_name(kCopyKinds, copy_kind) + " (" +
+         kind_name(kMemoryKinds, src_kind) + " -> " + kind_name(kMemoryKinds, dst_kind) + ")";
+}
+
 #ifdef SHARDSCOPE_HAVE_CUPTI
 namespace {
+
+static_assert(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD == 8 && CUPTI_ACTIVITY_MEMCPY_KIND_PTOP == 10 &&
+              CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE == 1 && CUPTI_ACTIVITY_MEMORY_KIND_DEVICE == 3 &&
+              CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC == 7);
 
 // What CUPTI hands back between flushes; its callbacks run on CUPTI's own thread.
 struct Collected {
@@ -44,9 +71,9 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 
 // Copies and memsets share the fields we keep; the correlation id is resolved to a rank later.
 template <typename Record>
-DeviceActivity copy_activity(const Record& r, const char* name) {
+DeviceActivity copy_activity(const Record& r, std::string name) {
   DeviceActivity a;
-  a.name = name;
+  a.name = std::move(name);
   a.category = Category::kMemcpy;
   a.stream = r.streamId;
   a.t0_ns = static_cast<int64_t>(r.start);
@@ -100,14 +127,18 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
         c.activity.push_back(a);
         break;
       }
-      case CUPTI_ACTIVITY_KIND_MEMCPY:
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto& copy = *reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
         c.activity.push_back(
-            copy_activity(*reinterpret_cast<CUpti_ActivityMemcpy6*>(record), "memcpy"));
+            copy_activity(copy, memcpy_name(copy.copyKind, copy.srcKind, copy.dstKind)));
         break;
-      case CUPTI_ACTIVITY_KIND_MEMSET:
-        c.activity.push_back(
-            copy_activity(*reinterpret_cast<CUpti_ActivityMemset4*>(record), "memset"));
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto& set = *reinterpret_cast<CUpti_ActivityMemset4*>(record);
+        c.activity.push_back(copy_activity(
+            set, std::string("Memset (") + kind_name(kMemoryKinds, set.memoryKind) + ")"));
         break;
+      }
       case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
         auto* e = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(record);
         c.rank_of_correlation[e->correlationId] = static_cast<int>(e->externalId);

@@ -55,4 +55,10 @@ class DeviceTracer {
 // correlation id in Event::seq.
 void add_device_activity(Trace& trace, const std::vector<DeviceActivity>& activity);
 
+// A copy's name as the PyTorch profiler (Kineto) gives it, from CUPTI's copy kind and the kinds
+// of memory at either end: "Memcpy DtoH (Device -> Pageable)". A pageable end, or a device-to-
+// device copy taking milliseconds, is what a timeline needs to say. Values outside CUPTI's
+// enumerations read "Unknown".
+std::string memcpy_name(int copy_kind, int src_kind, int dst_kind);
+
 }  // namespace shardscope::profiling

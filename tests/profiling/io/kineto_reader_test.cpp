@@ -5,9 +5,11 @@
 // receives, memory.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
 
 #include "profiling/io/kineto_reader.h"
 #include "profiling/io/trace_io.h"
@@ -163,6 +165,25 @@ TEST(KinetoReader, AGpusKernelsAreOnStreamLanesAndKnowTheirLaunch) {
     EXPECT_GT(count(r, t, Category::kCollective, "all_reduce"), 0);
     for (const DeviceWork& w : work) EXPECT_NE(w.kind, WorkKind::kCommunication);
   }
+}
+
+// A PyTorch profiler trace names each copy by its kind and the memory at either end, and says what
+// it moved: both come through, so a timeline can tell a device-to-device copy of a megabyte from
+// a pageable one. The names are the ones our own CUPTI recording gives (memcpy_name).
+TEST(KinetoReader, ACopyKeepsItsKindAndItsBytes) {
+  const Trace t = folder("gpu-ddp-nccl-w1");
+  std::map<std::string, int> copies;
+  int64_t largest = 0;
+  for (const Event& e : t.ranks.at(0).events) {
+    if (e.category != Category::kMemcpy) continue;
+    ++copies[t.str(e.name)];
+    largest = std::max(largest, e.bytes);
+  }
+  EXPECT_EQ(copies["Memcpy DtoD (Device -> Device)"], 93);
+  EXPECT_EQ(copies["Memcpy DtoH (Device -> Pageable)"], 2);
+  EXPECT_EQ(copies["Memcpy HtoD (Pageable -> Device)"], 2);
+  EXPECT_EQ(copies["Memset (Device)"], 27);
+  EXPECT_GE(largest, 1048576);  // the first DtoD copy of the file moved 1 MiB in 1.344 us
 }
 
 }  // namespace

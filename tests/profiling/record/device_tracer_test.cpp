@@ -55,5 +55,17 @@ TEST(DeviceTracer, LaunchesGetALaneOfTheirOwnAndEveryEventKeepsItsCorrelationId)
   for (const auto& e : t.ranks[0].events) EXPECT_EQ(e.seq, 41);
 }
 
+// Our CUPTI recording names a copy as the PyTorch profiler does, from CUPTI's kinds (copy kind;
+// memory at the source and at the destination): the names in assets/traces/kineto/gpu-*, which
+// KinetoReader.ACopyKeepsItsKindAndItsBytes reads. Before, every copy was "memcpy", and a
+// pageable copy stalling a step looked like any other.
+TEST(DeviceTracer, ACopyIsNamedByItsKindAsThePyTorchProfilerNamesIt) {
+  EXPECT_EQ(memcpy_name(8, 3, 3), "Memcpy DtoD (Device -> Device)");
+  EXPECT_EQ(memcpy_name(2, 3, 1), "Memcpy DtoH (Device -> Pageable)");
+  EXPECT_EQ(memcpy_name(1, 2, 3), "Memcpy HtoD (Pinned -> Device)");
+  EXPECT_EQ(memcpy_name(10, 6, 7), "Memcpy PtoP (Device Static -> Managed Static)");
+  EXPECT_EQ(memcpy_name(11, -1, 8), "Memcpy Unknown (Unknown -> Unknown)");
+}
+
 }  // namespace
 }  // namespace shardscope::profiling
