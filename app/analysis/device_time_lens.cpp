@@ -57,10 +57,16 @@ LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
         "recorded with --contended: each rank's compute was slowed by the others sharing "
         "its device, and device time keeps that";
   } else if (measured.ranks.size() > 1 && config && config->takes_turns() &&
-             measured.run.device.rfind("cuda", 0) == 0 && !measured.run.turns_drain_device) {
-    out.note =
-        "ranks shared one GPU, not drained between turns (recorded before 2026-11-27): their "
-        "kernels may have run at once with other ranks', so their durations can read long";
+             measured.run.device.rfind("cuda", 0) == 0) {
+    // Measured on an H200 (docs/running-on-a-gpu.md): the drain did not bring a rank's turn
+    // back to a lone rank's step, so a drained trace is not yet one of devices of their own.
+    out.note = measured.run.turns_drain_device
+                   ? "ranks shared one GPU, taking turns: on an H200 a rank's backward took about "
+                     "twice a lone rank's whole step, drained or not (a copy stalls it; cause "
+                     "not found), so compute can read long"
+                   : "ranks shared one GPU, not drained between turns (recorded before "
+                     "2026-11-27): their kernels may have run at once with other ranks', so "
+                     "their durations can read long";
   }
   return out;
 }
