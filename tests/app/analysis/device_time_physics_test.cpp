@@ -252,21 +252,32 @@ Config equal_stages(const std::string& schedule, int p, int v, int m, int layers
 // Each rank's bubble in device time, its median over the steps after the first. The
 // links are NVLink's (8xH100) and compute as measured, so that a send costs microseconds: the
 // formula counts no transfer time, which on cpu-10GbE adds 1-2 points (6 hops of 0.27 ms a step).
-std::map<int, double> bubble_by_rank(const Config& c) {
+// `compute_spread`, if given, gets the most over the least of the ranks' median compute.
+std::map<int, double> bubble_by_rank(const Config& c, double* compute_spread = nullptr) {
   analysis::Lens lens;
   lens.hardware = "8xH100";
   lens.compute_scale = 1;
   const analysis::LensedTrace lensed = analysis::apply_lens(record(c), lens);
   EXPECT_TRUE(lensed.device_time) << lensed.note;
-  std::map<int, std::vector<double>> by_rank;
+  std::map<int, std::vector<double>> by_rank, compute_by_rank;
   for (const auto& s : profiling::step_metrics(lensed.trace)) {
-    if (s.step > 0) by_rank[s.rank].push_back(s.bubble_fraction());
+    if (s.step == 0) continue;
+    by_rank[s.rank].push_back(s.bubble_fraction());
+    compute_by_rank[s.rank].push_back(double(s.micro_compute_ns));
   }
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
   std::map<int, double> out;
+  double most = 0, least = 0;
   for (auto& [rank, fractions] : by_rank) {
-    std::nth_element(fractions.begin(), fractions.begin() + fractions.size() / 2, fractions.end());
-    out[rank] = fractions[fractions.size() / 2];
+    out[rank] = median(fractions);
+    const double compute = median(compute_by_rank[rank]);
+    most = std::max(most, compute);
+    least = least == 0 ? compute : std::min(least, compute);
   }
+  if (compute_spread) *compute_spread = least > 0 ? most / least : 0;
   return out;
 }
 
@@ -283,7 +294,20 @@ TEST(DeviceTimePhysics, EqualPipelineStagesIdleTheTextbookBubble) {
   for (const char* schedule : {"gpipe", "1f1b"}) {
     // Medians over seven steps: with three, one stage of a fresh-clone CI run measured 35.8 %
     // where five runs here gave 26-30 %.
-    const auto bubbles = bubble_by_rank(equal_stages(schedule, p, 1, m, 0, 8));
+    // The formula is for stages of equal work. Recorded on this machine they measure within a
+    // few per cent of each other; once, in a fresh-clone CI run, one stage measured 30 % more
+    // compute than the rest through the whole recording (its bubble 22.7 %, the others' 37-41 %)
+    // on a machine that lent it less. Such a recording does not have the formula's premise, so
+    // it is recorded again, up to twice; the physics is held to the first that has it.
+    double spread = 0;
+    std::map<int, double> bubbles;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      bubbles = bubble_by_rank(equal_stages(schedule, p, 1, m, 0, 8), &spread);
+      std::printf("%s: the stages' median compute differs by %.1f %%\n", schedule,
+                  (spread - 1) * 100);
+      if (spread <= 1.15) break;
+    }
+    EXPECT_LE(spread, 1.15) << schedule << ": equal stages measured unequal compute";
     ASSERT_EQ(bubbles.size(), static_cast<size_t>(p)) << schedule;
     for (const auto& [rank, bubble] : bubbles) {
       std::printf("%s stage %d: bubble %.1f %% (formula %.1f %%)\n", schedule, rank, bubble * 100,
