@@ -43,9 +43,7 @@ class Pass {
   void append(const std::vector<PricedOp>& ops) { ops_.insert(ops_.end(), ops.begin(), ops.end()); }
   const HardwareProfile& hardware() const { return hw_; }
   void collective(const std::string& name, const std::string& op, double bytes, int ranks) {
-    if (ranks <= 1 || bytes <= 0) return;
-    const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
-    ops_.push_back({name, Kind::kTensorComm, 0, bytes, s, op});
+    collective_beside_gemm(name, op, bytes, ranks, 0);  // nothing beside it: nothing hidden
   }
   // A collective started just before a GEMM of `gemm_s` on another stream and waited for after
   // it: what the pair hides (the profile's measured fraction of the shorter) comes off the
