@@ -7,13 +7,17 @@
 #include <map>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "app/analysis/data_parallel_pricing.h"
+#include "app/analysis/node_placement.h"
 #include "app/analysis/pass_pricing.h"
 #include "engine/train/config_bounds.h"
 #include "engine/train/strategy_registry.h"
 #include "profiling/projection/collective_model.h"
+#include "profiling/projection/memory_projection.h"
 #include "profiling/projection/transformer_costs.h"
 #include "profiling/trace/pipeline_pass_names.h"
 #include "strategies/common/memory_formula.h"
@@ -153,6 +157,12 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   return l;
 }
 
+// The parameters' and gradients' bytes an element, as our strategies hold them: fp32 weights
+// under bf16 compute (autocast), so 4 unless the layout is mixed precision.
+double parameter_bytes(const Layout& l) {
+  return l.memory.mixed_precision ? 2 : 4;
+}
+
 // The parameters of the experts an expert-parallel rank holds: E/ep of each block's, each an MLP.
 double expert_parameters(const ModelConfig& model, int ep) {
   const double d = model.d_model, hidden = double(model.mlp_ratio) * d;
@@ -162,7 +172,7 @@ double expert_parameters(const ModelConfig& model, int ep) {
 // Each (virtual) stage's passes for one micro-batch.
 std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
                                    const profiling::HardwareProfile& hw, double* layer_forward,
-                                   double* layer_backward) {
+                                   double* layer_backward, GroupCompute* groups) {
   profiling::PassShape shape;
   shape.model = model_shape(config.model);
   shape.sequences = l.sequences;
@@ -179,9 +189,16 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   const PassOps head = profiling::head_ops(shape, hw, tensor_group);
   // What a block's pass takes: its kernels, or its host's dispatch when that is longer.
   *layer_forward = profiling::host_or_device_seconds(block.forward, block.forward_host_s);
-  *layer_backward =
-      profiling::host_or_device_seconds(block.backward_input, block.backward_input_host_s) +
-      profiling::host_or_device_seconds(block.backward_weight, block.backward_weight_host_s);
+  const auto forward_of = [](const PassOps& ops) {
+    return profiling::host_or_device_seconds(ops.forward, ops.forward_host_s);
+  };
+  const auto backward_of = [](const PassOps& ops) {
+    return profiling::host_or_device_seconds(ops.backward_input, ops.backward_input_host_s) +
+           profiling::host_or_device_seconds(ops.backward_weight, ops.backward_weight_host_s);
+  };
+  *layer_backward = backward_of(block);
+  *groups = {forward_of(embedding), backward_of(embedding), *layer_forward,
+             *layer_backward,       forward_of(head),       backward_of(head)};
   // Each cast takes its kernel or its dispatch, whichever is longer.
   const auto cast_seconds = [&](bool head) {
     if (!shape.weight_casts_per_step) return 0.0;
@@ -320,7 +337,7 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
       }
     }
     if (p.data_comm_s > 0)
-      add(r, "gradient all_reduce", profiling::Category::kGradSync, span, span + p.data_comm_s, -1);
+      add(r, p.data_comm_what, profiling::Category::kGradSync, span, span + p.data_comm_s, -1);
     add(r, "optimizer", profiling::Category::kOptimizer, span + p.data_comm_s, p.step_s, -1);
   }
   t.normalise();
@@ -331,11 +348,7 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
 
 ConfigurationProjection project_configuration(const Config& config, profiling::HardwareProfile hw,
                                               int nodes) {
-  if (nodes > 0) {
-    require(nodes == 1 || hw.has_inter, "nodes", hw.name + " has no link between nodes ('inter')");
-    require(nodes <= 100000, "nodes", "at most 100000");
-    hw.nodes = nodes;
-  }
+  hw = on_nodes(std::move(hw), nodes);
   require(hw.gpu.known(), "hardware",
           hw.name + " has no per-kernel rates (its 'gpu' object): it cannot price a kernel");
   const Layout l = layout_for(config, hw);
@@ -348,8 +361,9 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.micro_batch_sequences = l.sequences;
   p.accumulation_passes = l.flushes;
   p.schedule = l.pipelined ? l.schedule : "";
+  GroupCompute groups;
   const std::vector<StageCost> costs =
-      stage_costs(config, l, hw, &p.layer_forward_s, &p.layer_backward_s);
+      stage_costs(config, l, hw, &p.layer_forward_s, &p.layer_backward_s, &groups);
 
   // Activations (fp32, the residual stream) between stages: each tensor rank sends its 1/tp,
   // of the sequence with sequence parallelism, else of the whole that every tensor rank holds,
@@ -424,20 +438,34 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   // Every rank of a replica's context group holds every weight and averages its gradients too.
   const int averaging = l.dp * l.cp;
   if (averaging > 1) {
-    // Gradients in fp32 (or the reduce dtype) over the data-parallel group after backward, not
-    // overlapped: the ZeRO stages move the same bytes (reduce-scatter then all-gather), and
-    // ZeRO-3 gathers its parameters once more in backward.
+    // Gradients in fp32 (or the reduce dtype) over the data-parallel group, as the strategy
+    // sends them: beside its backward or after it, then what brings every rank the stepped
+    // parameters (data_parallel_step.h). Only what its compute does not hide is counted.
     const double bytes_per = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
     const auto group = profiling::group_profile(hw, averaging, l.tp);
     // Under expert parallelism a rank's experts average over their copies only (every ep-th
     // rank), the rest over every rank.
     const double held = double(p.memory.parameters_per_gpu);
     const double experts = l.ep > 0 ? expert_parameters(config.model, l.ep) : 0;
-    const double grads =
-        (held - experts) * bytes_per * (l.memory.zero == profiling::kZeroStages[3] ? averaging : 1);
-    p.data_comm_s =
-        profiling::estimate_collective("all_reduce", int64_t(grads), averaging, group).time_s *
-        (l.memory.zero == profiling::kZeroStages[3] ? 1.5 : 1.0);
+    if (l.memory.zero == profiling::kZeroStages[3]) {
+      p.data_comm_s = l.m * zero3_exposed_seconds(config, parameter_bytes(l), groups, bytes_per,
+                                                  averaging, group);
+      p.data_comm_what =
+          "parameter all-gathers and gradient reduce-scatters the compute did not hide";
+    } else if (strategy_traits(config.strategy).family == StrategyFamily::kDataParallel) {
+      p.data_comm_s = replicated_sync_seconds(config, parameter_bytes(l), groups, held, bytes_per,
+                                              averaging, group, &p.data_comm_what);
+    } else {
+      // A model-parallel layout's data-parallel dimension (Megatron's, after the pipeline's last
+      // backward), a context or expert group: all at once after backward, not overlapped.
+      p.data_comm_s = profiling::estimate_collective(
+                          "all_reduce", int64_t((held - experts) * bytes_per), averaging, group)
+                          .time_s;
+      const double after_step = after_step_seconds(config.strategy_options.data_parallel_sync, held,
+                                                   parameter_bytes(l), config, averaging, group);
+      p.data_comm_s += after_step;
+      if (after_step > 0) p.data_comm_what += ", then the stepped parameters sent to every rank";
+    }
     const int copies = l.ep > 0 ? averaging / l.ep : 1;
     if (experts > 0 && copies > 1) {
       p.data_comm_s +=

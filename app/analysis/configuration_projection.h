@@ -29,7 +29,10 @@ struct ConfigurationProjection {
   double compute_s = 0;        // kernels: matmuls, attention, memory-bound kernels
   double tensor_comm_s = 0;    // the tensor group's collectives (blocking, between kernels)
   double pipeline_wait_s = 0;  // bubble: idle in the pipeline, transfers included
-  double data_comm_s = 0;      // gradient all_reduce over the data-parallel group, after backward
+  // The data-parallel group's communication the compute does not hide: gradients (and ZeRO's
+  // parameters) as the strategy sends them; `data_comm_what` says what, for text and the trace.
+  double data_comm_s = 0;
+  std::string data_comm_what = "gradient all_reduce after backward";
   double optimizer_s = 0;
   // Of compute: the bf16 copies of the busiest rank's Linear weights, made once a step by each of
   // its stages' first forward when the micro-batches share them.

@@ -78,7 +78,7 @@ std::string projection_text(const ConfigurationProjection& p) {
     << (within.empty() ? "" : ": " + within) << ")\n";
   o << "  pipeline bubble   " << f("%.3f s", p.pipeline_wait_s) << "  (transfers "
     << f("%.2f ms", 1e3 * p.pipeline_transfer_s) << " a hop included)\n";
-  o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (after backward)\n";
+  o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (" << p.data_comm_what << ")\n";
   o << "  optimizer         " << f("%.3f s", p.optimizer_s) << "\n";
   o << "  one block, one micro-batch: forward " << f("%.2f ms", 1e3 * p.layer_forward_s)
     << ", backward " << f("%.2f ms", 1e3 * p.layer_backward_s) << "\n";

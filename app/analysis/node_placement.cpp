@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/train/config.h"
+
 namespace shardscope::analysis {
 
 NodePlacement node_placement(int ranks, const profiling::HardwareProfile& hw) {
@@ -27,6 +29,16 @@ NodePlacement node_placement(int ranks, const profiling::HardwareProfile& hw) {
               std::to_string(p.nodes) + " of them";
   }
   return p;
+}
+
+profiling::HardwareProfile on_nodes(profiling::HardwareProfile hw, int nodes) {
+  if (nodes < 0) throw ConfigError("nodes", "must be at least 1");
+  if (nodes == 0) return hw;
+  if (nodes > 1 && !hw.has_inter)
+    throw ConfigError("nodes", hw.name + " has no link between nodes ('inter')");
+  if (nodes > 100000) throw ConfigError("nodes", "at most 100000");
+  hw.nodes = nodes;
+  return hw;
 }
 
 }  // namespace shardscope::analysis

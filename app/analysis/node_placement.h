@@ -17,4 +17,8 @@ struct NodePlacement {
 };
 NodePlacement node_placement(int ranks, const profiling::HardwareProfile& hw);
 
+// The profile with `nodes` nodes (`--nodes N`; 0 keeps the profile's own). Throws ConfigError
+// naming "nodes" when the profile has no link between nodes or the count is absurd.
+profiling::HardwareProfile on_nodes(profiling::HardwareProfile hw, int nodes);
+
 }  // namespace shardscope::analysis

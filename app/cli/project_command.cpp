@@ -4,6 +4,7 @@
 
 #include "app/analysis/configuration_projection.h"
 #include "app/analysis/layout_search.h"
+#include "app/analysis/node_placement.h"
 #include "app/analysis/trace_figures.h"
 #include "app/analysis/trace_open.h"
 #include "app/analysis/trace_projection.h"
@@ -222,7 +223,7 @@ int project_command(const ProjectOptions& o, const Config& config, std::ostream&
     }
     const auto hw = profiling::load_hardware_profile(o.hardware);
     if (!o.traces.empty()) return project_trace(o, hw, out);
-    if (!o.collective.empty()) return project_collective(o, hw, out);
+    if (!o.collective.empty()) return project_collective(o, analysis::on_nodes(hw, o.nodes), out);
     if (o.memory) return project_memory(o, config, hw, out);
     return project_configured(o, config, hw, out);
   } catch (const ConfigError& e) {

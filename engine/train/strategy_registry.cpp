@@ -45,8 +45,13 @@ StrategyTraits strategy_traits(const std::string& name) {
   const StrategyInfo* info = StrategyRegistry::instance().find(name);
   if (info == nullptr) return StrategyTraits{};
   StrategyTraits traits = info->traits;
-  if (!traits.options_base.empty())
-    traits.options = strategy_traits(traits.options_base).options.joined(traits.options);
+  if (!traits.options_base.empty()) {
+    const StrategyTraits base = strategy_traits(traits.options_base);
+    traits.options = base.options.joined(traits.options);
+    const GradientSync::AfterStep after_step = traits.gradient_sync.after_step;
+    traits.gradient_sync = base.gradient_sync;
+    traits.gradient_sync.after_step = after_step;
+  }
   return traits;
 }
 

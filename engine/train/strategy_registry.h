@@ -28,6 +28,23 @@ enum class StrategyFamily {
 // The family as people say it ("data parallel"), for text and tables.
 const char* family_name(StrategyFamily family);
 
+// How a data-parallel strategy's gradients travel, for a projection of a run that never happens
+// (app/analysis/configuration_projection.cpp): while backward still runs or after it, in buckets
+// of bucket_mb or one collective per parameter, and what brings every rank the updated
+// parameters once the optimizer has stepped. (ZeRO-3 gathers unit by unit: its zero_stage says.)
+struct GradientSync {
+  // Buckets reduced as they fill during backward; with the strategy's `overlap` option on, where
+  // it offers one.
+  bool overlaps_backward = false;
+  bool per_parameter = false;  // one collective per parameter tensor, not buckets
+  enum class AfterStep {
+    kNothing,              // every rank stepped every parameter
+    kBroadcastFromOwners,  // each rank broadcasts the parameters it stepped (ZeRO-1 here)
+    kAllGather,            // the stepped shards all-gathered, bucket by bucket (ZeRO-2 here)
+  };
+  AfterStep after_step = AfterStep::kNothing;
+};
+
 struct StrategyTraits {
   StrategyFamily family = StrategyFamily::kDataParallel;
   // What data parallelism shards, as the ZeRO paper counts: 0 nothing, 1 optimizer state, 2 and
@@ -50,8 +67,10 @@ struct StrategyTraits {
   // The strategy options it reads: the Launch form shows only these, and its validation starts
   // from them (refining what depends on the configuration, such as offload under a dp sync).
   OptionSupport options;
+  GradientSync gradient_sync;
   // A composition (zero1 over torch_ddp): the strategy it is built on. strategy_traits() then
-  // gives the base's options joined with `options`, which hold only the additions.
+  // gives the base's options joined with `options`, which hold only the additions, and the
+  // base's gradient sync with the composition's own `after_step`.
   std::string options_base;
 };
 

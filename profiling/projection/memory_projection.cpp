@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <vector>
 
 namespace shardscope::profiling {
 namespace {
@@ -35,11 +36,34 @@ Counts block_counts(const ModelShape& m, int ep = 1) {
           2 * d + 2 * d + d + mlps * d};
 }
 
+// The parameters ZeRO-3 holds gathered at its peak: a unit, or with prefetch the largest two
+// adjacent ones in forward order (embeddings, blocks, head; a tied head gathers the embeddings'
+// unit, which holds it).
+double gathered_at_once(const ModelShape& m, const TrainingLayout& l) {
+  const auto whole = [](const Counts& c) { return double(c.sharded + c.replicated); };
+  const double head = whole(head_counts(m));
+  const double embeddings = whole(embedding_counts(m)) + (m.tie_embeddings ? head : 0);
+  std::vector<double> units = {embeddings};
+  for (int64_t b = 0; b < m.layers; ++b) units.push_back(whole(block_counts(m, std::max(1, l.ep))));
+  if (!m.tie_embeddings) units.push_back(head);
+  double most = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const double next = l.prefetch && u + 1 < units.size() ? units[u + 1] : 0;
+    most = std::max(most, units[u] + next);
+  }
+  return most;
+}
+
 }  // namespace
 
 int64_t model_parameters(const ModelShape& m) {
   const Counts all = embedding_counts(m) + block_counts(m) * m.layers + head_counts(m);
   return all.sharded + all.replicated;
+}
+
+ParameterGroups parameter_groups(const ModelShape& m) {
+  const auto whole = [](const Counts& c) { return c.sharded + c.replicated; };
+  return {whole(embedding_counts(m)), whole(block_counts(m)), whole(head_counts(m))};
 }
 
 // What our GPT (engine/model/gpt_model.cpp) saves for backward, per micro-batch of b sequences of s
@@ -144,6 +168,7 @@ MemoryProjection project_stage_memory(const ModelShape& m, const TrainingLayout&
   const double optimizer_bytes = l.mixed_precision ? 12 : 8;
   const bool z1 = zero >= 1, z2 = zero >= 2, z3 = zero >= 3;
   out.parameters = param_bytes * psi / (z3 ? d : 1);
+  if (z3) out.parameters += param_bytes * gathered_at_once(m, l) / t;
   out.gradients = grad_bytes * psi / (z2 ? d : 1);
   out.optimizer_state = optimizer_bytes * psi / (z1 ? d : 1);
 

@@ -46,12 +46,17 @@ struct TrainingLayout {
   // bf16 copy of each weight (our pipelines keep autocast's casts for the step), instead of each
   // forward making and saving its own.
   bool weight_casts_per_step = false;
+  // ZeRO-3 gathers its parameters a unit at a time (the embeddings, a block, the head): one unit
+  // whole at once, or two when the next is gathered under the current one's compute.
+  bool prefetch = true;
 };
 
 // Bytes per GPU by category, from the formulas in DESIGN.md: parameters and gradients 2Ψ each
 // and optimizer state 12Ψ in mixed precision (4Ψ, 4Ψ, 8Ψ in fp32 with Adam), Ψ being the GPU's
 // own parameters (tensor shards plus the parameters replicated across the tensor group);
-// ZeRO-1/2/3 divide optimizer state, then gradients, then parameters by dp. Activations: what
+// ZeRO-1/2/3 divide optimizer state, then gradients, then parameters by dp; ZeRO-3's parameters
+// also count the units it holds gathered at once (two adjacent ones with prefetch, the largest
+// pair). Activations: what
 // our GPT saves for backward (the derivation is in memory_projection.cpp), times the
 // micro-batches a stage holds (GPipe: m; 1F1B: min(p - s, m) at stage s).
 struct MemoryProjection {
@@ -90,5 +95,13 @@ ActivationBytes saved_activation_bytes(const ModelShape& model, const TrainingLa
 
 // Parameters of the model (same count as the engine's GPT).
 int64_t model_parameters(const ModelShape& model);
+
+// The model's parameters in the groups a sharded data-parallel strategy gathers one at a time:
+// the embeddings (token and position), one transformer block, and the head (the final LayerNorm,
+// and the LM head unless it is tied to the token embedding). Whole, not split over a tensor group.
+struct ParameterGroups {
+  int64_t embeddings = 0, block = 0, head = 0;
+};
+ParameterGroups parameter_groups(const ModelShape& model);
 
 }  // namespace shardscope::profiling

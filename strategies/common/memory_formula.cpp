@@ -29,6 +29,7 @@ profiling::TrainingLayout memory_layout(const Config& config) {
   layout.compute_bytes = o.precision == "bf16" ? 2 : 4;
   layout.activation_checkpointing = o.activation_checkpointing;
   layout.sequence_parallel = o.sequence_parallel;
+  layout.prefetch = o.prefetch;
   layout.micro_batch = config.micro_batch;
   layout.dp = config.world;
   const StrategyTraits traits = strategy_traits(config.strategy);

@@ -19,6 +19,7 @@ StrategyTraits traits() {
   t.options.reduce_dtype = true;
   t.options.buckets = true;
   t.options.overlap = true;
+  t.gradient_sync.overlaps_backward = true;
   t.options.find_unused_parameters = true;
   t.teaching =
       "Gradients are grouped into buckets, each all_reduced while backward goes on. With "

@@ -47,6 +47,8 @@ class DdpFlat final : public HookedDataParallel {
 StrategyTraits traits() {
   StrategyTraits t;
   t.options.find_unused_parameters = true;
+  t.gradient_sync.overlaps_backward = true;
+  t.gradient_sync.per_parameter = true;
   t.teaching =
       "One all_reduce per parameter, launched as soon as its gradient is ready: many small "
       "collectives overlap backward but each pays the latency.";

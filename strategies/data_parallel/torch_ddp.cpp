@@ -63,6 +63,7 @@ StrategyTraits traits() {
   // engine does not set.
   t.options.activation_checkpointing = false;
   t.options.buckets = true;
+  t.gradient_sync.overlaps_backward = true;  // the Reducer's buckets, always
   t.options.find_unused_parameters = true;
   t.options.blocks_in_backward = "its Reducer's end-of-backward callback";
   t.teaching =

@@ -12,6 +12,7 @@ namespace {
 StrategyTraits sharded_optimizer_traits() {
   StrategyTraits t;
   t.zero_stage = 1;
+  t.gradient_sync.after_step = GradientSync::AfterStep::kBroadcastFromOwners;
   t.teaching =
       "ZeRO-1: optimizer state is split across ranks (purple bar shrinks by N); gradients are "
       "reduce-scattered and updated shards all_gathered.";

@@ -248,6 +248,8 @@ StrategyTraits traits() {
   t.options.offload = true;
   t.options.buckets = true;
   t.options.overlap = true;
+  t.gradient_sync.overlaps_backward = true;
+  t.gradient_sync.after_step = GradientSync::AfterStep::kAllGather;
   t.options.find_unused_parameters = true;
   // Seen on an H100 (rank threads on cuda:0): launch() waits for its oldest reduce-scatter
   // from a gradient hook, on the one device thread every rank's backward shares.

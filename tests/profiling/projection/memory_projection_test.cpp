@@ -30,8 +30,17 @@ TEST(MemoryProjection, ZeroStagesDivideStateGradientsAndParameters) {
   EXPECT_NEAR(z1.parameters + z1.gradients + z1.optimizer_state, 4 * psi + 12 * psi / 8, 1);
   const auto z2 = at("zero2");
   EXPECT_NEAR(z2.parameters + z2.gradients + z2.optimizer_state, 2 * psi + 14 * psi / 8, 1);
+  // ZeRO-3 also holds the units it gathers at once (2 bytes a parameter): with prefetch the
+  // largest two adjacent ones, here the embeddings (V h + s h, larger than a block's
+  // 12 h^2 + 13 h) and the first block; without it, the embeddings alone.
+  const double block = 12.0 * 4096 * 4096 + 13 * 4096, embeddings = (50257.0 + 2048) * 4096;
   const auto z3 = at("zero3");
-  EXPECT_NEAR(z3.parameters + z3.gradients + z3.optimizer_state, 16 * psi / 8, 1);
+  EXPECT_NEAR(z3.parameters + z3.gradients + z3.optimizer_state,
+              16 * psi / 8 + 2 * (embeddings + block), 1);
+  layout.prefetch = false;
+  const auto z3_alone = at("zero3");
+  EXPECT_NEAR(z3_alone.parameters + z3_alone.gradients + z3_alone.optimizer_state,
+              16 * psi / 8 + 2 * embeddings, 1);
   // 7 B under plain DDP is about 110 GB of state alone: more than an 80 GB GPU.
   EXPECT_GT(ddp / 1e9, 80);
 }

@@ -50,6 +50,9 @@ TEST(MemoryProjectionCheck, MatchesWhatRunsHoldPerRank) {
       {"torch_ddp", 2, layout("ddp", 2, 1, 1), 0.0}, {"zero1", 4, layout("zero1", 4, 1, 1), 0.15},
       {"zero2", 4, layout("zero2", 4, 1, 1), 0.01},  {"tp", 4, layout("ddp", 1, 4, 1), 0.0},
       {"pp", 2, layout("ddp", 1, 1, 2), 0.0},
+      // Its shards are padded to a multiple of the ranks; with prefetch it holds two blocks
+      // gathered at once.
+      {"fsdp", 4, layout("zero3", 4, 1, 1), 0.002},
   };
   for (const auto& c : cases) {
     Config config = test::tiny_config(c.strategy, 2, 1);

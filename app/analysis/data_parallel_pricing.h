@@ -1,0 +1,42 @@
+#pragma once
+
+#include <string>
+
+#include "engine/train/config.h"
+#include "profiling/projection/hardware_profile.h"
+
+namespace shardscope::analysis {
+
+// The data-parallel group's communication in a projected step, as each strategy sends it
+// (its traits' GradientSync and ZeRO stage), on the two streams of data_parallel_step.h. Bytes
+// of a parameter and its gradient: `param_bytes` (4: our strategies keep fp32 weights under bf16
+// compute); of a reduced gradient: `reduce_bytes`. `ranks` average over `group`'s links.
+
+// What one micro-batch's forward and backward of each group of parameters cost: the
+// embeddings, one block, the head.
+struct GroupCompute {
+  double embedding_forward = 0, embedding_backward = 0, block_forward = 0, block_backward = 0,
+         head_forward = 0, head_backward = 0;
+};
+
+// ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
+// it runs them (the embeddings, each block, the head) beside the compute: what of them the
+// compute does not hide.
+double zero3_exposed_seconds(const Config& config, double param_bytes, const GroupCompute& c,
+                             double reduce_bytes, int ranks,
+                             const profiling::HardwareProfile& group);
+
+// What brings every rank the `held` parameters that the strategy named `sync` stepped on their
+// owners only: ZeRO-1's broadcast from each owner, ZeRO-2's all-gather of each bucket; 0 for a
+// strategy whose ranks each step all of them.
+double after_step_seconds(const std::string& sync, double held, double param_bytes,
+                          const Config& config, int ranks, const profiling::HardwareProfile& group);
+
+// A replicated data-parallel strategy's gradient sync in the step's last micro-batch (the others
+// accumulate): bucket by bucket beside its backward, or after it, as its traits say; what runs
+// past the end of backward, then what follows its optimizer's step. `what` says which, in words.
+double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
+                               double held, double reduce_bytes, int ranks,
+                               const profiling::HardwareProfile& group, std::string* what);
+
+}  // namespace shardscope::analysis
