@@ -47,7 +47,29 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
     if (traits.data_parallel_sync && stages.insert(traits.zero_stage).second) syncs.push_back(name);
   }
   if (syncs.empty()) return {};
+  // Without tensor or pipeline groups: one data-parallel strategy per ZeRO stage (DDP, ZeRO-1,
+  // ZeRO-2's gradients and ZeRO-3's parameters sharded too).
+  std::vector<std::string> data_parallel;
+  std::set<int> data_parallel_stages;
+  for (const std::string& name : StrategyRegistry::instance().names()) {
+    const StrategyTraits& traits = strategy_traits(name);
+    if (traits.family == StrategyFamily::kDataParallel &&
+        data_parallel_stages.insert(traits.zero_stage).second)
+      data_parallel.push_back(name);
+  }
   std::vector<SearchedLayout> found;
+  const std::vector<std::string> no_strategies;
+  const auto project = [&](const Config& c, SearchedLayout s) {
+    try {
+      const ConfigurationProjection p = project_configuration(c, hw, nodes);
+      s.step_s = p.step_s, s.mfu = p.mfu, s.peak_bytes = p.memory.total();
+      s.fits = p.fits;
+      found.push_back(s);
+    } catch (const ConfigError& e) {
+      // A layout this model or machine cannot take: not a candidate.
+      if (refused != nullptr && refused->empty()) *refused = e.what();
+    }
+  };
   for (int tp : divisors(std::min(gpus, hw.gpus_per_node))) {
     if (gpus % tp != 0 || config.model.heads % tp != 0 || config.model.vocab % tp != 0) continue;
     for (int pp : divisors(gpus / tp)) {
@@ -64,7 +86,8 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
           const int recomputes = attention_settings(config.model).unfused ? 3 : 2;
           for (int r = 0; r < recomputes; ++r) {
             const bool recompute = r == 1, selective = r == 2;
-            for (size_t k = 0; k < (dp > 1 ? syncs.size() : 1); ++k) {
+            const bool layout = tp > 1 || pp > 1;
+            for (size_t k = 0; layout && k < (dp > 1 ? syncs.size() : 1); ++k) {
               const std::string& sync = syncs[k];
               Config c = config;
               c.strategy = "hybrid";
@@ -78,17 +101,18 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
               o.activation_checkpointing = recompute;
               c.model.selective_recompute = selective;
               o.data_parallel_sync = sync;
-              SearchedLayout s{tp,        pp,         dp,        v,         int(m),
-                               sequences, o.schedule, recompute, selective, sync};
-              try {
-                const ConfigurationProjection p = project_configuration(c, hw, nodes);
-                s.step_s = p.step_s, s.mfu = p.mfu, s.peak_bytes = p.memory.total();
-                s.fits = p.fits;
-                found.push_back(s);
-              } catch (const ConfigError& e) {
-                // A layout this model or machine cannot take: not a candidate.
-                if (refused != nullptr && refused->empty()) *refused = e.what();
-              }
+              project(c,
+                      {tp, pp, dp, v, int(m), sequences, o.schedule, recompute, selective, sync});
+            }
+            // The replica's micro-batches as accumulation passes, one after the other.
+            for (const std::string& strategy : layout ? no_strategies : data_parallel) {
+              Config c = config;
+              c.strategy = strategy;
+              c.global_batch = int(batch);
+              c.grad_accum = int(m);
+              c.strategy_options.activation_checkpointing = recompute;
+              c.model.selective_recompute = selective;
+              project(c, {tp, pp, dp, v, int(m), sequences, "", recompute, selective, strategy});
             }
           }
         }

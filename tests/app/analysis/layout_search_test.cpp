@@ -3,6 +3,8 @@
 // 2022, Table 5: tp 8, pp 8, interleaved with 3 stages a rank) is among the best.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <map>
 #include <string>
 
@@ -111,15 +113,22 @@ TEST(ConfigurationProjectionTrace, SendsLinkToReceivesAndTensorCollectivesAreDra
   EXPECT_EQ(waits, tensor);
 }
 
-// A model no searched layout can take (a mixture of experts has no tensor-parallel block) says
-// why, rather than that nothing fits.
+// A layout a model cannot take (a mixture of experts has no tensor-parallel block) is left out,
+// and the search says why; the layouts without a tensor group remain.
 TEST(LayoutSearch, AModelNoLayoutTakesSaysWhy) {
   Config c = gpt3_on(64);
   c.model.experts = 8;
   c.model.top_k = 2;
   std::string refused;
-  EXPECT_TRUE(search_layouts(c, profiling::load_hardware_profile("8xA100"), 8, &refused).empty());
+  const auto found = search_layouts(c, profiling::load_hardware_profile("8xA100"), 8, &refused);
+  ASSERT_FALSE(found.empty());
+  for (const auto& l : found) EXPECT_EQ(l.tp, 1) << l.label();
   EXPECT_NE(refused.find("mixture-of-experts"), std::string::npos) << refused;
+  // Data parallelism of every ZeRO stage is among them, DDP's and ZeRO-3's too.
+  std::set<std::string> syncs;
+  for (const auto& l : found)
+    if (l.pp == 1) syncs.insert(l.data_parallel_sync);
+  EXPECT_EQ(syncs.size(), 4u);
 }
 
 }  // namespace
