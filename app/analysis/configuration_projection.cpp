@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/analysis/data_parallel_pricing.h"
+#include "app/analysis/data_parallel_trace.h"
 #include "app/analysis/node_placement.h"
 #include "app/analysis/pass_pricing.h"
 #include "engine/train/config_bounds.h"
@@ -248,7 +249,8 @@ int64_t ns(double seconds) {
 profiling::Trace step_trace(const Config& config, const Layout& l,
                             const std::vector<StageCost>& costs,
                             const std::vector<std::vector<pipeline::TimedAction>>& timed,
-                            const ConfigurationProjection& p, double span) {
+                            const ConfigurationProjection& p, double span,
+                            const DataParallelTimeline* data_parallel) {
   profiling::Trace t;
   t.run.strategy = config.strategy;
   t.run.world = l.pp;
@@ -261,6 +263,15 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
     rank.rank = r;
     rank.lanes = {"host", "comm"};
     t.ranks.push_back(rank);
+  }
+  if (data_parallel != nullptr && !l.pipelined) {
+    const StageCost& c = costs.at(0);
+    add_data_parallel_step(t,
+                           {l.m, l.dp * l.cp, c.forward.seconds, c.input.seconds + c.weight.seconds,
+                            c.weight_casts, p.optimizer_s},
+                           *data_parallel);
+    t.normalise();
+    return t;
   }
   auto add = [&](int r, const std::string& name, profiling::Category category, double t0, double t1,
                  int micro) -> profiling::Event& {
@@ -437,6 +448,9 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
       rank_clip_seconds(config, hw, double(p.memory.parameters_per_gpu), tensors, l.dp * l.cp);
   // Every rank of a replica's context group holds every weight and averages its gradients too.
   const int averaging = l.dp * l.cp;
+  // A data-parallel strategy's step is drawn as it runs, with its collectives beside the compute.
+  DataParallelTimeline dp_timeline;
+  const DataParallelTimeline* drawn = nullptr;
   if (averaging > 1) {
     // Gradients in fp32 (or the reduce dtype) over the data-parallel group, as the strategy
     // sends them: beside its backward or after it, then what brings every rank the stepped
@@ -449,12 +463,12 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
     const double experts = l.ep > 0 ? expert_parameters(config.model, l.ep) : 0;
     if (l.memory.zero == profiling::kZeroStages[3]) {
       p.data_comm_s = l.m * zero3_exposed_seconds(config, parameter_bytes(l), groups, bytes_per,
-                                                  averaging, group);
-      p.data_comm_what =
-          "parameter all-gathers and gradient reduce-scatters the compute did not hide";
+                                                  averaging, group, &dp_timeline);
+      drawn = &dp_timeline;
     } else if (strategy_traits(config.strategy).family == StrategyFamily::kDataParallel) {
       p.data_comm_s = replicated_sync_seconds(config, parameter_bytes(l), groups, held, bytes_per,
-                                              averaging, group, &p.data_comm_what);
+                                              averaging, group, &dp_timeline);
+      drawn = &dp_timeline;
     } else {
       // A model-parallel layout's data-parallel dimension (Megatron's, after the pipeline's last
       // backward), a context or expert group: all at once after backward, not overlapped.
@@ -484,6 +498,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
             profiling::group_profile(hw, l.tp, 1))
             .time_s;
   }
+  if (drawn != nullptr) p.data_comm_what = drawn->what;
   p.step_s = span + p.data_comm_s + p.optimizer_s;
   const double B = double(l.global_batch), s = config.model.seq, L = config.model.layers,
                h = config.model.d_model, V = config.model.vocab;
@@ -492,7 +507,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.memory_capacity_bytes = hw.gpu_memory_gib * 1024.0 * 1024 * 1024;
   p.fits = p.memory.total() <= p.memory_capacity_bytes;
 
-  p.trace = step_trace(config, l, costs, timed, p, span);
+  p.trace = step_trace(config, l, costs, timed, p, span, drawn);
   return p;
 }
 

@@ -14,7 +14,8 @@ namespace shardscope::analysis {
 
 double zero3_exposed_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                              double reduce_bytes, int ranks,
-                             const profiling::HardwareProfile& group) {
+                             const profiling::HardwareProfile& group,
+                             DataParallelTimeline* timeline) {
   const profiling::ParameterGroups params = profiling::parameter_groups(model_shape(config.model));
   const auto time = [&](const char* op, double elements, double bytes) {
     return elements > 0
@@ -36,7 +37,12 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
         unit(c.block_forward, c.block_backward, double(params.block), double(params.block)));
   units.push_back(unit(c.head_forward, c.head_backward, tied ? embeddings : double(params.head),
                        tied ? 0 : double(params.head)));
-  const UnitPassTime pass = sharded_unit_pass(units, config.strategy_options.prefetch);
+  const UnitPassTime pass = sharded_unit_pass(units, config.strategy_options.prefetch,
+                                              timeline != nullptr ? &timeline->pass : nullptr);
+  if (timeline != nullptr) {
+    timeline->units = true;
+    timeline->what = "parameter all-gathers and gradient reduce-scatters the compute did not hide";
+  }
   return pass.span_s - pass.compute_s;
 }
 
@@ -64,7 +70,8 @@ double after_step_seconds(const std::string& sync, double held, double param_byt
 
 double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                                double held, double reduce_bytes, int ranks,
-                               const profiling::HardwareProfile& group, std::string* what) {
+                               const profiling::HardwareProfile& group,
+                               DataParallelTimeline* timeline) {
   const StrategyTraits traits = strategy_traits(config.strategy);
   const GradientSync& sync = traits.gradient_sync;
   const profiling::ModelShape shape = model_shape(config.model);
@@ -90,12 +97,18 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
       sync.per_parameter
           ? 0
           : double(bucket_cap_bytes(config.strategy_options.bucket_mb, int64_t(held * grad_bytes)));
-  const double after_step =
-      after_step_seconds(config.strategy, held, param_bytes, config, ranks, group);
-  *what = std::string(overlap ? "gradient buckets still reducing after backward"
-                              : "gradient buckets reduced after backward") +
-          (after_step > 0 ? ", then the stepped parameters sent to every rank" : "");
-  return gradient_sync_tail(units, cap, overlap, collective) + after_step;
+  DataParallelTimeline& t = *timeline;
+  t.after_step_s = after_step_seconds(config.strategy, held, param_bytes, config, ranks, group);
+  t.after_step_op = traits.gradient_sync.after_step == GradientSync::AfterStep::kAllGather
+                        ? "all_gather"
+                        : "broadcast";
+  t.sync_op = traits.zero_stage >= 2 ? "reduce_scatter" : "all_reduce";
+  t.what = std::string(overlap ? "gradient buckets still reducing after backward"
+                               : "gradient buckets reduced after backward") +
+           (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
+  t.sync.clear();
+  t.tail_s = gradient_sync_tail(units, cap, overlap, collective, &t.sync);
+  return t.tail_s + t.after_step_s;
 }
 
 }  // namespace shardscope::analysis

@@ -1,7 +1,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "app/analysis/data_parallel_step.h"
 #include "engine/train/config.h"
 #include "profiling/projection/hardware_profile.h"
 
@@ -19,12 +21,26 @@ struct GroupCompute {
          head_forward = 0, head_backward = 0;
 };
 
+// What a projected step's timeline draws of the data-parallel communication.
+struct DataParallelTimeline {
+  bool units = false;  // ZeRO-3: `pass` holds each micro-batch's two streams
+  StreamTimeline pass;
+  // Replicated strategies: the buckets' collectives in the last micro-batch, from the start of
+  // its backward; what of them runs past backward; then, after the optimizer, the stepped
+  // parameters sent to every rank.
+  std::vector<StreamInterval> sync;
+  double tail_s = 0, after_step_s = 0;
+  std::string sync_op = "all_reduce", after_step_op;        // the collectives' names
+  std::string what = "gradient all_reduce after backward";  // the exposed part, in words
+};
+
 // ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
 // it runs them (the embeddings, each block, the head) beside the compute: what of them the
-// compute does not hide.
+// compute does not hide. `timeline`, if given, receives the micro-batch's two streams.
 double zero3_exposed_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                              double reduce_bytes, int ranks,
-                             const profiling::HardwareProfile& group);
+                             const profiling::HardwareProfile& group,
+                             DataParallelTimeline* timeline = nullptr);
 
 // What brings every rank the `held` parameters that the strategy named `sync` stepped on their
 // owners only: ZeRO-1's broadcast from each owner, ZeRO-2's all-gather of each bucket; 0 for a
@@ -34,9 +50,11 @@ double after_step_seconds(const std::string& sync, double held, double param_byt
 
 // A replicated data-parallel strategy's gradient sync in the step's last micro-batch (the others
 // accumulate): bucket by bucket beside its backward, or after it, as its traits say; what runs
-// past the end of backward, then what follows its optimizer's step. `what` says which, in words.
+// past the end of backward, then what follows its optimizer's step; `timeline` receives when
+// each ran, and says what in words.
 double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                                double held, double reduce_bytes, int ranks,
-                               const profiling::HardwareProfile& group, std::string* what);
+                               const profiling::HardwareProfile& group,
+                               DataParallelTimeline* timeline);
 
 }  // namespace shardscope::analysis

@@ -22,13 +22,27 @@ struct UnitWork {
   double reduce_s = 0;                   // one reduce-scatter of its gradients (0: none here)
 };
 
+// What a stream was busy with, and when (seconds from the start of the pass). Back-to-back
+// intervals of one kind are one interval: a timeline draws them, not each unit's.
+struct StreamInterval {
+  enum Kind { kForward, kBackward, kGather, kReduce } kind = kForward;
+  double start = 0, end = 0;
+};
+struct StreamTimeline {
+  std::vector<StreamInterval> compute, comm;
+  void add(std::vector<StreamInterval>& stream, StreamInterval::Kind kind, double start,
+           double end);
+};
+
 struct UnitPassTime {
   double span_s = 0;     // from the first gather to the last reduce-scatter
   double compute_s = 0;  // the compute stream's busy time
 };
 
-// One micro-batch through `units` in forward order (backward runs them in reverse).
-UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch);
+// One micro-batch through `units` in forward order (backward runs them in reverse). `timeline`,
+// if given, receives both streams.
+UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch,
+                               StreamTimeline* timeline = nullptr);
 
 // The gradient sync of a replicated data-parallel strategy (DDP, ZeRO-1 and 2), in the last
 // micro-batch's backward, which runs the units last first. A unit's gradients are ready when its
@@ -42,8 +56,10 @@ struct GradientUnit {
   double bytes = 0;       // its gradients, as the buckets count them
   int tensors = 1;        // its parameter tensors
 };
+// `comm`, if given, receives when the collectives ran, from the start of backward.
 double gradient_sync_tail(const std::vector<GradientUnit>& units, double cap_bytes, bool overlap,
-                          const std::function<double(double bytes)>& collective_s);
+                          const std::function<double(double bytes)>& collective_s,
+                          std::vector<StreamInterval>* comm = nullptr);
 
 // `bytes` reduced or gathered in pieces of at most `cap_bytes` (0: whole), one after another.
 double in_buckets(double bytes, double cap_bytes,

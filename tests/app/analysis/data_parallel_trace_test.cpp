@@ -1,0 +1,70 @@
+// A projected data-parallel step drawn as it runs (app/analysis/data_parallel_trace): its parts
+// add up to the projected step, and its collectives sit beside the compute they overlap.
+#include "app/analysis/data_parallel_trace.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "app/analysis/configuration_projection.h"
+#include "engine/train/config.h"
+
+namespace shardscope::analysis {
+namespace {
+
+ConfigurationProjection projected(const std::string& strategy) {
+  Config c = config_from_json(nlohmann::json{{"strategy", strategy},
+                                             {"world", 8},
+                                             {"preset", "gpt2-small"},
+                                             {"global_batch", 64},
+                                             {"grad_accum", 2},
+                                             {"strategy_options", {{"precision", "bf16"}}}});
+  return project_configuration(c, profiling::load_hardware_profile("8xA100"), 1);
+}
+
+// Seconds of rank 0's events by category and lane.
+std::map<std::pair<profiling::Category, int>, double> seconds(const profiling::Trace& t) {
+  std::map<std::pair<profiling::Category, int>, double> out;
+  for (const auto& e : t.ranks.at(0).events)
+    out[{e.category, int(e.lane)}] += (e.t1_ns - e.t0_ns) * 1e-9;
+  return out;
+}
+
+TEST(DataParallelTrace, TheDrawnStepIsTheProjectedOneWithItsCollectivesBesideTheCompute) {
+  for (const char* strategy : {"ddp_bucketed", "zero1", "zero2", "fsdp"}) {
+    const ConfigurationProjection p = projected(strategy);
+    const auto s = seconds(p.trace);
+    using C = profiling::Category;
+    const auto at = [&](C c, int lane) {
+      const auto it = s.find({c, lane});
+      return it == s.end() ? 0.0 : it->second;
+    };
+    EXPECT_NEAR(at(C::kStep, profiling::kHostLane), p.step_s, 1e-6) << strategy;
+    EXPECT_NEAR(at(C::kForward, profiling::kHostLane) + at(C::kBackward, profiling::kHostLane),
+                p.compute_s, 1e-6)
+        << strategy;
+    EXPECT_NEAR(at(C::kOptimizer, profiling::kHostLane), p.optimizer_s, 1e-6) << strategy;
+    // What the compute did not hide: ZeRO-3's waits inside its passes, the others' sync past
+    // backward and after the step.
+    EXPECT_NEAR(at(C::kWait, profiling::kHostLane) + at(C::kGradSync, profiling::kHostLane),
+                p.data_comm_s, 1e-6)
+        << strategy;
+    // The collectives beside the compute: more of them than what is exposed.
+    EXPECT_GT(at(C::kCollective, profiling::kCommLane), p.data_comm_s) << strategy;
+  }
+  // ZeRO-3 gathers in every micro-batch; DDP reduces only in the last one's backward.
+  const auto first_collective = [](const profiling::Trace& t) {
+    int64_t first = INT64_MAX, second_forward = 0;
+    for (const auto& e : t.ranks.at(0).events) {
+      if (e.category == profiling::Category::kCollective) first = std::min(first, e.t0_ns);
+      if (t.str(e.name) == "forward 1") second_forward = e.t0_ns;
+    }
+    return first < second_forward;
+  };
+  EXPECT_TRUE(first_collective(projected("fsdp").trace));
+  EXPECT_FALSE(first_collective(projected("ddp_bucketed").trace));
+}
+
+}  // namespace
+}  // namespace shardscope::analysis
