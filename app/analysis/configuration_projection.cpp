@@ -238,10 +238,6 @@ std::string pass_span(pipeline::Pass pass, bool split) {
   return std::string(profiling::kBackwardPassSpan);
 }
 
-int64_t ns(double seconds) {
-  return int64_t(std::llround(seconds * 1e9));
-}
-
 // The step as a trace: each pipeline rank's passes; the tensor group's collectives of a pass at
 // its end, after its kernels (they block the rank, so it waits through them, and together they
 // take what they take between the kernels); the activations and gradients sent between stages on
@@ -275,15 +271,7 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
   }
   auto add = [&](int r, const std::string& name, profiling::Category category, double t0, double t1,
                  int micro) -> profiling::Event& {
-    profiling::Event e;
-    e.t0_ns = ns(t0);
-    e.t1_ns = std::max(ns(t1), e.t0_ns + 1);
-    e.name = t.intern(name);
-    e.category = category;
-    e.step = 0;
-    e.micro = int16_t(std::min(micro, 32767));
-    t.ranks[r].events.push_back(e);
-    return t.ranks[r].events.back();
+    return add_projected_span(t, r, name, category, t0, t1, micro);
   };
   std::map<std::pair<int, int>, int64_t> sent;  // per sender and receiver: sends so far
   auto transfer = [&](int from, int to, double at, int micro) {

@@ -14,15 +14,7 @@ class Drawing {
 
   profiling::Event& add(const std::string& name, profiling::Category category, double t0, double t1,
                         int micro) {
-    profiling::Event e;
-    e.t0_ns = ns(t0);
-    e.t1_ns = std::max(ns(t1), e.t0_ns + 1);
-    e.name = t_.intern(name);
-    e.category = category;
-    e.step = 0;
-    e.micro = int16_t(std::min(micro, 32767));
-    t_.ranks[0].events.push_back(e);
-    return t_.ranks[0].events.back();
+    return add_projected_span(t_, 0, name, category, t0, t1, micro);
   }
   // A collective of the data-parallel group on the comm lane.
   void collective(const std::string& name, double t0, double t1, int micro) {
@@ -33,7 +25,6 @@ class Drawing {
   }
 
  private:
-  static int64_t ns(double seconds) { return int64_t(std::llround(seconds * 1e9)); }
   profiling::Trace& t_;
   int ranks_;
 };
@@ -95,6 +86,20 @@ double draw_replicated_passes(Drawing& d, const DataParallelStep& s, const DataP
 }
 
 }  // namespace
+
+profiling::Event& add_projected_span(profiling::Trace& trace, int rank, const std::string& name,
+                                     profiling::Category category, double t0, double t1,
+                                     int micro) {
+  profiling::Event e;
+  e.t0_ns = int64_t(std::llround(t0 * 1e9));
+  e.t1_ns = std::max(int64_t(std::llround(t1 * 1e9)), e.t0_ns + 1);
+  e.name = trace.intern(name);
+  e.category = category;
+  e.step = 0;
+  e.micro = int16_t(std::min(micro, 32767));
+  trace.ranks[rank].events.push_back(e);
+  return trace.ranks[rank].events.back();
+}
 
 void add_data_parallel_step(profiling::Trace& trace, const DataParallelStep& s,
                             const DataParallelTimeline& timeline) {

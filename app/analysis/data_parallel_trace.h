@@ -1,5 +1,7 @@
 #pragma once
 
+#include <string>
+
 #include "app/analysis/data_parallel_pricing.h"
 #include "profiling/trace/trace.h"
 
@@ -15,6 +17,10 @@ struct DataParallelStep {
   double weight_casts_s = 0;             // the step's bf16 weight copies, in the first forward
   double optimizer_s = 0;
 };
+// A span of `rank` in a projected step (step 0), in seconds from its start.
+profiling::Event& add_projected_span(profiling::Trace& trace, int rank, const std::string& name,
+                                     profiling::Category category, double t0, double t1, int micro);
+
 void add_data_parallel_step(profiling::Trace& trace, const DataParallelStep& step,
                             const DataParallelTimeline& timeline);
 
