@@ -436,9 +436,12 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
       rank_clip_seconds(config, hw, double(p.memory.parameters_per_gpu), tensors, l.dp * l.cp);
   // Every rank of a replica's context group holds every weight and averages its gradients too.
   const int averaging = l.dp * l.cp;
-  // A data-parallel strategy's step is drawn as it runs, with its collectives beside the compute.
+  // A data-parallel strategy's step is drawn as it runs, with its collectives beside the compute;
+  // so is one device's (the reference), with none: micro-batches forward then backward.
   DataParallelTimeline dp_timeline;
-  const DataParallelTimeline* drawn = nullptr;
+  const DataParallelTimeline* drawn =
+      strategy_traits(config.strategy).family == StrategyFamily::kReference ? &dp_timeline
+                                                                            : nullptr;
   if (averaging > 1) {
     // Gradients in fp32 (or the reduce dtype) over the data-parallel group, as the strategy
     // sends them: beside its backward or after it, then what brings every rank the stepped
@@ -486,7 +489,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
             profiling::group_profile(hw, l.tp, 1))
             .time_s;
   }
-  if (drawn != nullptr) p.data_comm_what = drawn->what;
+  if (drawn != nullptr && p.data_comm_s > 0) p.data_comm_what = drawn->what;
   p.step_s = span + p.data_comm_s + p.optimizer_s;
   const double B = double(l.global_batch), s = config.model.seq, L = config.model.layers,
                h = config.model.d_model, V = config.model.vocab;

@@ -55,9 +55,9 @@ std::string projection_text(const ConfigurationProjection& p) {
   };
   const double gib = 1024.0 * 1024 * 1024;
   std::ostringstream o;
-  o << "projected step on " << p.gpus << " GPUs of " << p.hardware << " (" << p.nodes
-    << (p.nodes == 1 ? " node" : " nodes") << "): tp " << p.tp << " x pp " << p.pp << " x dp "
-    << p.dp;
+  o << "projected step on " << p.gpus << (p.gpus == 1 ? " GPU of " : " GPUs of ") << p.hardware
+    << " (" << p.nodes << (p.nodes == 1 ? " node" : " nodes") << "): tp " << p.tp << " x pp "
+    << p.pp << " x dp " << p.dp;
   if (p.cp > 1) o << " x cp " << p.cp << " (ring attention, s/" << p.cp << " tokens a rank)";
   if (p.ep > 0) o << ", experts over ep " << p.ep << " by all_to_all";
   if (p.pp > 1) o << ", " << p.schedule << " with " << p.stages_per_rank << " stage(s) a rank";

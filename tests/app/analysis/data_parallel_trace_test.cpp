@@ -13,11 +13,11 @@
 namespace shardscope::analysis {
 namespace {
 
-ConfigurationProjection projected(const std::string& strategy) {
+ConfigurationProjection projected(const std::string& strategy, int world = 8) {
   Config c = config_from_json(nlohmann::json{{"strategy", strategy},
-                                             {"world", 8},
+                                             {"world", world},
                                              {"preset", "gpt2-small"},
-                                             {"global_batch", 64},
+                                             {"global_batch", 8 * world},
                                              {"grad_accum", 2},
                                              {"strategy_options", {{"precision", "bf16"}}}});
   return project_configuration(c, profiling::load_hardware_profile("8xA100"), 1);
@@ -64,6 +64,21 @@ TEST(DataParallelTrace, TheDrawnStepIsTheProjectedOneWithItsCollectivesBesideThe
   };
   EXPECT_TRUE(first_collective(projected("fsdp").trace));
   EXPECT_FALSE(first_collective(projected("ddp_bucketed").trace));
+}
+
+// Accumulation runs each micro-batch's backward before the next forward, on one device too (a
+// pipeline of one stage would run every forward first).
+TEST(DataParallelTrace, EachMicroBatchsBackwardComesBeforeTheNextForward) {
+  for (const char* strategy : {"single", "ddp_bucketed", "fsdp"}) {
+    const profiling::Trace t = projected(strategy, strategy == std::string("single") ? 1 : 8).trace;
+    int64_t backward0 = -1, forward1 = -1;
+    for (const auto& e : t.ranks.at(0).events) {
+      if (t.str(e.name) == "backward 0" && backward0 < 0) backward0 = e.t0_ns;
+      if (t.str(e.name) == "forward 1" && forward1 < 0) forward1 = e.t0_ns;
+    }
+    ASSERT_GE(backward0, 0) << strategy;
+    EXPECT_LT(backward0, forward1) << strategy;
+  }
 }
 
 }  // namespace
