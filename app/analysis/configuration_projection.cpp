@@ -435,50 +435,13 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.optimizer_s +=
       rank_clip_seconds(config, hw, double(p.memory.parameters_per_gpu), tensors, l.dp * l.cp);
   // Every rank of a replica's context group holds every weight and averages its gradients too.
-  const int averaging = l.dp * l.cp;
-  // A data-parallel strategy's step is drawn as it runs, with its collectives beside the compute;
-  // so is one device's (the reference), with none: micro-batches forward then backward.
-  DataParallelTimeline dp_timeline;
-  const DataParallelTimeline* drawn =
-      strategy_traits(config.strategy).family == StrategyFamily::kReference ? &dp_timeline
-                                                                            : nullptr;
-  if (averaging > 1) {
-    // Gradients in fp32 (or the reduce dtype) over the data-parallel group, as the strategy
-    // sends them: beside its backward or after it, then what brings every rank the stepped
-    // parameters (data_parallel_step.h). Only what its compute does not hide is counted.
-    const double bytes_per = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
-    const auto group = profiling::group_profile(hw, averaging, l.tp);
-    // Under expert parallelism a rank's experts average over their copies only (every ep-th
-    // rank), the rest over every rank.
-    const double held = double(p.memory.parameters_per_gpu);
-    const double experts = l.ep > 0 ? expert_parameters(config.model, l.ep) : 0;
-    if (l.memory.zero == profiling::kZeroStages[3]) {
-      p.data_comm_s = l.m * zero3_exposed_seconds(config, parameter_bytes(l), groups, bytes_per,
-                                                  averaging, group, &dp_timeline);
-      drawn = &dp_timeline;
-    } else if (strategy_traits(config.strategy).family == StrategyFamily::kDataParallel) {
-      p.data_comm_s = replicated_sync_seconds(config, parameter_bytes(l), groups, held, bytes_per,
-                                              averaging, group, &dp_timeline);
-      drawn = &dp_timeline;
-    } else {
-      // A model-parallel layout's data-parallel dimension (Megatron's, after the pipeline's last
-      // backward), a context or expert group: all at once after backward, not overlapped.
-      p.data_comm_s = profiling::estimate_collective(
-                          "all_reduce", int64_t((held - experts) * bytes_per), averaging, group)
-                          .time_s;
-      const double after_step = after_step_seconds(config.strategy_options.data_parallel_sync, held,
-                                                   parameter_bytes(l), config, averaging, group);
-      p.data_comm_s += after_step;
-      if (after_step > 0) p.data_comm_what += ", then the stepped parameters sent to every rank";
-    }
-    const int copies = l.ep > 0 ? averaging / l.ep : 1;
-    if (experts > 0 && copies > 1) {
-      p.data_comm_s +=
-          profiling::estimate_collective("all_reduce", int64_t(experts * bytes_per), copies,
-                                         profiling::group_profile(hw, copies, l.ep))
-              .time_s;
-    }
-  }
+  const DataParallelComm data_parallel = data_parallel_comm(
+      config,
+      {l.dp * l.cp, l.tp, l.ep, l.m, l.memory.zero == profiling::kZeroStages[3], parameter_bytes(l),
+       double(p.memory.parameters_per_gpu), l.ep > 0 ? expert_parameters(config.model, l.ep) : 0},
+      groups, hw);
+  p.data_comm_s = data_parallel.seconds;
+  p.data_comm_what = data_parallel.what;
   if (sp) {
     // The gradients of what every tensor rank holds whole (LayerNorms, row-parallel biases, the
     // position embedding), summed over the tensor group after backward.
@@ -489,7 +452,6 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
             profiling::group_profile(hw, l.tp, 1))
             .time_s;
   }
-  if (drawn != nullptr && p.data_comm_s > 0) p.data_comm_what = drawn->what;
   p.step_s = span + p.data_comm_s + p.optimizer_s;
   const double B = double(l.global_batch), s = config.model.seq, L = config.model.layers,
                h = config.model.d_model, V = config.model.vocab;
@@ -498,7 +460,8 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.memory_capacity_bytes = hw.gpu_memory_gib * 1024.0 * 1024 * 1024;
   p.fits = p.memory.total() <= p.memory_capacity_bytes;
 
-  p.trace = step_trace(config, l, costs, timed, p, span, drawn);
+  p.trace = step_trace(config, l, costs, timed, p, span,
+                       data_parallel.drawn ? &data_parallel.timeline : nullptr);
   return p;
 }
 

@@ -1,5 +1,6 @@
 #include "app/analysis/data_parallel_pricing.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "app/analysis/data_parallel_step.h"
@@ -22,21 +23,24 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
                ? profiling::estimate_collective(op, int64_t(elements * bytes), ranks, group).time_s
                : 0.0;
   };
-  const auto unit = [&](double forward, double backward, double gathered, double reduced) {
+  const auto unit = [&](double forward, double backward, double gathered, double regathered,
+                        double reduced) {
     return UnitWork{forward, backward, time("all_gather_into", gathered, param_bytes),
+                    time("all_gather_into", regathered, param_bytes),
                     time("reduce_scatter_tensor", reduced, reduce_bytes)};
   };
-  // Tied, the head computes with the embeddings' unit, gathered again, and its gradients join
+  // Tied, the head computes with the embeddings' unit, gathered again in forward and for the
+  // head's backward, where it stays until the embeddings' backward is done; its gradients join
   // the embeddings' reduce-scatter.
   const bool tied = config.model.tie_embeddings;
   const double embeddings = double(params.embeddings) + (tied ? double(params.head) : 0);
+  const double block = double(params.block), head = tied ? embeddings : double(params.head);
   std::vector<UnitWork> units;
-  units.push_back(unit(c.embedding_forward, c.embedding_backward, embeddings, embeddings));
+  units.push_back(unit(c.embedding_forward, c.embedding_backward, embeddings, tied ? 0 : embeddings,
+                       embeddings));
   for (int b = 0; b < config.model.layers; ++b)
-    units.push_back(
-        unit(c.block_forward, c.block_backward, double(params.block), double(params.block)));
-  units.push_back(unit(c.head_forward, c.head_backward, tied ? embeddings : double(params.head),
-                       tied ? 0 : double(params.head)));
+    units.push_back(unit(c.block_forward, c.block_backward, block, block, block));
+  units.push_back(unit(c.head_forward, c.head_backward, head, head, tied ? 0 : head));
   const UnitPassTime pass = sharded_unit_pass(units, config.strategy_options.prefetch,
                                               timeline != nullptr ? &timeline->pass : nullptr);
   if (timeline != nullptr) {
@@ -47,26 +51,50 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
 }
 
 double after_step_seconds(const std::string& sync, double held, double param_bytes,
-                          const Config& config, int ranks,
+                          const std::vector<double>& buckets, int ranks,
                           const profiling::HardwareProfile& group) {
   const double bytes = held * param_bytes;
-  const auto time = [&](const char* op) {
-    return [&, op](double b) {
-      return profiling::estimate_collective(op, int64_t(b), ranks, group).time_s;
-    };
+  const auto time = [&](const char* op, double b) {
+    return profiling::estimate_collective(op, int64_t(b), ranks, group).time_s;
   };
   switch (strategy_traits(sync).gradient_sync.after_step) {
     case GradientSync::AfterStep::kNothing:
       return 0;
     case GradientSync::AfterStep::kBroadcastFromOwners:
-      return ranks * time("broadcast")(bytes / ranks);
-    case GradientSync::AfterStep::kAllGather:
-      return in_buckets(bytes,
-                        double(bucket_cap_bytes(config.strategy_options.bucket_mb, int64_t(bytes))),
-                        time("all_gather_into"));
+      return ranks * time("broadcast", bytes / ranks);
+    case GradientSync::AfterStep::kAllGather: {
+      if (buckets.empty()) return time("all_gather_into", bytes);
+      double seconds = 0;
+      for (double b : buckets) seconds += time("all_gather_into", b);
+      return seconds;
+    }
   }
   return 0;
 }
+
+namespace {
+
+// A replicated strategy's units (the embeddings, each block, the head) in forward order: each
+// one's backward, and its gradients' bytes in the order backward produces them (the reverse of
+// registration).
+std::vector<GradientUnit> gradient_units(const Config& config, const GroupCompute& c,
+                                         double grad_bytes) {
+  const profiling::ParameterTensors tensors =
+      profiling::parameter_tensor_sizes(model_shape(config.model));
+  const auto unit = [&](double backward, const std::vector<int64_t>& elements) {
+    GradientUnit u{backward, {}};
+    for (auto it = elements.rbegin(); it != elements.rend(); ++it)
+      u.tensor_bytes.push_back(double(*it) * grad_bytes);
+    return u;
+  };
+  std::vector<GradientUnit> units = {unit(c.embedding_backward, tensors.embeddings)};
+  for (int b = 0; b < config.model.layers; ++b)
+    units.push_back(unit(c.block_backward, tensors.block));
+  units.push_back(unit(c.head_backward, tensors.head));
+  return units;
+}
+
+}  // namespace
 
 double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                                double held, double reduce_bytes, int ranks,
@@ -74,16 +102,15 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
                                DataParallelTimeline* timeline) {
   const StrategyTraits traits = strategy_traits(config.strategy);
   const GradientSync& sync = traits.gradient_sync;
-  const profiling::ModelShape shape = model_shape(config.model);
-  const profiling::ParameterGroups params = profiling::parameter_groups(shape);
   const double grad_bytes = param_bytes;
-  const int ends = 4 + (shape.tie_embeddings ? 0 : 1);  // the embeddings' two, the head's
-  const int block_tensors = int((profiling::parameter_tensors(shape) - ends) / shape.layers);
-  std::vector<GradientUnit> units;
-  units.push_back({c.embedding_backward, double(params.embeddings) * grad_bytes, 2});
-  for (int b = 0; b < config.model.layers; ++b)
-    units.push_back({c.block_backward, double(params.block) * grad_bytes, block_tensors});
-  units.push_back({c.head_backward, double(params.head) * grad_bytes, ends - 2});
+  const std::vector<GradientUnit> units = gradient_units(config, c, grad_bytes);
+  // The buckets' cap as the strategies size them; DDP's Reducer keeps its first at 1 MiB.
+  const bool default_cap = config.strategy_options.bucket_mb == 0.0;
+  const double cap =
+      double(bucket_cap_bytes(config.strategy_options.bucket_mb, int64_t(held * grad_bytes)));
+  const double first = sync.small_first_bucket && default_cap ? std::min(cap, 1024.0 * 1024) : cap;
+  const std::vector<GradientBucket> buckets =
+      plan_gradient_buckets(units, sync.per_parameter ? 0 : cap, sync.per_parameter ? 0 : first);
   // ZeRO-2 reduce-scatters its buckets; the others all-reduce them.
   const char* op = traits.zero_stage >= 2 ? "reduce_scatter_tensor" : "all_reduce";
   const auto collective = [&](double bytes) {
@@ -93,22 +120,62 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
   };
   const bool overlap =
       sync.overlaps_backward && (!traits.options.overlap || config.strategy_options.overlap);
-  const double cap =
-      sync.per_parameter
-          ? 0
-          : double(bucket_cap_bytes(config.strategy_options.bucket_mb, int64_t(held * grad_bytes)));
   DataParallelTimeline& t = *timeline;
-  t.after_step_s = after_step_seconds(config.strategy, held, param_bytes, config, ranks, group);
-  t.after_step_op = traits.gradient_sync.after_step == GradientSync::AfterStep::kAllGather
-                        ? "all_gather"
-                        : "broadcast";
+  std::vector<double> bucket_bytes;
+  for (const GradientBucket& b : buckets)
+    bucket_bytes.push_back(b.bytes / grad_bytes * param_bytes);
+  t.after_step_s =
+      after_step_seconds(config.strategy, held, param_bytes, bucket_bytes, ranks, group);
+  t.after_step_op =
+      sync.after_step == GradientSync::AfterStep::kAllGather ? "all_gather" : "broadcast";
   t.sync_op = traits.zero_stage >= 2 ? "reduce_scatter" : "all_reduce";
-  t.what = std::string(overlap ? "gradient buckets still reducing after backward"
-                               : "gradient buckets reduced after backward") +
-           (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
+  t.tail_name = overlap ? "gradient buckets still reducing after backward"
+                        : "gradient buckets reduced after backward";
+  t.what =
+      t.tail_name + (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
   t.sync.clear();
-  t.tail_s = gradient_sync_tail(units, cap, overlap, collective, &t.sync);
+  t.tail_s = gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, &t.sync);
   return t.tail_s + t.after_step_s;
+}
+
+DataParallelComm data_parallel_comm(const Config& config, const DataParallelShape& d,
+                                    const GroupCompute& c, const profiling::HardwareProfile& hw) {
+  DataParallelComm out;
+  const StrategyFamily family = strategy_traits(config.strategy).family;
+  out.drawn = family == StrategyFamily::kDataParallel || family == StrategyFamily::kReference;
+  if (d.ranks <= 1) return out;
+  // Gradients in fp32 (or the reduce dtype) over the group.
+  const double reduce_bytes = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
+  const auto group = profiling::group_profile(hw, d.ranks, d.tp);
+  if (d.zero3) {
+    out.seconds = d.micro_batches * zero3_exposed_seconds(config, d.param_bytes, c, reduce_bytes,
+                                                          d.ranks, group, &out.timeline);
+  } else if (family == StrategyFamily::kDataParallel) {
+    out.seconds = replicated_sync_seconds(config, d.param_bytes, c, d.held, reduce_bytes, d.ranks,
+                                          group, &out.timeline);
+  } else {
+    // All at once after backward, not overlapped (Megatron-LM's in 2021-22; our pipelines
+    // reduce buckets during the last backward, which this leaves out: an upper bound). Under
+    // expert parallelism a rank's experts average over their copies only (every ep-th rank),
+    // the rest over every rank.
+    out.seconds = profiling::estimate_collective(
+                      "all_reduce", int64_t((d.held - d.experts) * reduce_bytes), d.ranks, group)
+                      .time_s;
+    const double after_step = after_step_seconds(config.strategy_options.data_parallel_sync, d.held,
+                                                 d.param_bytes, {}, d.ranks, group);
+    out.seconds += after_step;
+    if (after_step > 0) out.what += ", then the stepped parameters sent to every rank";
+    const int copies = d.ep > 0 ? d.ranks / d.ep : 1;
+    if (d.experts > 0 && copies > 1) {
+      out.seconds +=
+          profiling::estimate_collective("all_reduce", int64_t(d.experts * reduce_bytes), copies,
+                                         profiling::group_profile(hw, copies, d.ep))
+              .time_s;
+    }
+    return out;
+  }
+  if (out.seconds > 0) out.what = out.timeline.what;
+  return out;
 }
 
 }  // namespace shardscope::analysis

@@ -31,6 +31,7 @@ struct DataParallelTimeline {
   std::vector<StreamInterval> sync;
   double tail_s = 0, after_step_s = 0;
   std::string sync_op = "all_reduce", after_step_op;        // the collectives' names
+  std::string tail_name;                                    // what runs past backward, in words
   std::string what = "gradient all_reduce after backward";  // the exposed part, in words
 };
 
@@ -45,8 +46,11 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
 // What brings every rank the `held` parameters that the strategy named `sync` stepped on their
 // owners only: ZeRO-1's broadcast from each owner, ZeRO-2's all-gather of each bucket; 0 for a
 // strategy whose ranks each step all of them.
+// `buckets`: the bytes of each of its buckets (ZeRO-2 all-gathers bucket by bucket; none: one
+// all-gather of everything).
 double after_step_seconds(const std::string& sync, double held, double param_bytes,
-                          const Config& config, int ranks, const profiling::HardwareProfile& group);
+                          const std::vector<double>& buckets, int ranks,
+                          const profiling::HardwareProfile& group);
 
 // A replicated data-parallel strategy's gradient sync in the step's last micro-batch (the others
 // accumulate): bucket by bucket beside its backward, or after it, as its traits say; what runs
@@ -56,5 +60,26 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
                                double held, double reduce_bytes, int ranks,
                                const profiling::HardwareProfile& group,
                                DataParallelTimeline* timeline);
+
+// What the projection's layout says of a step's data-parallel group: the ranks that average
+// gradients, the tensor and expert degrees beside them, the micro-batches, whether parameters are
+// sharded too (ZeRO-3), and the parameters a GPU holds (of them, its experts').
+struct DataParallelShape {
+  int ranks = 1, tp = 1, ep = 0, micro_batches = 1;
+  bool zero3 = false;
+  double param_bytes = 4, held = 0, experts = 0;
+};
+// The group's communication in a step, as the strategy sends it: what the compute does not hide,
+// in seconds and in words; and, for a data-parallel strategy or one device, the timeline its
+// step is drawn from (`drawn`). A model-parallel layout's data-parallel dimension, a context or
+// an expert group: one all-reduce after backward.
+struct DataParallelComm {
+  double seconds = 0;
+  std::string what = "gradient all_reduce after backward";
+  bool drawn = false;
+  DataParallelTimeline timeline;
+};
+DataParallelComm data_parallel_comm(const Config& config, const DataParallelShape& shape,
+                                    const GroupCompute& c, const profiling::HardwareProfile& hw);
 
 }  // namespace shardscope::analysis

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 
 namespace shardscope::analysis {
 namespace {
@@ -12,8 +13,10 @@ struct Streams {
   double compute = 0, comm = 0;
   StreamTimeline* timeline = nullptr;
   std::vector<StreamInterval>* comm_record = nullptr;
-  // A collective of `seconds` issued at `at`: when it finishes.
+  // A collective of `seconds` issued at `at`: when it finishes. None (0 s: nothing to move, or
+  // a unit still held) waits for nothing.
   double issue(double at, double seconds, StreamInterval::Kind kind) {
+    if (seconds <= 0) return at;
     const double start = std::max(comm, at);
     comm = start + seconds;
     if (comm_record != nullptr) timeline_add(*comm_record, kind, start, comm);
@@ -64,54 +67,65 @@ UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch
       gathered[u + 1] = s.issue(s.compute, units[u + 1].gather_s, K::kGather);
   }
   // Backward, last unit first: forward freed every unit, so each is gathered again.
-  gathered[n - 1] = s.issue(s.compute, units[n - 1].gather_s, K::kGather);
+  gathered[n - 1] = s.issue(s.compute, units[n - 1].regather_s, K::kGather);
   for (size_t u = n; u-- > 0;) {
     const double start = std::max(s.compute, gathered[u]);
-    if (u > 0 && prefetch) gathered[u - 1] = s.issue(start, units[u - 1].gather_s, K::kGather);
+    if (u > 0 && prefetch) gathered[u - 1] = s.issue(start, units[u - 1].regather_s, K::kGather);
     s.run(gathered[u], units[u].backward_s, K::kBackward);
     out.compute_s += units[u].backward_s;
     if (units[u].reduce_s > 0) s.issue(s.compute, units[u].reduce_s, K::kReduce);
-    if (u > 0 && !prefetch) gathered[u - 1] = s.issue(s.compute, units[u - 1].gather_s, K::kGather);
+    if (u > 0 && !prefetch)
+      gathered[u - 1] = s.issue(s.compute, units[u - 1].regather_s, K::kGather);
   }
   out.span_s = std::max(s.compute, s.comm);
   return out;
 }
 
-double gradient_sync_tail(const std::vector<GradientUnit>& units, double cap_bytes, bool overlap,
-                          const std::function<double(double bytes)>& collective_s,
-                          std::vector<StreamInterval>* comm) {
-  double backward = 0;
-  for (const GradientUnit& u : units) backward += u.backward_s;
-  const double full_bucket = cap_bytes > 0 ? collective_s(cap_bytes) : 0;
-  Streams s;
-  s.comm_record = comm;
-  const auto reduce = StreamInterval::kReduce;
-  double open = 0;  // bytes in the bucket being filled
+std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientUnit>& units,
+                                                  double cap_bytes, double first_cap_bytes) {
+  std::vector<GradientBucket> buckets;
+  GradientBucket open;
   for (size_t u = units.size(); u-- > 0;) {
-    s.compute += units[u].backward_s;
-    const double at = overlap ? s.compute : backward;
-    if (units[u].bytes <= 0) continue;
-    if (cap_bytes <= 0) {
-      const int n = std::max(1, units[u].tensors);
-      for (int k = 0; k < n; ++k) s.issue(at, collective_s(units[u].bytes / n), reduce);
-      continue;
+    for (double bytes : units[u].tensor_bytes) {
+      open.bytes += bytes;
+      open.unit = u;
+      const double cap = buckets.empty() ? first_cap_bytes : cap_bytes;
+      if (open.bytes >= cap) {
+        buckets.push_back(open);
+        open = GradientBucket();
+      }
     }
-    open += units[u].bytes;
-    const double full = std::floor(open / cap_bytes);
-    if (full > 0)
-      s.issue(at, full * full_bucket, reduce);  // issued together, run one after another
-    open -= full * cap_bytes;
   }
-  if (open > 0) s.issue(backward, collective_s(open), reduce);
-  return std::max(0.0, s.comm - backward);
+  if (open.bytes > 0) buckets.push_back(open);
+  return buckets;
 }
 
-double in_buckets(double bytes, double cap_bytes,
-                  const std::function<double(double bytes)>& collective_s) {
-  if (bytes <= 0) return 0;
-  if (cap_bytes <= 0 || bytes <= cap_bytes) return collective_s(bytes);
-  const double full = std::floor(bytes / cap_bytes), rest = bytes - full * cap_bytes;
-  return full * collective_s(cap_bytes) + (rest > 0 ? collective_s(rest) : 0);
+double gradient_sync_tail(const std::vector<GradientUnit>& units,
+                          const std::vector<GradientBucket>& buckets, bool overlap,
+                          const std::function<double(double bytes)>& collective_s,
+                          int max_in_flight, std::vector<StreamInterval>* comm) {
+  double backward = 0;
+  for (const GradientUnit& u : units) backward += u.backward_s;
+  Streams s;
+  s.comm_record = comm;
+  std::deque<double> unfinished;  // when each bucket issued and not yet waited for finishes
+  size_t next = 0;                // the next bucket to issue
+  // Backward runs the units last first; a bucket goes when the unit completing it is done (with
+  // overlap), else when backward is.
+  const auto issue_ready = [&](size_t done_unit, bool all) {
+    for (; next < buckets.size() && (all || buckets[next].unit >= done_unit); ++next) {
+      unfinished.push_back(
+          s.issue(s.compute, collective_s(buckets[next].bytes), StreamInterval::kReduce));
+      for (; max_in_flight > 0 && int(unfinished.size()) > max_in_flight; unfinished.pop_front())
+        s.compute = std::max(s.compute, unfinished.front());
+    }
+  };
+  for (size_t u = units.size(); u-- > 0;) {
+    s.compute += units[u].backward_s;
+    if (overlap) issue_ready(u, false);
+  }
+  issue_ready(0, true);
+  return std::max(s.compute, s.comm) - backward;
 }
 
 }  // namespace shardscope::analysis

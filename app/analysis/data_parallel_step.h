@@ -18,7 +18,8 @@ namespace shardscope::analysis {
 // reduce-scatter has, since the next one's gathers wait behind it.
 struct UnitWork {
   double forward_s = 0, backward_s = 0;  // its compute, in one micro-batch
-  double gather_s = 0;                   // one all-gather of its parameters
+  double gather_s = 0;                   // the all-gather of its parameters before its forward
+  double regather_s = 0;                 // and before its backward (0: still held)
   double reduce_s = 0;                   // one reduce-scatter of its gradients (0: none here)
 };
 
@@ -44,25 +45,34 @@ struct UnitPassTime {
 UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch,
                                StreamTimeline* timeline = nullptr);
 
-// The gradient sync of a replicated data-parallel strategy (DDP, ZeRO-1 and 2), in the last
-// micro-batch's backward, which runs the units last first. A unit's gradients are ready when its
-// backward ends: with `overlap`, they join the open bucket then, and each bucket that reached
-// `cap_bytes` is reduced at once; what is left, and without overlap everything, goes when
-// backward is over. `cap_bytes` 0: one collective per parameter tensor of the unit, each issued
-// as the unit's backward ends. `collective_s`: what one collective of that many bytes takes.
-// Returns how long the sync runs past the end of backward.
+// A unit's backward in the last micro-batch, and the bytes of the gradients it produces, tensor
+// by tensor in the order backward produces them.
 struct GradientUnit {
-  double backward_s = 0;  // its backward, in the micro-batch
-  double bytes = 0;       // its gradients, as the buckets count them
-  int tensors = 1;        // its parameter tensors
+  double backward_s = 0;
+  std::vector<double> tensor_bytes;
 };
-// `comm`, if given, receives when the collectives ran, from the start of backward.
-double gradient_sync_tail(const std::vector<GradientUnit>& units, double cap_bytes, bool overlap,
-                          const std::function<double(double bytes)>& collective_s,
-                          std::vector<StreamInterval>* comm = nullptr);
+// A bucket of gradients, ready when the backward of `unit` (an index into the units) ends.
+struct GradientBucket {
+  double bytes = 0;
+  size_t unit = 0;
+};
+// Buckets as our strategies plan them (strategies/data_parallel/bucket_plan.cpp): whole tensors
+// in the order backward produces them (backward runs the units last first), each bucket closed
+// by the tensor that brings it to `cap_bytes` (the first to `first_cap_bytes`: DDP's Reducer
+// keeps its first bucket small); the last holds what is left. `cap_bytes` 0: one per tensor.
+std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientUnit>& units,
+                                                  double cap_bytes, double first_cap_bytes);
 
-// `bytes` reduced or gathered in pieces of at most `cap_bytes` (0: whole), one after another.
-double in_buckets(double bytes, double cap_bytes,
-                  const std::function<double(double bytes)>& collective_s);
+// The gradient sync of a replicated data-parallel strategy (DDP, ZeRO-1 and 2) in the last
+// micro-batch's backward: with `overlap`, each bucket is reduced once the unit that completes it
+// is done, one after another; without, all of them once backward is over. `collective_s`: what
+// one collective of that many bytes takes. `max_in_flight` > 0: the backward waits, each time it
+// issues one, until no more than that many are unfinished (ZeRO-2 keeps two). Returns how much
+// the sync adds to backward: its waits, and what runs past its end. `comm`, if given, receives
+// when the collectives ran, from the start of backward.
+double gradient_sync_tail(const std::vector<GradientUnit>& units,
+                          const std::vector<GradientBucket>& buckets, bool overlap,
+                          const std::function<double(double bytes)>& collective_s,
+                          int max_in_flight = 0, std::vector<StreamInterval>* comm = nullptr);
 
 }  // namespace shardscope::analysis

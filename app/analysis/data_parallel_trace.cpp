@@ -79,7 +79,7 @@ double draw_replicated_passes(Drawing& d, const DataParallelStep& s, const DataP
     at = backward + s.backward_s;
     if (k + 1 < s.micro_batches) continue;
     for (const auto& i : t.sync) d.collective(t.sync_op, backward + i.start, backward + i.end, k);
-    if (t.tail_s > 0) d.add(t.what, profiling::Category::kGradSync, at, at + t.tail_s, k);
+    if (t.tail_s > 0) d.add(t.tail_name, profiling::Category::kGradSync, at, at + t.tail_s, k);
     at += t.tail_s;
   }
   return at;

@@ -108,6 +108,16 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
             for (const std::string& strategy : layout ? no_strategies : data_parallel) {
               Config c = config;
               c.strategy = strategy;
+              // None of a layout's options, which a data-parallel strategy refuses.
+              const StrategyOptions none;
+              StrategyOptions& o = c.strategy_options;
+              o.tensor_parallel = none.tensor_parallel,
+              o.pipeline_parallel = none.pipeline_parallel;
+              o.data_parallel = none.data_parallel, o.micro_batches = none.micro_batches;
+              o.schedule = none.schedule, o.stages_per_rank = none.stages_per_rank;
+              o.sequence_parallel = none.sequence_parallel;
+              o.data_parallel_sync = none.data_parallel_sync;
+              o.context_parallel = none.context_parallel, o.expert_parallel = none.expert_parallel;
               c.global_batch = int(batch);
               c.grad_accum = int(m);
               c.strategy_options.activation_checkpointing = recompute;

@@ -37,6 +37,10 @@ struct GradientSync {
   // it offers one.
   bool overlaps_backward = false;
   bool per_parameter = false;  // one collective per parameter tensor, not buckets
+  // The first bucket at most 1 MiB under the default cap (DDP's Reducer), to start sooner.
+  bool small_first_bucket = false;
+  // Backward waits, as it issues one, until no more than this many are unfinished (0: any).
+  int max_in_flight = 0;
   enum class AfterStep {
     kNothing,              // every rank stepped every parameter
     kBroadcastFromOwners,  // each rank broadcasts the parameters it stepped (ZeRO-1 here)

@@ -37,20 +37,23 @@ Counts block_counts(const ModelShape& m, int ep = 1) {
 }
 
 // The parameters ZeRO-3 holds gathered at its peak: a unit, or with prefetch the largest two
-// adjacent ones in forward order (embeddings, blocks, head; a tied head gathers the embeddings'
-// unit, which holds it).
+// adjacent ones in forward order (embeddings, blocks, head). Tied, the head computes with the
+// embeddings' unit, gathered again, and keeps it from the head's backward to the embeddings':
+// through backward it is held beside a block (two with prefetch).
 double gathered_at_once(const ModelShape& m, const TrainingLayout& l) {
   const auto whole = [](const Counts& c) { return double(c.sharded + c.replicated); };
-  const double head = whole(head_counts(m));
+  const double head = whole(head_counts(m)), block = whole(block_counts(m, std::max(1, l.ep)));
   const double embeddings = whole(embedding_counts(m)) + (m.tie_embeddings ? head : 0);
   std::vector<double> units = {embeddings};
-  for (int64_t b = 0; b < m.layers; ++b) units.push_back(whole(block_counts(m, std::max(1, l.ep))));
-  if (!m.tie_embeddings) units.push_back(head);
+  for (int64_t b = 0; b < m.layers; ++b) units.push_back(block);
+  units.push_back(m.tie_embeddings ? embeddings : head);
   double most = 0;
   for (size_t u = 0; u < units.size(); ++u) {
     const double next = l.prefetch && u + 1 < units.size() ? units[u + 1] : 0;
     most = std::max(most, units[u] + next);
   }
+  if (m.tie_embeddings && m.layers > 0)
+    most = std::max(most, embeddings + (l.prefetch && m.layers > 1 ? 2 : 1) * block);
   return most;
 }
 
@@ -59,6 +62,25 @@ double gathered_at_once(const ModelShape& m, const TrainingLayout& l) {
 int64_t model_parameters(const ModelShape& m) {
   const Counts all = embedding_counts(m) + block_counts(m) * m.layers + head_counts(m);
   return all.sharded + all.replicated;
+}
+
+ParameterTensors parameter_tensor_sizes(const ModelShape& m) {
+  const int64_t h = m.d_model, hidden = h * m.mlp_ratio;
+  ParameterTensors t;
+  t.embeddings = {m.vocab * h, m.seq * h};
+  // ln1, attention (qkv, projection), ln2, then the MLP (fc, projection) or the mixture (its
+  // router, without bias, and each expert's MLP).
+  t.block = {h, h, 3 * h * h, 3 * h, h * h, h, h, h};
+  const std::vector<int64_t> mlp = {hidden * h, hidden, h * hidden, h};
+  if (m.experts > 0) {
+    t.block.push_back(m.experts * h);
+    for (int64_t e = 0; e < m.experts; ++e) t.block.insert(t.block.end(), mlp.begin(), mlp.end());
+  } else {
+    t.block.insert(t.block.end(), mlp.begin(), mlp.end());
+  }
+  t.head = {h, h};
+  if (!m.tie_embeddings) t.head.push_back(m.vocab * h);
+  return t;
 }
 
 ParameterGroups parameter_groups(const ModelShape& m) {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace shardscope::profiling {
 
@@ -103,5 +104,12 @@ struct ParameterGroups {
   int64_t embeddings = 0, block = 0, head = 0;
 };
 ParameterGroups parameter_groups(const ModelShape& model);
+
+// The same groups' parameter tensors, elements each, in the order our GPT registers them
+// (engine/model/gpt_model.cpp): data-parallel buckets are whole tensors.
+struct ParameterTensors {
+  std::vector<int64_t> embeddings, block, head;
+};
+ParameterTensors parameter_tensor_sizes(const ModelShape& model);
 
 }  // namespace shardscope::profiling

@@ -64,6 +64,7 @@ StrategyTraits traits() {
   t.options.activation_checkpointing = false;
   t.options.buckets = true;
   t.gradient_sync.overlaps_backward = true;  // the Reducer's buckets, always
+  t.gradient_sync.small_first_bucket = true;
   t.options.find_unused_parameters = true;
   t.options.blocks_in_backward = "its Reducer's end-of-backward callback";
   t.teaching =

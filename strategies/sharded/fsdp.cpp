@@ -248,11 +248,22 @@ class Fsdp final : public Strategy {
     }
   }
 
+  // The unit forward runs at `position`: the embeddings, each block, the head; past the head,
+  // none (units_.size()).
+  size_t unit_at(size_t position) const {
+    const size_t blocks = model_->blocks->size();
+    if (position == 0) return embed_unit_;
+    if (position <= blocks) return position;
+    return position == blocks + 1 ? head_unit_ : units_.size();
+  }
+
   torch::Tensor run_unit(size_t u, const std::function<torch::Tensor()>& compute) {
     ensure_gathered(units_[u]);
     const size_t position = forward_order_.size();
     forward_order_.push_back(u);
-    const size_t next = u == head_unit_ ? units_.size() : u + 1;
+    // The unit forward runs next, by position: with tied embeddings the head computes with the
+    // embeddings' unit, so unit numbers alone would prefetch neither block 0 nor the head.
+    const size_t next = unit_at(position + 1);
     if (prefetch_ && next < units_.size()) start_gather(units_[next]);
     torch::Tensor out = compute();
     release(units_[u]);

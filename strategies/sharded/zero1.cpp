@@ -15,7 +15,8 @@ StrategyTraits sharded_optimizer_traits() {
   t.gradient_sync.after_step = GradientSync::AfterStep::kBroadcastFromOwners;
   t.teaching =
       "ZeRO-1: optimizer state is split across ranks (purple bar shrinks by N); gradients are "
-      "reduce-scattered and updated shards all_gathered.";
+      "all-reduced as the sync underneath does, each rank steps the parameters it owns, then "
+      "broadcasts them to the others.";
   return t;
 }
 

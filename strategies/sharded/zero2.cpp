@@ -250,6 +250,7 @@ StrategyTraits traits() {
   t.options.overlap = true;
   t.gradient_sync.overlaps_backward = true;
   t.gradient_sync.after_step = GradientSync::AfterStep::kAllGather;
+  t.gradient_sync.max_in_flight = 2;  // launch() waits for the oldest beyond two
   t.options.find_unused_parameters = true;
   // Seen on an H100 (rank threads on cuda:0): launch() waits for its oldest reduce-scatter
   // from a gradient hook, on the one device thread every rank's backward shares.

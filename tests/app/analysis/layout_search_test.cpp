@@ -124,11 +124,22 @@ TEST(LayoutSearch, AModelNoLayoutTakesSaysWhy) {
   ASSERT_FALSE(found.empty());
   for (const auto& l : found) EXPECT_EQ(l.tp, 1) << l.label();
   EXPECT_NE(refused.find("mixture-of-experts"), std::string::npos) << refused;
-  // Data parallelism of every ZeRO stage is among them, DDP's and ZeRO-3's too.
-  std::set<std::string> syncs;
-  for (const auto& l : found)
-    if (l.pp == 1) syncs.insert(l.data_parallel_sync);
-  EXPECT_EQ(syncs.size(), 4u);
+  // Data parallelism of every ZeRO stage is among them, DDP's and ZeRO-3's too, also when the
+  // search starts from a layout's flags (which a data-parallel strategy would refuse).
+  for (bool from_a_layout : {false, true}) {
+    Config from = c;
+    if (from_a_layout) {
+      from.strategy = "hybrid";
+      from.strategy_options.tensor_parallel = 8;
+      from.strategy_options.pipeline_parallel = 8;
+      from.strategy_options.sequence_parallel = true;
+      from.strategy_options.schedule = "interleaved-1f1b";
+    }
+    std::set<std::string> syncs;
+    for (const auto& l : search_layouts(from, profiling::load_hardware_profile("8xA100"), 8))
+      if (l.pp == 1) syncs.insert(l.data_parallel_sync);
+    EXPECT_EQ(syncs.size(), 4u) << from_a_layout;
+  }
 }
 
 }  // namespace

@@ -112,7 +112,7 @@ TEST(MegatronTables, MtNlgOnDeepSpeedsPipelineIsSlowerThanOursAsMegatronLmWas) {
 // against ZeRO-3 without model parallelism (DeepSpeed's), teraFLOP/s a GPU at a fixed global batch
 // as the GPUs double. Nothing was fitted to it.
 // - PTD-P, 175B at t 8 p 12 (batch 1536) and 530B at t 8 p 35 (batch 2240): each row within 5 %
-//   (2026-11-27: +1.8, +0.7, -0.7, +0.9, 0.0, -1.2 %).
+//   (2026-11-27: +1.7, +0.7, -0.7, +0.9, 0.0, -1.2 %).
 // - ZeRO-3 is projected as our `fsdp` runs it: one flat all-gather of each block's fp32
 //   parameters before its forward and its backward, the next one prefetched under the current
 //   block's compute, and its gradients reduce-scattered (here in bf16, as DeepSpeed reduced

@@ -34,6 +34,7 @@ struct Case {
   int world;
   profiling::TrainingLayout layout;
   double tolerance;  // relative; ZeRO-1 balances whole parameters, so its shares are uneven
+  bool tied_embeddings = false, prefetch = true;
 };
 
 TEST(MemoryProjectionCheck, MatchesWhatRunsHoldPerRank) {
@@ -47,26 +48,37 @@ TEST(MemoryProjectionCheck, MatchesWhatRunsHoldPerRank) {
     return l;
   };
   const std::vector<Case> cases = {
-      {"torch_ddp", 2, layout("ddp", 2, 1, 1), 0.0}, {"zero1", 4, layout("zero1", 4, 1, 1), 0.15},
-      {"zero2", 4, layout("zero2", 4, 1, 1), 0.01},  {"tp", 4, layout("ddp", 1, 4, 1), 0.0},
+      {"torch_ddp", 2, layout("ddp", 2, 1, 1), 0.0},
+      {"zero1", 4, layout("zero1", 4, 1, 1), 0.15},
+      {"zero2", 4, layout("zero2", 4, 1, 1), 0.01},
+      {"tp", 4, layout("ddp", 1, 4, 1), 0.0},
       {"pp", 2, layout("ddp", 1, 1, 2), 0.0},
       // Its shards are padded to a multiple of the ranks; with prefetch it holds two blocks
-      // gathered at once.
+      // gathered at once. Tied, the embeddings' unit stays gathered through backward beside
+      // them (one block without prefetch).
       {"fsdp", 4, layout("zero3", 4, 1, 1), 0.002},
+      {"fsdp", 4, layout("zero3", 4, 1, 1), 0.002, true, true},
+      {"fsdp", 4, layout("zero3", 4, 1, 1), 0.002, true, false},
   };
   for (const auto& c : cases) {
     Config config = test::tiny_config(c.strategy, 2, 1);
     config.world = c.world;
     config.model.layers = 4;
+    config.model.tie_embeddings = c.tied_embeddings;
+    config.strategy_options.prefetch = c.prefetch;
     config.reference = false;
     config.steps = 1;
     finalize(config);
     RunSummary s = run_training(config);
     ASSERT_TRUE(s.ok) << c.strategy << ": " << s.failure;
     const MemoryBytes measured = busiest(s);
-    const auto projected = profiling::project_memory(shape_of(config.model), c.layout);
+    profiling::TrainingLayout l = c.layout;
+    l.prefetch = c.prefetch;
+    const auto projected = profiling::project_memory(shape_of(config.model), l);
     auto expect_close = [&](double p, int64_t m, const char* what) {
-      EXPECT_NEAR(p, double(m), c.tolerance * double(m) + 1) << c.strategy << " " << what;
+      EXPECT_NEAR(p, double(m), c.tolerance * double(m) + 1)
+          << c.strategy << (c.tied_embeddings ? " tied" : "") << (c.prefetch ? "" : " no prefetch")
+          << " " << what;
     };
     expect_close(projected.parameters, measured.parameters, "parameters");
     expect_close(projected.gradients, measured.gradients, "gradients");
