@@ -346,7 +346,7 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
 }  // namespace
 
 ConfigurationProjection project_configuration(const Config& config, profiling::HardwareProfile hw,
-                                              int nodes) {
+                                              int nodes, bool draw) {
   hw = on_nodes(std::move(hw), nodes);
   require(hw.gpu.known(), "hardware",
           hw.name + " has no per-kernel rates (its 'gpu' object): it cannot price a kernel");
@@ -460,8 +460,26 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   p.memory_capacity_bytes = hw.gpu_memory_gib * 1024.0 * 1024 * 1024;
   p.fits = p.memory.total() <= p.memory_capacity_bytes;
 
-  p.trace = step_trace(config, l, costs, timed, p, span,
-                       data_parallel.drawn ? &data_parallel.timeline : nullptr);
+  // About the events the timeline would hold: a few a pass (and its collectives and waits); for
+  // ZeRO-3 each micro-batch's intervals on both streams.
+  const DataParallelTimeline& dp = data_parallel.timeline;
+  const double per_micro_batch = data_parallel.drawn && dp.units
+                                     ? 2.0 * (dp.pass.compute.size() + dp.pass.comm.size()) + 1
+                                     : 6.0 * l.pp * l.v;
+  const double events = per_micro_batch * l.m * l.flushes + double(dp.sync.size());
+  if (!draw) {
+    p.undrawn = "not drawn";
+  } else if (events > kMaxDrawnEvents) {
+    char why[160];
+    std::snprintf(why, sizeof why,
+                  "its timeline would hold about %.3g events (%d micro-batches), more than the "
+                  "%.0f drawn",
+                  events, l.m * l.flushes, kMaxDrawnEvents);
+    p.undrawn = why;
+  } else {
+    p.trace = step_trace(config, l, costs, timed, p, span,
+                         data_parallel.drawn ? &data_parallel.timeline : nullptr);
+  }
   return p;
 }
 

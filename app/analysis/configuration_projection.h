@@ -46,13 +46,18 @@ struct ConfigurationProjection {
   double memory_capacity_bytes = 0;
   bool fits = true;
   profiling::Trace trace;  // a step's timeline: one rank per pipeline rank
+  // Why `trace` is empty: not asked for, or a step of more events than are drawn.
+  std::string undrawn;
 };
 
 // Throws ConfigError naming the field for what cannot be projected (a strategy that is neither
 // data-parallel nor a tp/pp/hybrid layout, fp32, degrees that do not fit the hardware, a batch
-// that does not divide).
+// that does not divide). `draw`: also make the step's timeline (`trace`), unless it would hold
+// more than kMaxDrawnEvents events (`undrawn` then says so).
 ConfigurationProjection project_configuration(const Config& config, profiling::HardwareProfile hw,
-                                              int nodes);
+                                              int nodes, bool draw = true);
+// A hostile --grad-accum or --micro-batches would draw millions of passes, gigabytes of them.
+inline constexpr double kMaxDrawnEvents = 4e6;
 
 nlohmann::json projection_json(const ConfigurationProjection& p);
 std::string projection_text(const ConfigurationProjection& p);

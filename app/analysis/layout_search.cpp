@@ -61,7 +61,7 @@ std::vector<SearchedLayout> search_layouts(const Config& config,
   const std::vector<std::string> no_strategies;
   const auto project = [&](const Config& c, SearchedLayout s) {
     try {
-      const ConfigurationProjection p = project_configuration(c, hw, nodes);
+      const ConfigurationProjection p = project_configuration(c, hw, nodes, /*draw=*/false);
       s.step_s = p.step_s, s.mfu = p.mfu, s.peak_bytes = p.memory.total();
       s.fits = p.fits;
       found.push_back(s);

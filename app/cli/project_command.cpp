@@ -192,7 +192,10 @@ int project_configured(const ProjectOptions& o, const Config& config,
     out << analysis::search_text(layouts, 15);
     return 0;
   }
-  const analysis::ConfigurationProjection p = analysis::project_configuration(config, hw, o.nodes);
+  const analysis::ConfigurationProjection p =
+      analysis::project_configuration(config, hw, o.nodes, /*draw=*/!o.out.empty());
+  if (!o.out.empty() && p.trace.ranks.empty())
+    throw std::invalid_argument("--out " + o.out + ": nothing written, " + p.undrawn);
   if (o.json) {
     out << analysis::projection_json(p).dump(2) << "\n";
   } else {

@@ -32,6 +32,11 @@ bool project_launch_form(GuiSession& session) {
     const analysis::ConfigurationProjection projection =
         analysis::project_configuration(config, hw, std::max(1, p.nodes));
     p.text = analysis::projection_text(projection);
+    if (projection.trace.ranks.empty()) {
+      // Too many passes to draw: the figures only.
+      session.message = "projected onto " + hw.name + "; " + projection.undrawn;
+      return true;
+    }
     // The run's name says what it is: no run, a projection.
     session.add_run(make_loaded_run(
         projection.trace, config.strategy + " w" + std::to_string(config.world) +

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -423,6 +424,25 @@ TEST(ProjectConfiguration, OneCollectiveSpansTheNodesItIsGiven) {
                                     "--collective", "all_reduce", "--ranks", "16"});
   EXPECT_EQ(pcie.code, 2);
   EXPECT_NE(pcie.err.find("no link between nodes"), std::string::npos) << pcie.err;
+}
+
+// A step of half a million micro-batches is projected, but its timeline (ZeRO-3's collectives,
+// each micro-batch) would be gigabytes: --out refuses, naming itself, and writes nothing.
+TEST(ProjectConfiguration, AStepTooLongToDrawIsProjectedButNotDrawn) {
+  const std::string out = (test::test_temp_dir() / "too-long.sst").string();
+  std::vector<std::string> args = {"project", "--hardware",     "8xA100",  "--world",
+                                   "8",       "--preset",       "tiny",    "--strategy",
+                                   "fsdp",    "--global-batch", "4194304", "--grad-accum",
+                                   "524288",  "--precision",    "bf16"};
+  const test::CliResult figures = cli(args);
+  ASSERT_EQ(figures.code, 0) << figures.err;
+  EXPECT_NE(figures.out.find("step"), std::string::npos);
+  args.insert(args.end(), {"--out", out});
+  const test::CliResult drawn = cli(args);
+  EXPECT_EQ(drawn.code, 2);
+  EXPECT_NE(drawn.err.find("--out"), std::string::npos) << drawn.err;
+  EXPECT_NE(drawn.err.find("524288 micro-batches"), std::string::npos) << drawn.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
 }
 
 TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
