@@ -128,6 +128,34 @@ TEST(Fsdp, AccumulationReduceScattersEveryMicroBatch) {
   }
 }
 
+// With prefetch, block 0's all-gather starts while the embeddings compute, also when the head
+// shares the embeddings' unit (tied): until 2026-11-27 the next unit was found by unit number,
+// and unit 0 then meant the head, so nothing was prefetched there.
+TEST(Fsdp, TiedEmbeddingsPrefetchTheFirstBlockUnderTheEmbeddings) {
+  for (bool tied : {false, true}) {
+    Config c = tiny_config("fsdp", 2, 1);
+    c.model.tie_embeddings = tied;
+    c.reference = false;
+    c.steps = 2;
+    RunSummary s = run_training(c);
+    ASSERT_TRUE(s.ok) << s.failure;
+    const profiling::Trace& t = s.trace;
+    int64_t embeddings_end = -1, second_gather = -1;
+    int gathers = 0;
+    for (const auto& e : t.ranks.at(0).events) {
+      if (e.step != 1) continue;
+      const std::string name = t.str(e.name);
+      if (name.rfind("forward embeddings", 0) == 0 && embeddings_end < 0) embeddings_end = e.t1_ns;
+      if (e.category == profiling::Category::kCollective &&
+          name.find("all_gather") != std::string::npos && ++gathers == 2)
+        second_gather = e.t0_ns;
+    }
+    ASSERT_GE(embeddings_end, 0) << tied;
+    ASSERT_GE(second_gather, 0) << tied;
+    EXPECT_LT(second_gather, embeddings_end) << (tied ? "tied" : "untied");
+  }
+}
+
 TEST(Zero2, ReduceScattersEveryGradientOnceAndGathersEveryParameterOnce) {
   const int world = 4;
   Config c = case_config({"zero2", true, world, 2});
