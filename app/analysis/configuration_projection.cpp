@@ -437,8 +437,8 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   // Every rank of a replica's context group holds every weight and averages its gradients too.
   const DataParallelComm data_parallel = data_parallel_comm(
       config,
-      {l.dp * l.cp, l.tp, l.ep, l.m, l.memory.zero == profiling::kZeroStages[3], parameter_bytes(l),
-       double(p.memory.parameters_per_gpu), l.ep > 0 ? expert_parameters(config.model, l.ep) : 0},
+      {l.dp * l.cp, l.tp, l.ep, l.m, parameter_bytes(l), double(p.memory.parameters_per_gpu),
+       l.ep > 0 ? expert_parameters(config.model, l.ep) : 0},
       groups, hw);
   p.data_comm_s = data_parallel.seconds;
   p.data_comm_what = data_parallel.what;

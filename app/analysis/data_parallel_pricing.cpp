@@ -1,6 +1,7 @@
 #include "app/analysis/data_parallel_pricing.h"
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 #include "app/analysis/data_parallel_step.h"
@@ -12,12 +13,20 @@
 #include "strategies/data_parallel/bucket_cap.h"
 
 namespace shardscope::analysis {
+namespace {
 
+// ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
+// it runs them (the embeddings, each block, the head) beside the compute: what of them the
+// compute does not hide; `timeline` receives the micro-batch's two streams.
 double zero3_exposed_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                              double reduce_bytes, int ranks,
                              const profiling::HardwareProfile& group,
                              DataParallelTimeline* timeline) {
-  const profiling::ParameterGroups params = profiling::parameter_groups(model_shape(config.model));
+  const profiling::ParameterTensors tensors =
+      profiling::parameter_tensor_sizes(model_shape(config.model));
+  const auto sum = [](const std::vector<int64_t>& elements) {
+    return double(std::accumulate(elements.begin(), elements.end(), int64_t{0}));
+  };
   const auto time = [&](const char* op, double elements, double bytes) {
     return elements > 0
                ? profiling::estimate_collective(op, int64_t(elements * bytes), ranks, group).time_s
@@ -33,23 +42,24 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
   // head's backward, where it stays until the embeddings' backward is done; its gradients join
   // the embeddings' reduce-scatter.
   const bool tied = config.model.tie_embeddings;
-  const double embeddings = double(params.embeddings) + (tied ? double(params.head) : 0);
-  const double block = double(params.block), head = tied ? embeddings : double(params.head);
+  const double embeddings = sum(tensors.embeddings) + (tied ? sum(tensors.head) : 0);
+  const double block = sum(tensors.block), head = tied ? embeddings : sum(tensors.head);
   std::vector<UnitWork> units;
   units.push_back(unit(c.embedding_forward, c.embedding_backward, embeddings, tied ? 0 : embeddings,
                        embeddings));
   for (int b = 0; b < config.model.layers; ++b)
     units.push_back(unit(c.block_forward, c.block_backward, block, block, block));
   units.push_back(unit(c.head_forward, c.head_backward, head, head, tied ? 0 : head));
-  const UnitPassTime pass = sharded_unit_pass(units, config.strategy_options.prefetch,
-                                              timeline != nullptr ? &timeline->pass : nullptr);
-  if (timeline != nullptr) {
-    timeline->units = true;
-    timeline->what = "parameter all-gathers and gradient reduce-scatters the compute did not hide";
-  }
+  const UnitPassTime pass =
+      sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass);
+  timeline->units = true;
+  timeline->what = "parameter all-gathers and gradient reduce-scatters the compute did not hide";
   return pass.span_s - pass.compute_s;
 }
 
+// What brings every rank the `held` parameters that the strategy named `sync` stepped on their
+// owners only: ZeRO-1's broadcast from each owner, ZeRO-2's all-gather of each of `buckets`
+// (none: one of everything); 0 for a strategy whose ranks each step all of them.
 double after_step_seconds(const std::string& sync, double held, double param_bytes,
                           const std::vector<double>& buckets, int ranks,
                           const profiling::HardwareProfile& group) {
@@ -72,8 +82,6 @@ double after_step_seconds(const std::string& sync, double held, double param_byt
   return 0;
 }
 
-namespace {
-
 // A replicated strategy's units (the embeddings, each block, the head) in forward order: each
 // one's backward, and its gradients' bytes in the order backward produces them (the reverse of
 // registration).
@@ -94,27 +102,29 @@ std::vector<GradientUnit> gradient_units(const Config& config, const GroupComput
   return units;
 }
 
-}  // namespace
-
+// A replicated data-parallel strategy's gradient sync in the step's last micro-batch (the others
+// accumulate): bucket by bucket beside its backward, or after it, as its traits say; what runs
+// past the end of backward, then what follows its optimizer's step; `timeline` receives when
+// each ran, and says what in words.
 double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                                double held, double reduce_bytes, int ranks,
                                const profiling::HardwareProfile& group,
                                DataParallelTimeline* timeline) {
   const StrategyTraits traits = strategy_traits(config.strategy);
   const GradientSync& sync = traits.gradient_sync;
-  const double grad_bytes = param_bytes;
-  const std::vector<GradientUnit> units = gradient_units(config, c, grad_bytes);
+  // Gradients are held as the parameters are (param_bytes an element).
+  const std::vector<GradientUnit> units = gradient_units(config, c, param_bytes);
   // The buckets' cap as the strategies size them; DDP's Reducer keeps its first at 1 MiB.
   const bool default_cap = config.strategy_options.bucket_mb == 0.0;
   const double cap =
-      double(bucket_cap_bytes(config.strategy_options.bucket_mb, int64_t(held * grad_bytes)));
+      double(bucket_cap_bytes(config.strategy_options.bucket_mb, int64_t(held * param_bytes)));
   const double first = sync.small_first_bucket && default_cap ? std::min(cap, 1024.0 * 1024) : cap;
   const std::vector<GradientBucket> buckets =
       plan_gradient_buckets(units, sync.per_parameter ? 0 : cap, sync.per_parameter ? 0 : first);
   // ZeRO-2 reduce-scatters its buckets; the others all-reduce them.
   const char* op = traits.zero_stage >= 2 ? "reduce_scatter_tensor" : "all_reduce";
   const auto collective = [&](double bytes) {
-    return profiling::estimate_collective(op, int64_t(bytes / grad_bytes * reduce_bytes), ranks,
+    return profiling::estimate_collective(op, int64_t(bytes / param_bytes * reduce_bytes), ranks,
                                           group)
         .time_s;
   };
@@ -122,8 +132,7 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
       sync.overlaps_backward && (!traits.options.overlap || config.strategy_options.overlap);
   DataParallelTimeline& t = *timeline;
   std::vector<double> bucket_bytes;
-  for (const GradientBucket& b : buckets)
-    bucket_bytes.push_back(b.bytes / grad_bytes * param_bytes);
+  for (const GradientBucket& b : buckets) bucket_bytes.push_back(b.bytes);
   t.after_step_s =
       after_step_seconds(config.strategy, held, param_bytes, bucket_bytes, ranks, group);
   t.after_step_op =
@@ -138,16 +147,19 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
   return t.tail_s + t.after_step_s;
 }
 
+}  // namespace
+
 DataParallelComm data_parallel_comm(const Config& config, const DataParallelShape& d,
                                     const GroupCompute& c, const profiling::HardwareProfile& hw) {
   DataParallelComm out;
-  const StrategyFamily family = strategy_traits(config.strategy).family;
+  const StrategyTraits traits = strategy_traits(config.strategy);
+  const StrategyFamily family = traits.family;
   out.drawn = family == StrategyFamily::kDataParallel || family == StrategyFamily::kReference;
   if (d.ranks <= 1) return out;
   // Gradients in fp32 (or the reduce dtype) over the group.
   const double reduce_bytes = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
   const auto group = profiling::group_profile(hw, d.ranks, d.tp);
-  if (d.zero3) {
+  if (traits.zero_stage >= 3) {
     out.seconds = d.micro_batches * zero3_exposed_seconds(config, d.param_bytes, c, reduce_bytes,
                                                           d.ranks, group, &out.timeline);
   } else if (family == StrategyFamily::kDataParallel) {

@@ -30,43 +30,16 @@ struct DataParallelTimeline {
   // parameters sent to every rank.
   std::vector<StreamInterval> sync;
   double tail_s = 0, after_step_s = 0;
-  std::string sync_op = "all_reduce", after_step_op;        // the collectives' names
-  std::string tail_name;                                    // what runs past backward, in words
-  std::string what = "gradient all_reduce after backward";  // the exposed part, in words
+  std::string sync_op = "all_reduce", after_step_op;  // the collectives' names
+  std::string tail_name;                              // what runs past backward, in words
+  std::string what;                                   // the exposed part, in words
 };
 
-// ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
-// it runs them (the embeddings, each block, the head) beside the compute: what of them the
-// compute does not hide. `timeline`, if given, receives the micro-batch's two streams.
-double zero3_exposed_seconds(const Config& config, double param_bytes, const GroupCompute& c,
-                             double reduce_bytes, int ranks,
-                             const profiling::HardwareProfile& group,
-                             DataParallelTimeline* timeline = nullptr);
-
-// What brings every rank the `held` parameters that the strategy named `sync` stepped on their
-// owners only: ZeRO-1's broadcast from each owner, ZeRO-2's all-gather of each bucket; 0 for a
-// strategy whose ranks each step all of them.
-// `buckets`: the bytes of each of its buckets (ZeRO-2 all-gathers bucket by bucket; none: one
-// all-gather of everything).
-double after_step_seconds(const std::string& sync, double held, double param_bytes,
-                          const std::vector<double>& buckets, int ranks,
-                          const profiling::HardwareProfile& group);
-
-// A replicated data-parallel strategy's gradient sync in the step's last micro-batch (the others
-// accumulate): bucket by bucket beside its backward, or after it, as its traits say; what runs
-// past the end of backward, then what follows its optimizer's step; `timeline` receives when
-// each ran, and says what in words.
-double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
-                               double held, double reduce_bytes, int ranks,
-                               const profiling::HardwareProfile& group,
-                               DataParallelTimeline* timeline);
-
 // What the projection's layout says of a step's data-parallel group: the ranks that average
-// gradients, the tensor and expert degrees beside them, the micro-batches, whether parameters are
-// sharded too (ZeRO-3), and the parameters a GPU holds (of them, its experts').
+// gradients, the tensor and expert degrees beside them, the micro-batches, and the parameters a
+// GPU holds (of them, its experts').
 struct DataParallelShape {
   int ranks = 1, tp = 1, ep = 0, micro_batches = 1;
-  bool zero3 = false;
   double param_bytes = 4, held = 0, experts = 0;
 };
 // The group's communication in a step, as the strategy sends it: what the compute does not hide,

@@ -7,44 +7,41 @@
 namespace shardscope::analysis {
 namespace {
 
+// Appends an interval to a stream's record; back-to-back intervals of one kind become one.
+void append(std::vector<StreamInterval>* stream, StreamInterval::Kind kind, double start,
+            double end) {
+  if (stream == nullptr || end <= start) return;
+  if (!stream->empty() && stream->back().kind == kind && start <= stream->back().end + 1e-12) {
+    stream->back().end = std::max(stream->back().end, end);
+    return;
+  }
+  stream->push_back({kind, start, end});
+}
+
 // Two streams: the compute stream runs a unit once its gather is done; the communicator's runs
-// each collective after the one issued before it, from the moment it is issued.
+// each collective after the one issued before it, from the moment it is issued. Each records
+// what it ran where it is asked to.
 struct Streams {
   double compute = 0, comm = 0;
-  StreamTimeline* timeline = nullptr;
-  std::vector<StreamInterval>* comm_record = nullptr;
+  std::vector<StreamInterval>*compute_record = nullptr, *comm_record = nullptr;
   // A collective of `seconds` issued at `at`: when it finishes. None (0 s: nothing to move, or
   // a unit still held) waits for nothing.
   double issue(double at, double seconds, StreamInterval::Kind kind) {
     if (seconds <= 0) return at;
     const double start = std::max(comm, at);
     comm = start + seconds;
-    if (comm_record != nullptr) timeline_add(*comm_record, kind, start, comm);
+    append(comm_record, kind, start, comm);
     return comm;
   }
   // The compute stream runs `seconds` of `kind` once it and `ready` allow.
   void run(double ready, double seconds, StreamInterval::Kind kind) {
     const double start = std::max(compute, ready);
     compute = start + seconds;
-    if (timeline != nullptr) timeline->add(timeline->compute, kind, start, compute);
-  }
-  static void timeline_add(std::vector<StreamInterval>& stream, StreamInterval::Kind kind,
-                           double start, double end) {
-    if (end <= start) return;
-    if (!stream.empty() && stream.back().kind == kind && start <= stream.back().end + 1e-12) {
-      stream.back().end = std::max(stream.back().end, end);
-      return;
-    }
-    stream.push_back({kind, start, end});
+    append(compute_record, kind, start, compute);
   }
 };
 
 }  // namespace
-
-void StreamTimeline::add(std::vector<StreamInterval>& stream, StreamInterval::Kind kind,
-                         double start, double end) {
-  Streams::timeline_add(stream, kind, start, end);
-}
 
 UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch,
                                StreamTimeline* timeline) {
@@ -52,8 +49,7 @@ UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch
   if (units.empty()) return out;
   const size_t n = units.size();
   Streams s;
-  s.timeline = timeline;
-  if (timeline != nullptr) s.comm_record = &timeline->comm;
+  if (timeline != nullptr) s.compute_record = &timeline->compute, s.comm_record = &timeline->comm;
   using K = StreamInterval;
   std::vector<double> gathered(n, 0);
   // Forward: the first unit's gather starts the pass.

@@ -31,8 +31,6 @@ struct StreamInterval {
 };
 struct StreamTimeline {
   std::vector<StreamInterval> compute, comm;
-  void add(std::vector<StreamInterval>& stream, StreamInterval::Kind kind, double start,
-           double end);
 };
 
 struct UnitPassTime {

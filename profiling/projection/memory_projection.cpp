@@ -83,11 +83,6 @@ ParameterTensors parameter_tensor_sizes(const ModelShape& m) {
   return t;
 }
 
-ParameterGroups parameter_groups(const ModelShape& m) {
-  const auto whole = [](const Counts& c) { return c.sharded + c.replicated; };
-  return {whole(embedding_counts(m)), whole(block_counts(m)), whole(head_counts(m))};
-}
-
 // What our GPT (engine/model/gpt_model.cpp) saves for backward, per micro-batch of b sequences of s
 // tokens, width h, a heads, MLP width r*h, vocabulary V; c = bytes of a compute element, R = bytes
 // of the residual stream (fp32 under autocast: the residual adds promote to the fp32 input).

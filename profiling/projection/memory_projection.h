@@ -97,16 +97,11 @@ ActivationBytes saved_activation_bytes(const ModelShape& model, const TrainingLa
 // Parameters of the model (same count as the engine's GPT).
 int64_t model_parameters(const ModelShape& model);
 
-// The model's parameters in the groups a sharded data-parallel strategy gathers one at a time:
-// the embeddings (token and position), one transformer block, and the head (the final LayerNorm,
-// and the LM head unless it is tied to the token embedding). Whole, not split over a tensor group.
-struct ParameterGroups {
-  int64_t embeddings = 0, block = 0, head = 0;
-};
-ParameterGroups parameter_groups(const ModelShape& model);
-
-// The same groups' parameter tensors, elements each, in the order our GPT registers them
-// (engine/model/gpt_model.cpp): data-parallel buckets are whole tensors.
+// The model's parameters in the groups a data-parallel strategy gathers or reduces one at a
+// time: the embeddings (token and position), one transformer block, and the head (the final
+// LayerNorm, and the LM head unless it is tied). Tensor by tensor, elements each, whole (not
+// split over a tensor group), in the order our GPT registers them (engine/model/gpt_model.cpp):
+// buckets are whole tensors.
 struct ParameterTensors {
   std::vector<int64_t> embeddings, block, head;
 };
