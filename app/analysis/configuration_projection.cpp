@@ -249,8 +249,11 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
                             const DataParallelTimeline* data_parallel) {
   profiling::Trace t;
   t.run.strategy = config.strategy;
-  t.run.world = l.pp;
+  // The job's GPUs, of which one rank a pipeline stage is drawn: its data-, tensor-, context- and
+  // expert-parallel peers repeat it. On GPUs a rank each, they would run over NCCL.
+  t.run.world = config.world;
   t.run.device = p.hardware;
+  t.run.backend = "nccl";
   t.run.projected = profiling::RecordedProjection{p.hardware, 0};
   const bool split = pipeline::splits_backward(l.schedule);
   const std::string kind = l.pipelined ? l.schedule : "gpipe";

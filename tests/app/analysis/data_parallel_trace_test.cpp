@@ -83,5 +83,14 @@ TEST(DataParallelTrace, EachMicroBatchsBackwardComesBeforeTheNextForward) {
   }
 }
 
+// The trace says which job it draws: the world the step was projected for, of which it draws one
+// rank (its data-parallel peers repeat it), over the backend GPUs a rank each would use.
+TEST(DataParallelTrace, SaysTheWorldItWasProjectedForThoughItDrawsOneRank) {
+  const profiling::Trace t = projected("fsdp", 8).trace;
+  EXPECT_EQ(t.ranks.size(), 1u);
+  EXPECT_EQ(t.run.world, 8);
+  EXPECT_EQ(t.run.backend, "nccl");
+}
+
 }  // namespace
 }  // namespace shardscope::analysis
