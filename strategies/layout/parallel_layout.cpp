@@ -214,7 +214,14 @@ void validate_layout(const Config& config, const ParallelLayout& layout) {
   const ModelConfig& m = config.model;
   const int t = layout.tensor, p = layout.pipeline;
   require_divides(t, m.heads, "model.heads", "heads", "tensor-parallel");
-  require_divides(t, m.vocab, "model.vocab", "vocabulary", "tensor-parallel");
+  // Megatron pads its vocabulary to a multiple of 128 times the degree; name that size.
+  if (m.vocab % t != 0) {
+    const int64_t padded = (m.vocab + 128 * t - 1) / (128 * t) * (128 * t);
+    throw ConfigError("model.vocab",
+                      "vocabulary " + std::to_string(m.vocab) +
+                          " does not divide by the tensor-parallel degree " + std::to_string(t) +
+                          " (padded as Megatron pads it: " + std::to_string(padded) + ")");
+  }
   require_divides(t, m.d_model * m.mlp_ratio, "model.mlp_ratio", "MLP width", "tensor-parallel");
   if (config.strategy_options.sequence_parallel) {
     if (t == 1) {

@@ -189,5 +189,20 @@ TEST(ParallelLayout, InvalidLayoutsAreRejectedWithTheFieldNamed) {
   }
 }
 
+// A vocabulary that does not divide over the tensor group: the error names the size Megatron pads
+// it to, a multiple of 128 times the degree (GPT-2's 50257 at t 8: 51200).
+TEST(ParallelLayout, AVocabularyThatDoesNotDivideNamesTheSizeMegatronPadsItTo) {
+  Config c = config_from_json({{"preset", "tiny"}, {"strategy", "tp"}});
+  c.world = 8;
+  apply_json(c, {{"model", {{"vocab", 50257}, {"heads", 8}, {"d_model", 64}}}});
+  try {
+    validate(c);
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "model.vocab");
+    EXPECT_NE(std::string(e.what()).find("51200"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace shardscope
