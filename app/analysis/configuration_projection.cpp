@@ -108,7 +108,7 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
           "projects data-parallel strategies, cp, ep and the tp / pp / hybrid layouts; " +
               config.strategy + " is " + family_name(traits.family));
   require(config.strategy_options.precision == "bf16", "strategy_options.precision",
-          "a GPU projection prices bf16 kernels: give --precision bf16");
+          "a GPU projection prices bf16 kernels only: leave --precision out, or give bf16");
   require(config.world <= hw.gpus(), "world",
           std::to_string(config.world) + " GPUs, but " + hw.name + " has " +
               std::to_string(hw.gpus()) + " (give --nodes N for more nodes)");

@@ -192,7 +192,8 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
       "time and bandwidth (--collective), a model's memory per GPU under every data / tensor "
       "/ pipeline layout and ZeRO stage (--memory), or, with none of these, one step of the "
       "configuration the run flags describe (--strategy, --world, --tp, --pp, model flags, "
-      "--global-batch, --precision bf16), however big, priced kernel by kernel");
+      "--global-batch; bf16 mixed precision, the default here), however big, priced kernel by "
+      "kernel");
   CLI::App& sub = *project->app;
   ProjectOptions& options = project->options;
   sub.add_option("--hardware", options.hardware,
@@ -239,6 +240,7 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
                "precision (2+2+12)")
       ->group("Projection");
   project->flags.add_to(sub);
+  sub.get_option("--precision")->default_str("bf16");  // a GPU projection's (dispatch_project)
 }
 
 void add_calibrate_subcommand(CLI::App& app, CalibrateArgs* calibrate) {
@@ -466,7 +468,13 @@ int dispatch_perf(PerfArgs& perf_args, std::ostream& out, std::ostream& err) {
 int dispatch_project(ProjectArgs& project, std::ostream& out, std::ostream& err) {
   Config config;
   try {
-    config = config_from_json(project.flags.config_overrides(""));
+    nlohmann::json overrides = project.flags.config_overrides("");
+    // GPUs train in bf16 mixed precision, and a GPU projection prices bf16 kernels: that is the
+    // default here, where `run`'s is fp32 (the CPU's). An explicit --precision fp32 is refused.
+    if (!overrides.contains("strategy_options") ||
+        !overrides["strategy_options"].contains("precision"))
+      overrides["strategy_options"]["precision"] = "bf16";
+    config = config_from_json(overrides);
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";

@@ -451,7 +451,7 @@ TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
     EXPECT_EQ(r.code, 2) << r.out << r.err;
     EXPECT_NE(r.err.find(phrase), std::string::npos) << r.err;
   };
-  refused(megatron_22b({{"--precision", ""}}), "--precision bf16");
+  refused(megatron_22b({{"--precision", "fp32"}}), "--precision");
   refused(megatron_22b({{"--world", "64"}, {"--strategy", "hybrid"}, {"--pp", "8"}}),
           "give --nodes N");
   refused(megatron_22b({{"--hardware", "8xH100-PCIe"}}, {"--nodes", "2"}), "no link between nodes");
@@ -464,6 +464,19 @@ TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
   refused(megatron_22b({{"--strategy", "ep"}, {"--tp", ""}}), "--experts");
   refused(megatron_22b({{"--strategy", "ep"}, {"--tp", ""}}, {"--experts", "12"}), "--ep");
   refused(megatron_22b({}, {"--experts", "8"}), "--experts");
+}
+
+// GPUs train in bf16 mixed precision, and that is what a projection prices when no --precision is
+// given (run's default, fp32, is the CPU's): the same step as with --precision bf16, said so.
+TEST(ProjectConfiguration, WithoutPrecisionItProjectsBf16MixedPrecisionAndSaysSo) {
+  const test::CliResult left_out = cli(megatron_22b({{"--precision", ""}}, {"--json"}));
+  const test::CliResult bf16 = cli(megatron_22b({}, {"--json"}));
+  ASSERT_EQ(left_out.code, 0) << left_out.err;
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  EXPECT_EQ(nlohmann::json::parse(left_out.out).at("step_s"),
+            nlohmann::json::parse(bf16.out).at("step_s"));
+  const test::CliResult text = cli(megatron_22b({{"--precision", ""}}));
+  EXPECT_NE(text.out.find("bf16 mixed precision"), std::string::npos) << text.out;
 }
 
 }  // namespace
