@@ -469,6 +469,7 @@ int dispatch_project(ProjectArgs& project, std::ostream& out, std::ostream& err)
   Config config;
   try {
     nlohmann::json overrides = project.flags.config_overrides("");
+    project.options.configured = !overrides.empty();
     // GPUs train in bf16 mixed precision, and a GPU projection prices bf16 kernels: that is the
     // default here, where `run`'s is fp32 (the CPU's). An explicit --precision fp32 is refused.
     if (!overrides.contains("strategy_options") ||

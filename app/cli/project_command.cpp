@@ -228,6 +228,10 @@ int project_command(const ProjectOptions& o, const Config& config, std::ostream&
     if (!o.traces.empty()) return project_trace(o, hw, out);
     if (!o.collective.empty()) return project_collective(o, analysis::on_nodes(hw, o.nodes), out);
     if (o.memory) return project_memory(o, config, hw, out);
+    if (!o.configured)
+      throw std::invalid_argument(
+          "nothing to project: give a trace, --collective, --memory, or the run flags of a "
+          "configuration (for example --preset gpt2-small --strategy fsdp --world 8)");
     return project_configured(o, config, hw, out);
   } catch (const ConfigError& e) {
     // Named as the user gave it: the flag (--global-batch), not the config key.

@@ -26,6 +26,7 @@ struct ProjectOptions {
   bool json = false;         // the figures as JSON instead of the table
   int nodes = 0;             // nodes of the profile (0: the profile's own)
   bool search = false;       // list the fastest layouts of the model that fit
+  bool configured = false;   // some run flag was given: a configuration to project
 };
 
 // `shardscope project`: what a collective, or a model's memory under each layout, costs on a

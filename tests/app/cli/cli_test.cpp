@@ -466,7 +466,11 @@ TEST(CliProject, BadInputExitsWithTwo) {
   EXPECT_EQ(cli({"project", "--collective", "all_reduce", "--bytes", "lots"}).code, 2);
   EXPECT_EQ(cli({"project", "--collective", "all_reduce", "--ranks", "9"}).code, 2);
   EXPECT_EQ(cli({"project", "--collective", "frobnicate"}).code, 2);
-  EXPECT_EQ(cli({"project"}).code, 2);
+  // Nothing chosen to project (no trace, collective, memory or run flag) is refused, not a
+  // projection of the defaults nobody asked for.
+  const auto bare = cli({"project", "--hardware", "8xA100"});
+  EXPECT_EQ(bare.code, 2);
+  EXPECT_NE(bare.err.find("nothing to project"), std::string::npos) << bare.err;
   EXPECT_EQ(cli({"project", "--memory", "--preset", "huge"}).code, 2);
 }
 
