@@ -240,7 +240,7 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
                "precision (2+2+12)")
       ->group("Projection");
   project->flags.add_to(sub);
-  sub.get_option("--precision")->default_str("bf16");  // a GPU projection's (dispatch_project)
+  sub.get_option("--precision")->default_str(kProjectedPrecision);
 }
 
 void add_calibrate_subcommand(CLI::App& app, CalibrateArgs* calibrate) {
@@ -470,11 +470,10 @@ int dispatch_project(ProjectArgs& project, std::ostream& out, std::ostream& err)
   try {
     nlohmann::json overrides = project.flags.config_overrides("");
     project.options.configured = !overrides.empty();
-    // GPUs train in bf16 mixed precision, and a GPU projection prices bf16 kernels: that is the
-    // default here, where `run`'s is fp32 (the CPU's). An explicit --precision fp32 is refused.
+    // An explicit --precision fp32 stays, and the projection refuses it, naming the flag.
     if (!overrides.contains("strategy_options") ||
         !overrides["strategy_options"].contains("precision"))
-      overrides["strategy_options"]["precision"] = "bf16";
+      overrides["strategy_options"]["precision"] = kProjectedPrecision;
     config = config_from_json(overrides);
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "

@@ -8,6 +8,10 @@
 
 namespace shardscope::cli {
 
+// The precision a GPU projection prices (bf16 mixed precision, as GPUs train): `project`'s
+// default, where `run`'s is fp32, the CPU's.
+inline constexpr const char* kProjectedPrecision = "bf16";
+
 struct ProjectOptions {
   std::string hardware = "8xH100";
   std::string collective;  // all_reduce, all_gather, ...: project one collective

@@ -98,7 +98,8 @@ void print_trace_header(const profiling::Trace& trace, const std::string& path, 
   const profiling::RunRecord& run = trace.run;
   out << "trace " << path << ": " << trace.ranks.size() << " ranks";
   // A projected step draws one rank for each distinct role; the rest repeat them.
-  if (run.world > int(trace.ranks.size())) out << " drawn (the others repeat them)";
+  if (run.projected && run.world > int(trace.ranks.size()))
+    out << " drawn (the others repeat them)";
   out << ", " << trace.event_count() << " events";
   if (!run.strategy.empty()) {
     out << "; " << run.strategy << ", world " << run.world << ", " << run.device << "/"

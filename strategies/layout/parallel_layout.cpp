@@ -22,10 +22,10 @@ std::vector<int> ranks_where(const ParallelLayout& layout, int rank,
 }
 
 void require_divides(int degree, int value, const char* field, const std::string& what,
-                     const char* degree_name) {
+                     const char* degree_name, const std::string& remedy = "") {
   if (value % degree != 0) {
     throw ConfigError(field, what + " " + std::to_string(value) + " does not divide by the " +
-                                 degree_name + " degree " + std::to_string(degree));
+                                 degree_name + " degree " + std::to_string(degree) + remedy);
   }
 }
 
@@ -215,13 +215,9 @@ void validate_layout(const Config& config, const ParallelLayout& layout) {
   const int t = layout.tensor, p = layout.pipeline;
   require_divides(t, m.heads, "model.heads", "heads", "tensor-parallel");
   // Megatron pads its vocabulary to a multiple of 128 times the degree; name that size.
-  if (m.vocab % t != 0) {
-    const int64_t padded = (m.vocab + 128 * t - 1) / (128 * t) * (128 * t);
-    throw ConfigError("model.vocab",
-                      "vocabulary " + std::to_string(m.vocab) +
-                          " does not divide by the tensor-parallel degree " + std::to_string(t) +
-                          " (padded as Megatron pads it: " + std::to_string(padded) + ")");
-  }
+  const int64_t padded = (int64_t(m.vocab) + 128 * t - 1) / (128 * t) * (128 * t);
+  require_divides(t, m.vocab, "model.vocab", "vocabulary", "tensor-parallel",
+                  " (padded as Megatron pads it: " + std::to_string(padded) + ")");
   require_divides(t, m.d_model * m.mlp_ratio, "model.mlp_ratio", "MLP width", "tensor-parallel");
   if (config.strategy_options.sequence_parallel) {
     if (t == 1) {
