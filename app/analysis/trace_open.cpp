@@ -62,4 +62,12 @@ profiling::Trace open_trace_paths(const std::vector<std::string>& paths) {
   return profiling::read_kineto_files(paths);
 }
 
+std::string ranks_text(const profiling::Trace& trace) {
+  const int drawn = int(trace.ranks.size());
+  std::string text = std::to_string(drawn) + " ranks";
+  if (trace.run.projected && trace.run.world > drawn)
+    text += " drawn of world " + std::to_string(trace.run.world) + " (the others repeat them)";
+  return text;
+}
+
 }  // namespace shardscope::analysis

@@ -16,4 +16,8 @@ profiling::Trace open_trace_path(const std::string& path);
 // named; anything else among several is refused, naming it).
 profiling::Trace open_trace_paths(const std::vector<std::string>& paths);
 
+// The ranks an opened trace holds, for its header: "4 ranks", or, for a projected step that draws
+// one rank of each distinct role, "1 ranks drawn of world 8 (the others repeat them)".
+std::string ranks_text(const profiling::Trace& trace);
+
 }  // namespace shardscope::analysis

@@ -96,11 +96,8 @@ void print_figures_json(const profiling::Trace& trace, const std::string& path,
 
 void print_trace_header(const profiling::Trace& trace, const std::string& path, std::ostream& out) {
   const profiling::RunRecord& run = trace.run;
-  out << "trace " << path << ": " << trace.ranks.size() << " ranks";
-  // A projected step draws one rank for each distinct role; the rest repeat them.
-  if (run.projected && run.world > int(trace.ranks.size()))
-    out << " drawn (the others repeat them)";
-  out << ", " << trace.event_count() << " events";
+  out << "trace " << path << ": " << analysis::ranks_text(trace) << ", " << trace.event_count()
+      << " events";
   if (!run.strategy.empty()) {
     out << "; " << run.strategy << ", world " << run.world << ", " << run.device << "/"
         << run.backend;

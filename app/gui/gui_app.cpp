@@ -78,10 +78,12 @@ void draw_frame(GuiSession& session, GLFWwindow* window) {
       ImGui::EndCombo();
     }
     if (current != nullptr) {
-      ImGui::TextDisabled("%zu ranks, %zu events", current->trace.ranks.size(),
+      ImGui::TextDisabled("%s, %zu events", analysis::ranks_text(current->trace).c_str(),
                           current->trace.event_count());
       if (current->live) {
         ImGui::TextColored(ImVec4(1, 0.8f, 0.2f, 1), "RUNNING (the timeline grows)");
+      } else if (current->trace.run.projected) {
+        ImGui::TextDisabled("projected, not run");
       } else if (current->row.no_result) {
         // Another tool's trace, or one without our result: a trace to look at, not a failure.
         ImGui::TextDisabled("a trace without a shardscope result");

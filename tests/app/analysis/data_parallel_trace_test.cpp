@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/analysis/configuration_projection.h"
+#include "app/analysis/trace_open.h"
 #include "engine/train/config.h"
 
 namespace shardscope::analysis {
@@ -90,6 +91,8 @@ TEST(DataParallelTrace, SaysTheWorldItWasProjectedForThoughItDrawsOneRank) {
   EXPECT_EQ(t.ranks.size(), 1u);
   EXPECT_EQ(t.run.world, 8);
   EXPECT_EQ(t.run.backend, "nccl");
+  // What report's header and the app's menu bar say of it.
+  EXPECT_EQ(ranks_text(t), "1 ranks drawn of world 8 (the others repeat them)");
 }
 
 }  // namespace
