@@ -3,7 +3,10 @@
 turnaround on the device, the host's eager dispatch cost per operator, HBM copy bandwidth and
 flash attention's rate. Nothing here looks at a step time.
 
-  python scripts/gpu-measure.py OUT.json
+  python scripts/gpu-measure.py OUT.json          # bf16: everything above
+  python scripts/gpu-measure.py --fp32 OUT.json   # fp32 (TF32 off, as LibTorch leaves it): the
+                                                  # GEMM sweep and attention, what an fp32 run
+                                                  # computes differently
 
 Every timing is device time between CUDA events, taken with the queue filled ahead by a sleep
 kernel, so that a slow or busy host (a build beside it) does not leave gaps between the kernels
@@ -19,6 +22,7 @@ import time
 import torch
 
 DEV = torch.device("cuda:0")
+DTYPE = torch.bfloat16  # --fp32 sets torch.float32
 
 
 def device_ms(fn, reps, sleep_cycles=200_000_000):
@@ -62,9 +66,9 @@ def gemm_shapes():
 def gemm_sweep():
     rows = []
     for name, m, n, k in gemm_shapes():
-        a = torch.randn(m, k, device=DEV, dtype=torch.bfloat16)
-        b = torch.randn(k, n, device=DEV, dtype=torch.bfloat16)
-        c = torch.empty(m, n, device=DEV, dtype=torch.bfloat16)
+        a = torch.randn(m, k, device=DEV, dtype=DTYPE)
+        b = torch.randn(k, n, device=DEV, dtype=DTYPE)
+        c = torch.empty(m, n, device=DEV, dtype=DTYPE)
         flops = 2.0 * m * n * k
         reps = max(5, min(200, int(2e12 / flops)))
         ms = device_ms(lambda: torch.matmul(a, b, out=c), reps)
@@ -140,7 +144,7 @@ def attention():
     f = torch.nn.functional.scaled_dot_product_attention
     for name, batch, heads, seq, dim in (("175b", 1, 12, 2048, 128), ("22b", 4, 8, 2048, 96),
                                          ("1t", 1, 20, 2048, 160), ("gpt2s", 8, 12, 1024, 64)):
-        q, k, v = (torch.randn(batch, heads, seq, dim, device=DEV, dtype=torch.bfloat16,
+        q, k, v = (torch.randn(batch, heads, seq, dim, device=DEV, dtype=DTYPE,
                                requires_grad=True) for _ in range(3))
         fwd_flops = 4.0 * batch * heads * seq * seq * dim / 2  # causal: half the scores
         fwd = device_ms(lambda: f(q, k, v, is_causal=True), 20)
@@ -158,11 +162,27 @@ def attention():
 
 
 def main():
+    global DTYPE
+    args = sys.argv[1:]
+    fp32 = "--fp32" in args
+    args = [a for a in args if a != "--fp32"]
+    if len(args) != 1:
+        sys.exit("usage: gpu-measure.py [--fp32] OUT.json")
     props = torch.cuda.get_device_properties(0)
     result = {"device": props.name, "sms": props.multi_processor_count,
               "torch": torch.__version__, "cuda": torch.version.cuda,
-              "cublas_tf32": torch.backends.cuda.matmul.allow_tf32}
+              "cublas_tf32": torch.backends.cuda.matmul.allow_tf32,
+              "dtype": "fp32" if fp32 else "bf16"}
     print(result, flush=True)
+    if fp32:
+        # What differs in fp32 is the maths' rate; dispatch, kernel turnaround and HBM are the
+        # bf16 run's. The attention forward a run's fp32 SDPA picks is not flash (bf16/fp16 only).
+        DTYPE = torch.float32
+        result["attention"] = attention()
+        result["gemm"] = gemm_sweep()
+        with open(args[0], "w") as f:
+            json.dump(result, f, indent=1)
+        return
     result["dispatch_us"] = dispatch_us()
     eager, graphed = kernel_turnaround_us()
     result["kernel_us_eager"], result["kernel_us_graph"] = eager, graphed
@@ -171,7 +191,7 @@ def main():
     print(f"HBM: copy {result['copy_gbps']:.0f} GB/s, read {result['read_gbps']:.0f} GB/s", flush=True)
     result["attention"] = attention()
     result["gemm"] = gemm_sweep()
-    with open(sys.argv[1], "w") as f:
+    with open(args[0], "w") as f:
         json.dump(result, f, indent=1)
 
 

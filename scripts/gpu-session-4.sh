@@ -22,14 +22,6 @@ for round in 1 2; do
   left 60 "engine $round" || continue
   timeout 120 "$BIN" perf --only engine --device "$DEV" --precision bf16 --format markdown | grep "^| engine"
 done
-w4() {  # label preset [extra...]
-  local label=$1 preset=$2; shift 2
-  left 40 "$label" || return 0
-  timeout 90 "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend shm \
-    --preset "$preset" --steps 8 --no-reference --precision bf16 --timeout 30 --no-device-tracing "$@" \
-    --json "$LOGS/$label.json" | grep -E "^(ranks agree|run failed|error)"
-  median_step "$LOGS/$label.json" "$label"
-}
 echo "=== 4 rank processes sharing $DEV: turns with each process's threads, and at once"
 for preset in tiny small; do
   w4 "w4-$preset-turns" "$preset"

@@ -9,3 +9,12 @@ left() { [ $(( DEADLINE - $(date +%s) )) -gt "$1" ] || { echo "(skipped: $2, too
 median_step() {
   python3 -c 'import json,sys,statistics as s; d=json.load(open(sys.argv[1])); t=[x["step_time_s"] for x in d["steps"]][2:]; print(f"{sys.argv[2]:44s} median step {s.median(t)*1e3:8.2f} ms over {len(t)} steps")' "$@"
 }
+# Four rank processes of ddp_bucketed sharing the GPU over shm, bf16, untraced: its median step.
+w4() {  # label preset [extra run flags...]
+  local label=$1 preset=$2; shift 2
+  left 40 "$label" || return 0
+  timeout 90 "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend shm \
+    --preset "$preset" --steps 8 --no-reference --precision bf16 --timeout 30 --no-device-tracing "$@" \
+    --json "$LOGS/$label.json" | grep -E "^(ranks agree|run failed|error)"
+  median_step "$LOGS/$label.json" "$label"
+}

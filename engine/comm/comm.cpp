@@ -1,5 +1,6 @@
 #include "engine/comm/comm.h"
 
+#include "engine/comm/shm/process_group_shm.h"
 #include "engine/launch/backward_thread.h"
 #include "engine/launch/device_turns.h"
 
@@ -120,6 +121,7 @@ Comm::Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog
       rank_(group_->getRank()),
       size_(group_->getSize()),
       host_only_backend_(group_->getDefaultBackend()->getBackendName() != "nccl"),
+      shm_(dynamic_cast<const shm::ProcessGroupShm*>(group_->getDefaultBackend().get())),
       send_seq_(size_, 0),
       recv_seq_(size_, 0) {}
 
@@ -146,8 +148,22 @@ size_t Comm::record(std::string_view op, const at::Tensor& tensor, bool async, i
 }
 
 HostStaging Comm::staging(const at::Tensor& t) const {
-  return HostStaging(options_.stage_through_host ||
-                     (host_only_backend_ && t.defined() && t.is_cuda()));
+  StagingCase c;
+  c.asked = options_.stage_through_host;
+  c.cuda_tensor = t.defined() && t.is_cuda();
+  c.backend_takes_cuda = !host_only_backend_;
+  return HostStaging(needs_host_staging(c));
+}
+
+HostStaging Comm::device_staging(const at::Tensor& output, const at::Tensor& input) const {
+  StagingCase c;
+  c.asked = options_.stage_through_host;
+  c.cuda_tensor = input.defined() && input.is_cuda();
+  c.backend_takes_cuda = !host_only_backend_;
+  // Emulated flat collectives go through the list forms, which shm stages itself.
+  c.carried_on_device = shm_ != nullptr && !options_.emulate_flat_collectives &&
+                        shm_->carries_on_device(output, input);
+  return HostStaging(needs_host_staging(c));
 }
 
 CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging) {
@@ -173,7 +189,7 @@ CommWork Comm::completed(size_t event) {
 CommWork Comm::all_reduce_async(at::Tensor& tensor, c10d::ReduceOp op) {
   size_t event = record("all_reduce", tensor, true, -1, false, true);
   if (tensor.numel() == 0) return completed(event);
-  HostStaging stage = staging(tensor);
+  HostStaging stage = device_staging(tensor, tensor);
   std::vector<at::Tensor> tensors{stage.in_out(tensor)};
   c10d::AllreduceOptions opts;
   opts.reduceOp = op;
@@ -223,7 +239,7 @@ CommWork Comm::all_gather_into_async(at::Tensor& output, const at::Tensor& input
   bool emulate = options_.emulate_flat_collectives;
   size_t event = record("all_gather_into", input, true, -1, emulate, true);
   if (input.numel() == 0) return completed(event);
-  HostStaging stage = staging(input);
+  HostStaging stage = device_staging(output, input);
   at::Tensor out = stage.out(output);
   at::Tensor in = stage.in(input);
   if (emulate) {
@@ -269,7 +285,7 @@ CommWork Comm::reduce_scatter_tensor_async(at::Tensor& output, const at::Tensor&
   bool emulate = options_.emulate_flat_collectives;
   size_t event = record("reduce_scatter_tensor", input, true, -1, emulate, true);
   if (input.numel() == 0) return completed(event);
-  HostStaging stage = staging(input);
+  HostStaging stage = device_staging(output, input);
   if (emulate) {
     // All-reduce the whole input and keep this rank's chunk: twice the traffic of a true
     // reduce-scatter, which is why it is marked emulated.

@@ -14,6 +14,10 @@
 
 namespace shardscope {
 
+namespace shm {
+class ProcessGroupShm;
+}
+
 // A pending communication call. wait() blocks until the backend is done and records when the
 // caller stopped waiting, so exposed communication can be measured later.
 // Finished backend work a rank still holds so that the buffers it references are released on
@@ -153,6 +157,9 @@ class Comm {
   // How this call's tensors reach the backend: through the host when the backend reads only
   // host memory and `t` is on a device (or when the options ask for it).
   HostStaging staging(const at::Tensor& t) const;
+  // The same for the calls shm's device path can carry (all_reduce: output and input are one):
+  // no host copies where it does.
+  HostStaging device_staging(const at::Tensor& output, const at::Tensor& input) const;
   // An op done synchronously (emulation or empty payload) presented as completed async work.
   CommWork completed(size_t event);
   // The blocking variants: wait at once and record the call as synchronous.
@@ -164,7 +171,8 @@ class Comm {
   Options options_;
   int rank_;
   int size_;
-  bool host_only_backend_;  // Gloo or shm: CUDA tensors are staged through the host
+  bool host_only_backend_;  // Gloo or shm: CUDA tensors are staged, unless shm carries the call
+  const shm::ProcessGroupShm* shm_;  // the group's backend when it is shm, else null
   uint64_t collective_seq_ = 0;
   std::vector<uint64_t> send_seq_;  // per destination
   std::vector<uint64_t> recv_seq_;  // per source

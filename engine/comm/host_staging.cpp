@@ -6,6 +6,10 @@
 
 namespace shardscope {
 
+bool needs_host_staging(const StagingCase& c) {
+  return c.asked || (c.cuda_tensor && !c.backend_takes_cuda && !c.carried_on_device);
+}
+
 at::Tensor HostStaging::host_copy(const at::Tensor& t, bool with_contents) {
   profiling::RankMemoryTracker::Paused not_the_devices_memory;
   // Always a new buffer, also for a host tensor (tests stage CPU tensors to exercise this path).

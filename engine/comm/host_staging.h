@@ -17,6 +17,20 @@ namespace shardscope {
 // These copies are an artefact of simulating N GPUs over Gloo (NCCL on N GPUs has none), so
 // they stay out of the rank's memory accounting.
 //
+// Whether a call's tensors go through host copies: when the options ask for it (tests), or for
+// a CUDA tensor on a backend that moves host buffers only. Gloo does for every call. shm does
+// except where its device path carries the call (engine/comm/shm/device_collectives.h: all_reduce,
+// all_gather_into and reduce_scatter_tensor of contiguous CUDA tensors of ranks sharing a device),
+// which reads and writes the tensors where they are. Staging those through pageable host memory
+// cost a rank 8-9 ms a 12 MB bucket inside its turn on a shared H100 (docs/running-on-a-gpu.md).
+struct StagingCase {
+  bool asked = false;               // Comm's stage_through_host
+  bool cuda_tensor = false;         // the call's tensor is on a CUDA device
+  bool backend_takes_cuda = false;  // NCCL
+  bool carried_on_device = false;   // shm's device path takes this call's tensors
+};
+bool needs_host_staging(const StagingCase& c);
+
 // One HostStaging serves one call: pass each tensor through in() / out() / in_out(), give the
 // backend what they return, and run finish() once the backend's work is done.
 class HostStaging {

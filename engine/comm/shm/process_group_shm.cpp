@@ -213,7 +213,7 @@ ProcessGroupShm::~ProcessGroupShm() {
   for (int r = 0; r < size_; ++r) ring_doorbell(segment_->rank_area(r));
 }
 
-bool ProcessGroupShm::on_device(const at::Tensor& output, const at::Tensor& input) const {
+bool ProcessGroupShm::carries_on_device(const at::Tensor& output, const at::Tensor& input) const {
   const bool threads = device_->peers_are_threads();
   return DeviceCollectives::takes(output, threads) && DeviceCollectives::takes(input, threads) &&
          output.device() == input.device() && output.scalar_type() == input.scalar_type();
@@ -373,7 +373,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::_allgather_base(
   if (output.numel() != input.numel() * size_)
     throw std::invalid_argument("shm _allgather_base: output must hold world x input");
   return enqueue(c10d::OpType::_ALLGATHER_BASE, {output}, {input}, [this, output, input] {
-    if (on_device(output, input)) {
+    if (carries_on_device(output, input)) {
       at::Tensor out = output;
       return device_->all_gather(out, input);
     }
@@ -435,7 +435,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupShm::_reduce_scatter_base(
     throw std::invalid_argument("shm _reduce_scatter_base: input must hold world x output");
   const c10d::ReduceOp op = opts.reduceOp;
   return enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, {input}, [this, output, input, op] {
-    if (on_device(output, input)) {
+    if (carries_on_device(output, input)) {
       at::Tensor out = output;
       return device_->reduce_scatter(out, input, op);
     }

@@ -39,6 +39,10 @@ class ProcessGroupShm final : public c10d::Backend {
   ~ProcessGroupShm() override;
 
   const std::string getBackendName() const override { return "shm"; }
+  // Whether all_reduce (output and input one tensor), _allgather_base or _reduce_scatter_base
+  // from `input` into `output` stays on their device (device_collectives.h): Comm then hands them
+  // over as they are, with no host copies.
+  bool carries_on_device(const at::Tensor& output, const at::Tensor& input) const;
   void setTimeout(std::chrono::milliseconds timeout) override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
@@ -98,8 +102,6 @@ class ProcessGroupShm final : public c10d::Backend {
   std::vector<at::Tensor> failed_staging_;  // its host copies of CUDA or strided tensors
   void check_peer(int peer, const char* what) const;
   int checked_root(int64_t root) const;  // a root rank of this group, or invalid_argument
-  // Whether a collective from `input` into `output` stays on their device (device_collectives.h).
-  bool on_device(const at::Tensor& output, const at::Tensor& input) const;
   std::mutex graveyard_mutex_;
   std::vector<c10::intrusive_ptr<c10::ivalue::Future>> graveyard_;
   bool stop_ = false;

@@ -42,8 +42,11 @@ struct Results {
 };
 
 // Every collective the device path serves, on `world` rank threads over shm with tensors on
-// `device`, each rank's results brought back to the host.
-Results collectives_on(const torch::Device& device, int world, int64_t n) {
+// `device`, each rank's results brought back to the host. `through_comm`: called as the
+// strategies call them, through Comm (which must hand the device path its tensors as they are),
+// rather than on the process group.
+Results collectives_on(const torch::Device& device, int world, int64_t n,
+                       bool through_comm = false) {
   Results out;
   for (auto* v : {&out.all_reduce, &out.all_reduce_avg, &out.all_gather, &out.reduce_scatter,
                   &out.reduce_scatter_in_place})
@@ -55,21 +58,34 @@ Results collectives_on(const torch::Device& device, int world, int64_t n) {
   spec.device = device.str();
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
     auto& pg = *ctx.comm->process_group();
+    Comm& comm = *ctx.comm;
     const int r = ctx.rank;
+    const auto all_reduce = [&](torch::Tensor& t, c10d::ReduceOp op) {
+      if (through_comm) return comm.all_reduce(t, op);
+      std::vector<torch::Tensor> ts{t};
+      c10d::AllreduceOptions options;
+      options.reduceOp = op;
+      pg.allreduce(ts, options)->wait();
+    };
+    const auto gather = [&](torch::Tensor& out, torch::Tensor& in) {
+      through_comm ? comm.all_gather_into(out, in) : (void)pg._allgather_base(out, in)->wait();
+    };
+    const auto scatter = [&](torch::Tensor& out, torch::Tensor& in) {
+      through_comm ? comm.reduce_scatter_tensor(out, in)
+                   : (void)pg._reduce_scatter_base(out, in)->wait();
+    };
     std::vector<torch::Tensor> sum{input_of(r, n).to(device)};
-    pg.allreduce(sum)->wait();
+    all_reduce(sum[0], c10d::ReduceOp::SUM);
     std::vector<torch::Tensor> avg{input_of(r, n).to(device)};
-    c10d::AllreduceOptions mean;
-    mean.reduceOp = c10d::ReduceOp::AVG;
-    pg.allreduce(avg, mean)->wait();
+    all_reduce(avg[0], c10d::ReduceOp::AVG);
     torch::Tensor piece = input_of(r, n).to(device), gathered = torch::empty({world * n}, device);
-    pg._allgather_base(gathered, piece)->wait();
+    gather(gathered, piece);
     torch::Tensor whole = input_of(r, world * n).to(device), mine = torch::empty({n}, device);
-    pg._reduce_scatter_base(mine, whole)->wait();
+    scatter(mine, whole);
     // Into its own part of the input, as FSDP's in-place reduce-scatter does.
     torch::Tensor own = input_of(r, world * n).to(device);
     torch::Tensor own_part = own.narrow(0, r * n, n);
-    pg._reduce_scatter_base(own_part, own)->wait();
+    scatter(own_part, own);
     if (device.is_cuda()) torch::cuda::synchronize();
     out.all_reduce[r] = sum[0].cpu();
     out.all_reduce_avg[r] = avg[0].cpu();
@@ -113,6 +129,8 @@ TEST(ShmDeviceCollectives, ReduceAndGatherInRankOrderAsTheHostPathsDo) {
       const ShmCudaPath path("everywhere");
       expect_in_rank_order(collectives_on(torch::kCPU, world, n), world, n,
                            "device path, world " + std::to_string(world));
+      expect_in_rank_order(collectives_on(torch::kCPU, world, n, /*through_comm=*/true), world, n,
+                           "device path through Comm, world " + std::to_string(world));
     }
     const ShmCudaPath path(nullptr);
     expect_in_rank_order(collectives_on(torch::kCPU, world, n), world, n,
@@ -151,7 +169,29 @@ TEST(ShmDeviceCollectives, CudaTensorsOfRankThreadsEqualTheHostPathBitwise) {
     const ShmCudaPath path(nullptr);
     expect_in_rank_order(collectives_on(torch::kCUDA, world, n), world, n,
                          "cuda, world " + std::to_string(world));
+    expect_in_rank_order(collectives_on(torch::kCUDA, world, n, /*through_comm=*/true), world, n,
+                         "cuda through Comm, world " + std::to_string(world));
   }
+}
+
+// Comm hands shm's device path the tensors it carries as they are. It once staged every CUDA
+// tensor of a non-NCCL group through pageable host memory, so a rank sharing an H100 copied each
+// 12 MB gradient bucket out for 8-9 ms inside its turn and the device path never ran in a step.
+TEST(ShmDeviceCollectives, CommStagesCudaTensorsOnlyWhereTheBackendCannotTakeThem) {
+  StagingCase gloo;
+  gloo.cuda_tensor = true;
+  EXPECT_TRUE(needs_host_staging(gloo));
+  StagingCase carried = gloo;
+  carried.carried_on_device = true;  // shm, a call its device path takes
+  EXPECT_FALSE(needs_host_staging(carried));
+  StagingCase nccl = gloo;
+  nccl.backend_takes_cuda = true;
+  EXPECT_FALSE(needs_host_staging(nccl));
+  StagingCase host_tensor;
+  EXPECT_FALSE(needs_host_staging(host_tensor));
+  StagingCase asked = carried;
+  asked.asked = true;
+  EXPECT_TRUE(needs_host_staging(asked));
 }
 
 }  // namespace
