@@ -107,8 +107,16 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
           "strategy",
           "projects data-parallel strategies, cp, ep and the tp / pp / hybrid layouts; " +
               config.strategy + " is " + family_name(traits.family));
-  require(config.strategy_options.precision == "bf16", "strategy_options.precision",
-          "a GPU projection prices bf16 kernels only: leave --precision out, or give bf16");
+  const std::string& precision = config.strategy_options.precision;
+  require(precision == "bf16" || precision == "fp32", "strategy_options.precision",
+          "a GPU projection prices bf16 or fp32, not " + precision);
+  require(precision == "bf16" || hw.gpu.prices_fp32(), "strategy_options.precision",
+          hw.name +
+              " has no measured fp32 GEMM and attention rates (its gpu's 'fp32_matmul_tflops' and "
+              "'fp32_attention_*_fraction'), so fp32 cannot be priced there: give bf16, or a "
+              "profile that measured them (8xH100, 8xH200)");
+  require(precision == "bf16" || config.model.experts == 0, "strategy_options.precision",
+          "fp32 is priced for dense models only; a mixture of experts projects in bf16");
   require(config.world <= hw.gpus(), "world",
           std::to_string(config.world) + " GPUs, but " + hw.name + " has " +
               std::to_string(hw.gpus()) + " (give --nodes N for more nodes)");
@@ -184,6 +192,7 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   shape.activation_checkpointing = l.memory.activation_checkpointing;
   shape.weight_casts_per_step = l.memory.weight_casts_per_step;
   shape.split_backward = pipeline::splits_backward(l.schedule);
+  shape.fp32 = config.strategy_options.precision == "fp32";
   const auto tensor_group = profiling::group_profile(hw, l.tp, 1);
   const PassOps block = profiling::block_ops(shape, hw, tensor_group);
   const PassOps embedding = profiling::embedding_ops(shape, hw, tensor_group);
@@ -356,6 +365,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   const Layout l = layout_for(config, hw);
   ConfigurationProjection p;
   p.hardware = hw.name;
+  p.precision = config.strategy_options.precision;
   p.gpus = config.world;
   p.nodes = hw.nodes;
   p.tp = l.tp, p.pp = l.pp, p.dp = l.dp, p.cp = l.cp, p.ep = l.ep, p.stages_per_rank = l.v,

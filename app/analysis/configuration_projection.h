@@ -18,6 +18,7 @@ namespace shardscope::analysis {
 // stage stands for its tensor and data peers, which do the same work.
 struct ConfigurationProjection {
   std::string hardware;
+  std::string precision = "bf16";  // bf16 mixed precision (autocast), or fp32
   int gpus = 0, nodes = 1;
   int tp = 1, pp = 1, dp = 1, cp = 1, stages_per_rank = 1, micro_batches = 1;
   int ep = 0;  // expert parallelism: ranks a mixture's experts are spread over (0: none)

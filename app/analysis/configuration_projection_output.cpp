@@ -10,6 +10,7 @@ namespace shardscope::analysis {
 
 nlohmann::json projection_json(const ConfigurationProjection& p) {
   return {{"hardware", p.hardware},
+          {"precision", p.precision},
           {"gpus", p.gpus},
           {"nodes", p.nodes},
           {"layout",
@@ -63,7 +64,7 @@ std::string projection_text(const ConfigurationProjection& p) {
   if (p.pp > 1) o << ", " << p.schedule << " with " << p.stages_per_rank << " stage(s) a rank";
   o << ", " << p.micro_batches << " micro-batches of " << p.micro_batch_sequences << " sequences";
   if (p.accumulation_passes > 1) o << ", " << p.accumulation_passes << " accumulation passes";
-  o << ", bf16 mixed precision\n";
+  o << (p.precision == "fp32" ? ", fp32 (no autocast)\n" : ", bf16 mixed precision\n");
   o << "  step              " << f("%.3f s", p.step_s) << "   MFU " << f("%.1f %%", 100 * p.mfu)
     << "\n";
   o << "  compute           " << f("%.3f s", p.compute_s);

@@ -58,8 +58,9 @@ double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int6
 }
 
 double fp32_gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch) {
-  if (!(gpu.fp32_tflops > 0)) throw std::logic_error("no fp32 rate in this GPU's profile");
-  return gemm_seconds_at(gpu, gpu.fp32_tflops, m, n, k, batch, 4);
+  const double rate = gpu.fp32_matmul_tflops > 0 ? gpu.fp32_matmul_tflops : gpu.fp32_tflops;
+  if (!(rate > 0)) throw std::logic_error("no fp32 rate in this GPU's profile");
+  return gemm_seconds_at(gpu, rate, m, n, k, batch, 4);
 }
 
 GpuCompute::HostCosts GpuCompute::host_costs() const {
@@ -85,11 +86,14 @@ double attention_flops(int64_t batch_heads, int64_t seq, int64_t head_dim, bool 
 }
 
 double attention_seconds(const GpuCompute& gpu, int64_t batch_heads, int64_t seq, int64_t head_dim,
-                         bool backward) {
+                         bool backward, bool fp32) {
+  if (fp32 && !gpu.prices_fp32()) throw std::logic_error("no fp32 attention rate in this profile");
   const double fraction =
-      backward ? gpu.attention_backward_fraction : gpu.attention_forward_fraction;
+      fp32 ? (backward ? gpu.fp32_attention_backward_fraction : gpu.fp32_attention_forward_fraction)
+           : (backward ? gpu.attention_backward_fraction : gpu.attention_forward_fraction);
+  const double peak = fp32 ? gpu.fp32_tflops : gpu.peak_tflops;
   const double compute =
-      attention_flops(batch_heads, seq, head_dim, backward) / (gpu.peak_tflops * 1e12 * fraction);
+      attention_flops(batch_heads, seq, head_dim, backward) / (peak * 1e12 * fraction);
   return std::max(compute, floor_of_a_kernel(gpu));
 }
 

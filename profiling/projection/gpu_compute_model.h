@@ -15,6 +15,11 @@ struct GpuCompute {
   // The datasheet's dense fp32 peak without tensor cores (LibTorch leaves TF32 off for matmuls):
   // what an fp32 GEMM is priced at, a bound no GEMM beats. 0: unknown (nothing in fp32 priced).
   double fp32_tflops = 0;
+  // What an fp32 run computes at, measured (scripts/gpu-measure.py --fp32, TF32 off): the most a
+  // large fp32 GEMM achieved, and SDPA's fp32 attention as a fraction of fp32_tflops, forward
+  // and backward. 0: unmeasured, and nothing but context parallelism's ring priced in fp32.
+  double fp32_matmul_tflops = 0;
+  double fp32_attention_forward_fraction = 0, fp32_attention_backward_fraction = 0;
   double memory_gbps = 0;        // HBM peak, GB/s
   double memory_efficiency = 0;  // the fraction of it a streaming kernel reaches, measured
   // Flash attention's rate as a fraction of the peak, forward and backward, measured.
@@ -44,6 +49,11 @@ struct GpuCompute {
   std::string sources;  // where each figure comes from
 
   bool known() const { return sms > 0 && matmul_tflops > 0 && memory_gbps > 0; }
+  // Whether an fp32 run's GEMMs and attention were measured, so a step in fp32 can be priced.
+  bool prices_fp32() const {
+    return fp32_matmul_tflops > 0 && fp32_attention_forward_fraction > 0 &&
+           fp32_attention_backward_fraction > 0;
+  }
   // The host costs measured, or, for a profile without them, dispatch_us for each operator that
   // launches a kernel and nothing for views and for an autograd node beyond its kernels.
   HostCosts host_costs() const;
@@ -56,7 +66,8 @@ struct GpuCompute {
 // one that moves more bytes than it can compute on in that time runs at memory speed.
 double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
                     int bytes = 2);
-// The same GEMM in fp32 on CUDA cores, at the datasheet's fp32 peak (fp32_tflops > 0).
+// The same GEMM in fp32 on CUDA cores, at the measured large-GEMM fp32 rate where the profile
+// has it, else at the datasheet's fp32 peak (fp32_tflops > 0).
 double fp32_gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 
@@ -66,8 +77,9 @@ double memory_seconds(const GpuCompute& gpu, double bytes);
 // Seconds of causal flash attention over `batch` x `heads` heads of `seq` tokens and `head_dim`
 // each: forward 2 matmuls of seq x seq x head_dim, halved by the causal mask; backward 2.5 times
 // the forward's FLOPs (it recomputes the scores).
+// `fp32`: SDPA on fp32 tensors (no flash kernel), at the measured fp32 fractions.
 double attention_seconds(const GpuCompute& gpu, int64_t batch_heads, int64_t seq, int64_t head_dim,
-                         bool backward);
+                         bool backward, bool fp32 = false);
 double attention_flops(int64_t batch_heads, int64_t seq, int64_t head_dim, bool backward);
 
 }  // namespace shardscope::profiling

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -96,6 +97,21 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
   gpu.fp32_tflops = optional_non_negative(j, "fp32_tflops", where);
   if (gpu.fp32_tflops > hw.peak_bf16_tflops)
     throw std::runtime_error(where + ": 'fp32_tflops' above the bf16 peak is not a GPU's");
+  gpu.fp32_matmul_tflops = optional_non_negative(j, "fp32_matmul_tflops", where);
+  gpu.fp32_attention_forward_fraction =
+      optional_non_negative(j, "fp32_attention_forward_fraction", where);
+  gpu.fp32_attention_backward_fraction =
+      optional_non_negative(j, "fp32_attention_backward_fraction", where);
+  if (gpu.fp32_matmul_tflops > 0 && !(gpu.fp32_tflops >= gpu.fp32_matmul_tflops))
+    throw std::runtime_error(where +
+                             ": 'fp32_matmul_tflops' needs an fp32_tflops at least as high");
+  for (const auto& [name, fraction] :
+       {std::pair<const char*, double>{"fp32_attention_forward_fraction",
+                                       gpu.fp32_attention_forward_fraction},
+        {"fp32_attention_backward_fraction", gpu.fp32_attention_backward_fraction}}) {
+    if (fraction > 1)
+      throw std::runtime_error(where + ": '" + name + "' is a fraction of fp32_tflops, at most 1");
+  }
   gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
   gpu.gemm_floor_us = optional_non_negative(j, "gemm_floor_us", where);
   gpu.collective_hidden_beside_gemm =

@@ -13,7 +13,7 @@
 
 namespace shardscope::profiling::priced {
 
-constexpr int kCompute = 2;   // bf16 matmul operands
+constexpr int kCompute = 2;   // bf16 matmul operands (an fp32 run's are 4: Pass::compute_bytes)
 constexpr int kResidual = 4;  // fp32 residual stream, LayerNorms, loss
 
 using Kind = PricedOp::Kind;
@@ -21,21 +21,30 @@ using Kind = PricedOp::Kind;
 // Adds the ops of one pass in order.
 class Pass {
  public:
-  Pass(const HardwareProfile& hw, const HardwareProfile& group, std::vector<PricedOp>& ops)
-      : hw_(hw), group_(group), ops_(ops) {}
+  // `fp32`: the pass computes in fp32 (no autocast): its GEMMs and attention at the GPU's
+  // measured fp32 rates.
+  Pass(const HardwareProfile& hw, const HardwareProfile& group, std::vector<PricedOp>& ops,
+       bool fp32 = false)
+      : hw_(hw), group_(group), ops_(ops), fp32_(fp32) {}
 
+  int compute_bytes() const { return fp32_ ? 4 : kCompute; }
+  // A GEMM as this pass computes it.
+  double gemm(int64_t m, int64_t n, int64_t k, int64_t batch = 1) const {
+    return fp32_ ? fp32_gemm_seconds(hw_.gpu, m, n, k, batch)
+                 : gemm_seconds(hw_.gpu, m, n, k, batch, kCompute);
+  }
   void matmul(const std::string& name, int64_t m, int64_t n, int64_t k) {
-    ops_.push_back({name, Kind::kMatmul, gemm_flops(m, n, k), 0,
-                    gemm_seconds(hw_.gpu, m, n, k, 1, kCompute), ""});
+    ops_.push_back({name, Kind::kMatmul, gemm_flops(m, n, k), 0, gemm(m, n, k), ""});
   }
   void attention(const std::string& name, int64_t batch_heads, int64_t seq, int64_t head_dim,
                  bool backward) {
     ops_.push_back({name, Kind::kAttention, attention_flops(batch_heads, seq, head_dim, backward),
-                    0, attention_seconds(hw_.gpu, batch_heads, seq, head_dim, backward), ""});
+                    0, attention_seconds(hw_.gpu, batch_heads, seq, head_dim, backward, fp32_),
+                    ""});
   }
   void batched_matmul(const std::string& name, int64_t batch, int64_t m, int64_t n, int64_t k) {
-    ops_.push_back({name, Kind::kAttention, gemm_flops(m, n, k, batch), 0,
-                    gemm_seconds(hw_.gpu, m, n, k, batch, kCompute), ""});
+    ops_.push_back(
+        {name, Kind::kAttention, gemm_flops(m, n, k, batch), 0, gemm(m, n, k, batch), ""});
   }
   void memory(const std::string& name, double bytes) {
     ops_.push_back({name, Kind::kMemory, 0, bytes, memory_seconds(hw_.gpu, bytes), ""});
@@ -60,6 +69,7 @@ class Pass {
   const HardwareProfile& hw_;
   const HardwareProfile& group_;
   std::vector<PricedOp>& ops_;
+  bool fp32_;
 };
 
 // A Linear's forward [tokens x in] -> [tokens x out], and its two backward matmuls: the input's

@@ -32,7 +32,7 @@ void enter_region(Pass& pass, const PassShape& s, bool backward) {
   }
 }
 void leave_region(Pass& pass, const PassShape& s, bool backward) {
-  const double bytes = double(pass_tokens(s)) * s.model.d_model * kCompute;
+  const double bytes = double(pass_tokens(s)) * s.model.d_model * pass.compute_bytes();
   if (s.sequence_parallel) {
     pass.collective(backward ? "all_gather (sp)" : "reduce_scatter (sp)",
                     backward ? "all_gather_into" : "reduce_scatter_tensor", bytes, s.tp);
@@ -59,7 +59,8 @@ void attention_forward(Pass& pass, const PassShape& s) {
   const int64_t bh = s.sequences * m.heads / s.tp, seq = m.seq, d = m.d_model / m.heads;
   if (s.cp > 1) return pass.append(ring_of(pass.hardware(), s).forward);
   if (!m.unfused_attention) return pass.attention("attention", bh, seq, d, false);
-  const double head = double(bh) * seq * d * kCompute, scores = double(bh) * seq * seq * kCompute;
+  const double head = double(bh) * seq * d * pass.compute_bytes(),
+               scores = double(bh) * seq * seq * pass.compute_bytes();
   pass.memory("attention scale", 2 * head);
   pass.memory("attention layout", 4 * 2 * head);
   pass.memory("causal mask", 2.0 * seq * seq);
@@ -78,7 +79,8 @@ void attention_backward(Pass& pass, const PassShape& s) {
   const int64_t bh = s.sequences * m.heads / s.tp, seq = m.seq, d = m.d_model / m.heads;
   if (s.cp > 1) return pass.append(ring_of(pass.hardware(), s).backward);
   if (!m.unfused_attention) return pass.attention("attention grad", bh, seq, d, true);
-  const double head = double(bh) * seq * d * kCompute, scores = double(bh) * seq * seq * kCompute;
+  const double head = double(bh) * seq * d * pass.compute_bytes(),
+               scores = double(bh) * seq * seq * pass.compute_bytes();
   pass.memory("attention layout grad", 4 * 2 * head);
   pass.batched_matmul("probs grad", bh, seq, seq, d);
   pass.batched_matmul("v grad", bh, seq, d, seq);
@@ -112,9 +114,9 @@ void block_forward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t tokens = pass_tokens(s), h = m.d_model, t = s.tp;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;  // rows outside the regions
-  if (!s.weight_casts_per_step) weight_casts(pass, s);
+  if (!s.weight_casts_per_step && !s.fp32) weight_casts(pass, s);
   for (int sub = 0; sub < 2; ++sub) {
-    pass.memory(sub == 0 ? "ln1" : "ln2", double(local) * h * (kResidual + kCompute));
+    pass.memory(sub == 0 ? "ln1" : "ln2", double(local) * h * (kResidual + pass.compute_bytes()));
     enter_region(pass, s, false);
     if (sub == 0) {
       Linear{"qkv", tokens, h, 3 * h / t}.forward(pass);
@@ -124,11 +126,11 @@ void block_forward(Pass& pass, const PassShape& s) {
       pass.append(moe_of(pass.hardware(), s).forward);
     } else {
       Linear{"fc", tokens, h, m.mlp_ratio * h / t}.forward(pass);
-      pass.memory("gelu", 2.0 * tokens * m.mlp_ratio * h / t * kCompute);
+      pass.memory("gelu", 2.0 * tokens * m.mlp_ratio * h / t * pass.compute_bytes());
       Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.forward(pass);
     }
     leave_region(pass, s, false);
-    pass.memory("residual add", double(local) * h * (2 * kResidual + kCompute));
+    pass.memory("residual add", double(local) * h * (2 * kResidual + pass.compute_bytes()));
   }
 }
 
@@ -143,7 +145,7 @@ void block_backward_input(Pass& pass, const PassShape& s) {
       pass.append(moe_of(pass.hardware(), s).backward_input);
     } else if (sub == 1) {
       Linear{"mlp proj", tokens, m.mlp_ratio * h / t, h}.input_gradient(pass);
-      pass.memory("gelu grad", 3.0 * tokens * m.mlp_ratio * h / t * kCompute);
+      pass.memory("gelu grad", 3.0 * tokens * m.mlp_ratio * h / t * pass.compute_bytes());
       Linear{"fc", tokens, h, m.mlp_ratio * h / t}.input_gradient(pass);
     } else {
       Linear{"attn proj", tokens, h / t, h}.input_gradient(pass);
@@ -153,7 +155,8 @@ void block_backward_input(Pass& pass, const PassShape& s) {
       Linear{"qkv", tokens, h, 3 * h / t}.input_gradient(pass);
     }
     enter_region(pass, s, true);
-    pass.memory(sub == 0 ? "ln1 grad" : "ln2 grad", double(local) * h * (2 * kResidual + kCompute));
+    pass.memory(sub == 0 ? "ln1 grad" : "ln2 grad",
+                double(local) * h * (2 * kResidual + pass.compute_bytes()));
   }
 }
 
@@ -176,12 +179,9 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
   // them. A split backward's weight pass has no such GEMM beside it, and a profile that measured
   // nothing prices the gather whole.
   if (s.sequence_parallel) {
-    const double bytes = double(tokens) * h * kCompute;
-    const GpuCompute& gpu = pass.hardware().gpu;
+    const double bytes = double(tokens) * h * pass.compute_bytes();
     const auto beside = [&](const Linear& linear) {  // its input gradient's GEMM, as priced
-      return s.split_backward
-                 ? 0.0
-                 : gemm_seconds(gpu, linear.tokens, linear.in, linear.out, 1, kCompute);
+      return s.split_backward ? 0.0 : pass.gemm(linear.tokens, linear.in, linear.out);
     };
     pass.collective_beside_gemm("all_gather (sp, fc input again)", "all_gather_into", bytes, t,
                                 beside(Linear{"fc", tokens, h, m.mlp_ratio * h / t}));
@@ -227,19 +227,20 @@ double total_seconds(const std::vector<PricedOp>& ops, PricedOp::Kind kind) {
 PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
                   const HardwareProfile& tensor_group) {
   PassOps ops;
-  Pass forward(hw, tensor_group, ops.forward);
+  Pass forward(hw, tensor_group, ops.forward, shape.fp32);
   block_forward(forward, shape);
-  Pass input(hw, tensor_group, ops.backward_input);
+  Pass input(hw, tensor_group, ops.backward_input, shape.fp32);
   if (shape.activation_checkpointing) block_forward(input, shape);  // recomputed first
   block_backward_input(input, shape);
-  Pass weight(hw, tensor_group, ops.backward_weight);
+  Pass weight(hw, tensor_group, ops.backward_weight, shape.fp32);
   block_backward_weight(weight, shape);
-  HostOps host = block_host_ops(true, shape.model.unfused_attention);
+  const bool autocast = !shape.fp32;
+  HostOps host = block_host_ops(autocast, shape.model.unfused_attention);
   if (shape.model.experts > 0) {
-    host -= dense_mlp_host_ops(true);
-    host += moe_host_ops(moe_shape(shape), true);
+    host -= dense_mlp_host_ops(autocast);
+    host += moe_host_ops(moe_shape(shape), autocast);
   }
-  if (shape.weight_casts_per_step) host.casts -= kBlockWeights;  // the stage's shared copies
+  if (shape.weight_casts_per_step && autocast) host.casts -= kBlockWeights;  // shared copies
   double ring_forward_s = 0, ring_backward_s = 0;
   if (shape.cp > 1) {
     // The ring stands where SDPA's operator and its node (two kernels) were.
@@ -265,6 +266,7 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
 
 PassOps weight_cast_ops(const PassShape& shape, const HardwareProfile& hw, bool head) {
   PassOps ops;
+  if (shape.fp32) return ops;  // nothing to cast
   Pass forward(hw, hw, ops.forward);
   HostOps host;
   if (head) {
@@ -283,15 +285,15 @@ PassOps embedding_ops(const PassShape& s, const HardwareProfile& hw,
                       const HardwareProfile& tensor_group) {
   PassOps ops;
   const int64_t tokens = pass_tokens(s), h = s.model.d_model;
-  Pass forward(hw, tensor_group, ops.forward);
+  Pass forward(hw, tensor_group, ops.forward, s.fp32);
   // The tensor group shares its sequences: each rank's token ids and targets (int64) gathered.
   for (const char* what : {"all_gather (token ids)", "all_gather (targets)"})
     forward.collective(what, "all_gather_into", double(tokens) * 8, s.tp);
-  HostOps host = embedding_host_ops(true);
+  HostOps host = embedding_host_ops(!s.fp32);
   if (s.cp > 1) {
     // A context group shares its sequences too: gathered whole, then each rank's zig-zag
     // positions picked (index_select x2, and no arange: the positions are the rank's own).
-    Pass ring(hw, group_profile(hw, s.cp, s.tp), ops.forward);
+    Pass ring(hw, group_profile(hw, s.cp, s.tp), ops.forward, s.fp32);
     for (const char* what : {"all_gather (token ids, cp)", "all_gather (targets, cp)"})
       ring.collective(what, "all_gather_into", double(s.sequences) * s.model.seq * 8, s.cp);
     host.ops += 2 + 2 - 1;  // the gathers' outputs, index_select x2; no arange
@@ -305,7 +307,7 @@ PassOps embedding_ops(const PassShape& s, const HardwareProfile& hw,
     forward.collective("all_reduce (embedding)", "all_reduce", double(tokens) * h * kResidual,
                        s.tp);
   }
-  Pass weight(hw, tensor_group, ops.backward_weight);
+  Pass weight(hw, tensor_group, ops.backward_weight, s.fp32);
   if (s.sequence_parallel) {
     weight.collective("all_gather (embedding)", "all_gather_into", double(tokens) * h * kResidual,
                       s.tp);
@@ -323,20 +325,20 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;
   const Linear lm_head{"lm head", tokens, h, vocab};
   const double logits = double(tokens) * vocab;
-  Pass forward(hw, tensor_group, ops.forward);
-  forward.memory("ln_f", double(local) * h * (kResidual + kCompute));
+  Pass forward(hw, tensor_group, ops.forward, s.fp32);
+  forward.memory("ln_f", double(local) * h * (kResidual + forward.compute_bytes()));
   if (s.sequence_parallel)
     forward.collective("all_gather (sp)", "all_gather_into", double(tokens) * h * kResidual, t);
   lm_head.forward(forward);
   // fp32 loss over the vocabulary shard: upcast, max, exp and sum, log-softmax saved.
-  forward.memory("cross entropy", logits * (kCompute + 3 * 4));
+  forward.memory("cross entropy", logits * (forward.compute_bytes() + 3 * 4));
   // The vocabulary-parallel loss: each token's max logit, sum of exponentials and target logit,
   // one fp32 all_reduce each.
   for (const char* what :
        {"all_reduce (loss max)", "all_reduce (loss sum)", "all_reduce (loss target)"})
     forward.collective(what, "all_reduce", double(tokens) * 4, t);
-  Pass input(hw, tensor_group, ops.backward_input);
-  input.memory("cross entropy grad", logits * (2 * 4 + kCompute));
+  Pass input(hw, tensor_group, ops.backward_input, s.fp32);
+  input.memory("cross entropy grad", logits * (2 * 4 + input.compute_bytes()));
   lm_head.input_gradient(input);
   if (s.sequence_parallel) {
     input.collective("reduce_scatter (sp)", "reduce_scatter_tensor", double(tokens) * h * kResidual,
@@ -344,12 +346,13 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
   } else {
     input.collective("all_reduce (tp)", "all_reduce", double(tokens) * h * kResidual, t);
   }
-  input.memory("ln_f grad", double(local) * h * (2 * kResidual + kCompute));
-  Pass weight(hw, tensor_group, ops.backward_weight);
+  input.memory("ln_f grad", double(local) * h * (2 * kResidual + input.compute_bytes()));
+  Pass weight(hw, tensor_group, ops.backward_weight, s.fp32);
   lm_head.weight_gradient(weight);
-  HostOps host = head_host_ops(true, s.model.tie_embeddings);
-  if (s.cp > 1) host.ops += 1;                   // the summed loss scaled to the replica's mean
-  if (s.weight_casts_per_step) host.casts -= 1;  // the weight's shared copy; ln_f's output stays
+  HostOps host = head_host_ops(!s.fp32, s.model.tie_embeddings);
+  if (s.cp > 1) host.ops += 1;  // the summed loss scaled to the replica's mean
+  // The weight's shared copy; ln_f's output stays.
+  if (s.weight_casts_per_step && !s.fp32) host.casts -= 1;
   set_host_seconds(ops, host, hw, false);
   return ops;
 }

@@ -108,6 +108,9 @@ struct PassShape {
   // for the step): a forward finds them made, and weight_cast_ops prices making them, once a
   // step.
   bool weight_casts_per_step = false;
+  // The run computes in fp32 (`--precision fp32`, no autocast): fp32 GEMMs and attention at the
+  // GPU's measured fp32 rates (GpuCompute::prices_fp32), 4-byte activations, no weight casts.
+  bool fp32 = false;
 };
 
 // The tokens of a micro-batch on one GPU: s / cp of each of its sequences.

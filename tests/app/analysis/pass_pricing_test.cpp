@@ -4,6 +4,8 @@
 #include "app/analysis/pass_pricing.h"
 
 #include <gtest/gtest.h>
+
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "app/analysis/configuration_projection.h"
@@ -42,9 +44,11 @@ RunSummary recorded(const std::string& name, int world) {
   return s;
 }
 
-// Its configuration in bf16 (what the GPU model prices), projected without running.
-double configured_step(Config config, const profiling::HardwareProfile& hw) {
-  config.strategy_options.precision = "bf16";
+// Its configuration in bf16 (what a GPU projection prices unless told fp32), projected without
+// running.
+double configured_step(Config config, const profiling::HardwareProfile& hw,
+                       const std::string& precision = "bf16") {
+  config.strategy_options.precision = precision;
   return analysis::project_configuration(config, hw, 1).step_s;
 }
 
@@ -158,6 +162,26 @@ TEST(ProjectionCheck, SmallModelsAtWorldOneComeWithinAQuarterOfAnH100) {
     const double projected_ms = configured_step(config, hw) * 1e3;
     EXPECT_NEAR(projected_ms / measured_ms, 1.0, 0.25)
         << preset << ": projected " << projected_ms << " ms, measured " << measured_ms << " ms";
+  }
+}
+
+// The same runs in fp32 (the same session and machine, `--no-device-tracing`, median of steps
+// 3-20; docs/running-on-a-gpu.md): tiny 3.8, small 11.2, gpt2-small 92.8 ms. gpt2-small is bound
+// by its fp32 GEMMs and attention, which the projection prices at the rates an fp32 sweep of
+// the same GPU model measured (scripts/gpu-measure.py --fp32, a GEMM sweep and four attention
+// shapes, none of them a step); tiny and small by the host, without autocast's casts.
+TEST(ProjectionCheck, SmallModelsInFp32AtWorldOneComeWithinAQuarterOfAnH100) {
+  const auto hw = profiling::load_hardware_profile("8xH100");
+  ASSERT_TRUE(hw.gpu.prices_fp32());
+  for (const auto& [preset, measured_ms] : std::vector<std::pair<std::string, double>>{
+           {"tiny", 3.8}, {"small", 11.2}, {"gpt2-small", 92.8}}) {
+    Config config = config_from_json(nlohmann::json{{"strategy", "single"}, {"preset", preset}});
+    finalize(config);
+    const double projected_ms = configured_step(config, hw, "fp32") * 1e3;
+    EXPECT_NEAR(projected_ms / measured_ms, 1.0, 0.25)
+        << preset << ": projected " << projected_ms << " ms, measured " << measured_ms << " ms";
+    std::cout << preset << " fp32: projected " << projected_ms << " ms, measured " << measured_ms
+              << " ms; bf16 projected " << configured_step(config, hw) * 1e3 << " ms\n";
   }
 }
 

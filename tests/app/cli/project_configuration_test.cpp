@@ -466,18 +466,5 @@ TEST(ProjectConfiguration, WhatCannotBeProjectedIsRefusedNamingTheFlag) {
   refused(megatron_22b({}, {"--experts", "8"}), "--experts");
 }
 
-// GPUs train in bf16 mixed precision, and that is what a projection prices when no --precision is
-// given (run's default, fp32, is the CPU's): the same step as with --precision bf16, said so.
-TEST(ProjectConfiguration, WithoutPrecisionItProjectsBf16MixedPrecisionAndSaysSo) {
-  const test::CliResult left_out = cli(megatron_22b({{"--precision", ""}}, {"--json"}));
-  const test::CliResult bf16 = cli(megatron_22b({}, {"--json"}));
-  ASSERT_EQ(left_out.code, 0) << left_out.err;
-  ASSERT_EQ(bf16.code, 0) << bf16.err;
-  EXPECT_EQ(nlohmann::json::parse(left_out.out).at("step_s"),
-            nlohmann::json::parse(bf16.out).at("step_s"));
-  const test::CliResult text = cli(megatron_22b({{"--precision", ""}}));
-  EXPECT_NE(text.out.find("bf16 mixed precision"), std::string::npos) << text.out;
-}
-
 }  // namespace
 }  // namespace shardscope
