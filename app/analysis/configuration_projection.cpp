@@ -115,8 +115,6 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
               " has no measured fp32 GEMM and attention rates (its gpu's 'fp32_matmul_tflops' and "
               "'fp32_attention_*_fraction'), so fp32 cannot be priced there: give bf16, or a "
               "profile that measured them (8xH100, 8xH200)");
-  require(precision == "bf16" || config.model.experts == 0, "strategy_options.precision",
-          "fp32 is priced for dense models only; a mixture of experts projects in bf16");
   require(config.world <= hw.gpus(), "world",
           std::to_string(config.world) + " GPUs, but " + hw.name + " has " +
               std::to_string(hw.gpus()) + " (give --nodes N for more nodes)");
@@ -133,6 +131,10 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
           hw.name +
               " has no fp32 rate (its gpu's 'fp32_tflops'), which context parallelism's "
               "ring attention computes in");
+  require(precision == "bf16" || (config.model.experts == 0 && l.cp == 1),
+          "strategy_options.precision",
+          "fp32 is priced for dense models without context parallelism; a mixture of experts or "
+          "a context group projects in bf16");
   if (traits.family == StrategyFamily::kModelParallel) {
     l.pipelined = true;
     l.v = pipeline_stages_per_rank(config);

@@ -147,23 +147,28 @@ size_t Comm::record(std::string_view op, const at::Tensor& tensor, bool async, i
   return log_ != nullptr ? log_->append(event) : 0;
 }
 
-HostStaging Comm::staging(const at::Tensor& t) const {
+HostStaging Comm::counted(bool stage) {
+  if (stage) host_staged_calls_.fetch_add(1);
+  return HostStaging(stage);
+}
+
+HostStaging Comm::staging(const at::Tensor& t) {
   StagingCase c;
   c.asked = options_.stage_through_host;
   c.cuda_tensor = t.defined() && t.is_cuda();
   c.backend_takes_cuda = !host_only_backend_;
-  return HostStaging(needs_host_staging(c));
+  return counted(needs_host_staging(c));
 }
 
-HostStaging Comm::device_staging(const at::Tensor& output, const at::Tensor& input) const {
+HostStaging Comm::device_staging(const at::Tensor& output, const at::Tensor& input) {
   StagingCase c;
   c.asked = options_.stage_through_host;
   c.cuda_tensor = input.defined() && input.is_cuda();
   c.backend_takes_cuda = !host_only_backend_;
-  // Emulated flat collectives go through the list forms, which shm stages itself.
+  // Emulated flat collectives go through the list forms, which are staged as every other call.
   c.carried_on_device = shm_ != nullptr && !options_.emulate_flat_collectives &&
                         shm_->carries_on_device(output, input);
-  return HostStaging(needs_host_staging(c));
+  return counted(needs_host_staging(c));
 }
 
 CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging) {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -77,6 +78,9 @@ class Comm {
   Comm(c10::intrusive_ptr<c10d::ProcessGroup> group, profiling::RankEventLog* log, Options options);
 
   int rank() const { return rank_; }
+  // Calls whose tensors went through host copies (HostStaging) so far: tests check that shm's
+  // device path gets its CUDA tensors as they are.
+  uint64_t host_staged_calls() const { return host_staged_calls_.load(); }
   int size() const { return size_; }
   const std::string& group_name() const { return options_.group_name; }
   // World rank of group rank `group_rank`.
@@ -156,10 +160,11 @@ class Comm {
   CommWork track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging);
   // How this call's tensors reach the backend: through the host when the backend reads only
   // host memory and `t` is on a device (or when the options ask for it).
-  HostStaging staging(const at::Tensor& t) const;
+  HostStaging staging(const at::Tensor& t);
   // The same for the calls shm's device path can carry (all_reduce: output and input are one):
   // no host copies where it does.
-  HostStaging device_staging(const at::Tensor& output, const at::Tensor& input) const;
+  HostStaging device_staging(const at::Tensor& output, const at::Tensor& input);
+  HostStaging counted(bool stage);
   // An op done synchronously (emulation or empty payload) presented as completed async work.
   CommWork completed(size_t event);
   // The blocking variants: wait at once and record the call as synchronous.
@@ -172,7 +177,8 @@ class Comm {
   int rank_;
   int size_;
   bool host_only_backend_;  // Gloo or shm: CUDA tensors are staged, unless shm carries the call
-  const shm::ProcessGroupShm* shm_;  // the group's backend when it is shm, else null
+  const shm::ProcessGroupShm* shm_;             // the group's backend when it is shm, else null
+  std::atomic<uint64_t> host_staged_calls_{0};  // a backward thread issues calls too
   uint64_t collective_seq_ = 0;
   std::vector<uint64_t> send_seq_;  // per destination
   std::vector<uint64_t> recv_seq_;  // per source

@@ -18,10 +18,12 @@ namespace shardscope {
 // they stay out of the rank's memory accounting.
 //
 // Whether a call's tensors go through host copies: when the options ask for it (tests), or for
-// a CUDA tensor on a backend that moves host buffers only. Gloo does for every call. shm does
-// except where its device path carries the call (engine/comm/shm/device_collectives.h: all_reduce,
-// all_gather_into and reduce_scatter_tensor of contiguous CUDA tensors of ranks sharing a device),
-// which reads and writes the tensors where they are. Staging those through pageable host memory
+// a CUDA tensor on a backend that moves host buffers only (Gloo), or on shm, except where its
+// device path carries the call (engine/comm/shm/device_collectives.h: all_reduce, all_gather_into
+// and reduce_scatter_tensor of contiguous CUDA tensors of ranks sharing a device), which reads
+// and writes the tensors where they are. shm's other calls are staged here, through pageable
+// memory, as before: shm would stage CUDA tensors through pinned memory itself, but that path
+// has not run on a GPU. Staging those through pageable host memory
 // cost a rank 8-9 ms a 12 MB bucket inside its turn on a shared H100 (docs/running-on-a-gpu.md).
 struct StagingCase {
   bool asked = false;               // Comm's stage_through_host

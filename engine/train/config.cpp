@@ -348,7 +348,7 @@ std::string resolve_backend(Config& c, int gpus) {
   }
   c.backend = "shm";
   c.device = "cuda:0";
-  return "auto: shm on a shared cuda:0, staged through host memory (" + gpu_count + " for " +
+  return "auto: shm on a shared cuda:0, reducing on the device (" + gpu_count + " for " +
          std::to_string(c.world) + " ranks)";
 }
 

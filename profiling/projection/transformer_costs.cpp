@@ -331,14 +331,16 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
     forward.collective("all_gather (sp)", "all_gather_into", double(tokens) * h * kResidual, t);
   lm_head.forward(forward);
   // fp32 loss over the vocabulary shard: upcast, max, exp and sum, log-softmax saved.
-  forward.memory("cross entropy", logits * (forward.compute_bytes() + 3 * 4));
+  // (In fp32 the upcast is no copy: one fp32 pass fewer.)
+  const double upcast = s.fp32 ? 0 : 4;
+  forward.memory("cross entropy", logits * (forward.compute_bytes() + upcast + 2 * 4));
   // The vocabulary-parallel loss: each token's max logit, sum of exponentials and target logit,
   // one fp32 all_reduce each.
   for (const char* what :
        {"all_reduce (loss max)", "all_reduce (loss sum)", "all_reduce (loss target)"})
     forward.collective(what, "all_reduce", double(tokens) * 4, t);
   Pass input(hw, tensor_group, ops.backward_input, s.fp32);
-  input.memory("cross entropy grad", logits * (2 * 4 + input.compute_bytes()));
+  input.memory("cross entropy grad", logits * (2 * 4 + (s.fp32 ? 0 : input.compute_bytes())));
   lm_head.input_gradient(input);
   if (s.sequence_parallel) {
     input.collective("reduce_scatter (sp)", "reduce_scatter_tensor", double(tokens) * h * kResidual,

@@ -31,7 +31,7 @@ TEST(ProjectConfiguration, WithoutPrecisionItProjectsBf16MixedPrecisionAndSaysSo
 // fp32 is priced where the GPU's fp32 GEMMs and attention were measured (8xH100, 8xH200): every
 // matmul at the fp32 rate, 15 times below bf16's on an H100, so 22B's step is several times the
 // bf16 one, and its activations take twice the bytes. Elsewhere it is refused naming the flag and
-// the profile, and so is a mixture of experts in fp32.
+// the profile, and so are a mixture of experts and context parallelism in fp32.
 TEST(ProjectConfiguration, Fp32IsPricedWhereTheGpuMeasuredIt) {
   const test::CliResult fp32 =
       cli(megatron_22b({{"--hardware", "8xH100"}, {"--precision", "fp32"}}, {"--json"}));
@@ -61,6 +61,11 @@ TEST(ProjectConfiguration, Fp32IsPricedWhereTheGpuMeasuredIt) {
       {"--experts", "8"}));
   EXPECT_EQ(moe.code, 2);
   EXPECT_NE(moe.err.find("mixture of experts"), std::string::npos) << moe.err;
+  const test::CliResult cp = cli(megatron_22b(
+      {{"--hardware", "8xH100"}, {"--precision", "fp32"}, {"--strategy", "cp"}, {"--tp", ""}},
+      {"--cp", "2"}));
+  EXPECT_EQ(cp.code, 2);
+  EXPECT_NE(cp.err.find("context parallelism"), std::string::npos) << cp.err;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "engine/comm/comm.h"
 #include "engine/comm/shm/device_collectives.h"
 #include "engine/launch/launcher.h"
+#include "tests/support/rank_threads.h"
 
 namespace shardscope {
 namespace {
@@ -39,6 +40,7 @@ torch::Tensor input_of(int rank, int64_t n) {
 struct Results {
   std::vector<torch::Tensor> all_reduce, all_reduce_avg, all_gather, reduce_scatter,
       reduce_scatter_in_place;
+  std::vector<uint64_t> staged;  // each rank's calls that Comm copied through the host
 };
 
 // Every collective the device path serves, on `world` rank threads over shm with tensors on
@@ -51,6 +53,7 @@ Results collectives_on(const torch::Device& device, int world, int64_t n,
   for (auto* v : {&out.all_reduce, &out.all_reduce_avg, &out.all_gather, &out.reduce_scatter,
                   &out.reduce_scatter_in_place})
     v->resize(world);
+  out.staged.resize(world);
   LaunchSpec spec;
   spec.world = world;
   spec.backend = "shm";
@@ -59,6 +62,7 @@ Results collectives_on(const torch::Device& device, int world, int64_t n,
   const LaunchReport report = launch_rank_threads(spec, [&](RankContext& ctx) {
     auto& pg = *ctx.comm->process_group();
     Comm& comm = *ctx.comm;
+    const uint64_t staged_before = comm.host_staged_calls();
     const int r = ctx.rank;
     const auto all_reduce = [&](torch::Tensor& t, c10d::ReduceOp op) {
       if (through_comm) return comm.all_reduce(t, op);
@@ -92,6 +96,7 @@ Results collectives_on(const torch::Device& device, int world, int64_t n,
     out.all_gather[r] = gathered.cpu();
     out.reduce_scatter[r] = mine.cpu();
     out.reduce_scatter_in_place[r] = own_part.cpu();
+    out.staged[r] = comm.host_staged_calls() - staged_before;
   });
   EXPECT_TRUE(report.ok()) << (report.ok() ? "" : report.root_failure()->message);
   return out;
@@ -169,8 +174,11 @@ TEST(ShmDeviceCollectives, CudaTensorsOfRankThreadsEqualTheHostPathBitwise) {
     const ShmCudaPath path(nullptr);
     expect_in_rank_order(collectives_on(torch::kCUDA, world, n), world, n,
                          "cuda, world " + std::to_string(world));
-    expect_in_rank_order(collectives_on(torch::kCUDA, world, n, /*through_comm=*/true), world, n,
+    const Results through_comm = collectives_on(torch::kCUDA, world, n, /*through_comm=*/true);
+    expect_in_rank_order(through_comm, world, n,
                          "cuda through Comm, world " + std::to_string(world));
+    // Handed over as they are: results equal either way, so the count is what tells.
+    for (int r = 0; r < world; ++r) EXPECT_EQ(through_comm.staged[r], 0u) << "rank " << r;
   }
 }
 
@@ -192,6 +200,21 @@ TEST(ShmDeviceCollectives, CommStagesCudaTensorsOnlyWhereTheBackendCannotTakeThe
   StagingCase asked = carried;
   asked.asked = true;
   EXPECT_TRUE(needs_host_staging(asked));
+
+  // Comm counts the calls it stages: every one when asked to, on rank threads over shm.
+  std::vector<uint64_t> staged(2);
+  test::run_on_ranks(
+      2,
+      [&](RankContext& ctx) {
+        torch::Tensor t = torch::ones({5});
+        ctx.comm->all_reduce(t);
+        torch::Tensor out = torch::empty({10}), in = torch::ones({5});
+        ctx.comm->all_gather_into(out, in);
+        staged[ctx.rank] = ctx.comm->host_staged_calls();
+        EXPECT_TRUE(torch::equal(t, torch::full({5}, 2.0f)));
+      },
+      /*emulate_flat_collectives=*/false, /*stage_through_host=*/true, "shm");
+  EXPECT_EQ(staged, (std::vector<uint64_t>{2, 2}));
 }
 
 }  // namespace
