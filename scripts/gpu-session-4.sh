@@ -30,11 +30,6 @@ for preset in tiny small; do
 done
 w4 "w4-gpt2-small-turns-1thread" gpt2-small --threads-per-rank 1
 w4 "w4-gpt2-small-contended" gpt2-small --contended
-left 40 "traced" && {
-  timeout 60 "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend shm \
-    --preset small --steps 4 --no-reference --precision bf16 --timeout 30 --threads-per-rank 1 \
-    --trace "$OUT/w4-small-1thread.sst" | grep -E "^(ranks agree|run failed|error)"
-  "$BIN" report "$OUT/w4-small-1thread.sst" --measured | sed -n '/per rank, median/,/^$/p'
-}
+w4_traced w4-small-1thread
 tar czf "$OUT/session4-json.tgz" -C "$LOGS" . 2>/dev/null
 echo "=== done $(date +%T), $(( DEADLINE - $(date +%s) )) s before the deadline"

@@ -19,12 +19,7 @@ echo "=== world 1, small, bf16, untraced (this machine's baseline)"
 "$BIN" run --preset small --world 1 --device "$DEV" --steps 30 --no-reference --precision bf16 \
   --no-tracing --json "$LOGS/w1-small.json" >/dev/null && median_step "$LOGS/w1-small.json" "w1 small bf16"
 echo "=== the copy in a rank's turn: 4 rank processes sharing $DEV, small, one thread, traced"
-left 60 "traced" && {
-  timeout 70 "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend shm \
-    --preset small --steps 4 --no-reference --precision bf16 --timeout 30 --threads-per-rank 1 \
-    --trace "$OUT/w4-small-1thread.sst" | grep -E "^(ranks agree|run failed|error)"
-  "$BIN" report "$OUT/w4-small-1thread.sst" --measured | sed -n '/per rank, median/,/^$/p'
-}
+w4_traced w4-small-1thread
 wait "$measures"; cat "$OUT/fp32-sweep.log" "$OUT/sm-contention.log"
 left 100 "engine" && timeout 150 "$BIN" perf --only engine --device "$DEV" --precision bf16 --format markdown
 echo "=== 4 rank processes sharing $DEV without MPS, then with"

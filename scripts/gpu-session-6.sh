@@ -18,12 +18,7 @@ echo "=== the device path's CUDA tests (GPU_TESTS=ON)"
 [ -x build-gpu/tests/engine_tests ] && left 60 "tests" &&
   timeout 90 build-gpu/tests/engine_tests --gtest_filter='ShmDeviceCollectives.*' 2>&1 | tail -4
 echo "=== a traced small step: copies to the host per rank"
-left 60 "traced" && {
-  timeout 70 "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend shm \
-    --preset small --steps 4 --no-reference --precision bf16 --timeout 30 --threads-per-rank 1 \
-    --trace "$OUT/w4-small-1thread.sst" | grep -E "^(ranks agree|run failed|error)"
-  "$BIN" report "$OUT/w4-small-1thread.sst" --measured | sed -n '/per rank, median/,/^$/p'
-}
+w4_traced w4-small-1thread
 echo "=== steps: 4 rank processes sharing $DEV"
 for preset in tiny small gpt2-small; do
   w4 "w4-$preset-turns" "$preset"

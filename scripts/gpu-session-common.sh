@@ -18,3 +18,12 @@ w4() {  # label preset [extra run flags...]
     --json "$LOGS/$label.json" | grep -E "^(ranks agree|run failed|error)"
   median_step "$LOGS/$label.json" "$label"
 }
+# The same, 4 steps traced (CUPTI on, one thread a rank) into $OUT/NAME.sst, and each rank's median
+# step from report --measured: what a rank's turn holds, copies named.
+w4_traced() {  # name
+  left 60 "traced $1" || return 0
+  timeout 70 "$BIN" run --strategy ddp_bucketed --world 4 --mode processes --device "$DEV" --backend shm \
+    --preset small --steps 4 --no-reference --precision bf16 --timeout 30 --threads-per-rank 1 \
+    --trace "$OUT/$1.sst" | grep -E "^(ranks agree|run failed|error)"
+  "$BIN" report "$OUT/$1.sst" --measured | sed -n '/per rank, median/,/^$/p'
+}

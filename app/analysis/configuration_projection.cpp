@@ -107,9 +107,7 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
           "strategy",
           "projects data-parallel strategies, cp, ep and the tp / pp / hybrid layouts; " +
               config.strategy + " is " + family_name(traits.family));
-  const std::string& precision = config.strategy_options.precision;
-  require(precision == "bf16" || precision == "fp32", "strategy_options.precision",
-          "a GPU projection prices bf16 or fp32, not " + precision);
+  const std::string& precision = config.strategy_options.precision;  // fp32 or bf16, validated
   require(precision == "bf16" || hw.gpu.prices_fp32(), "strategy_options.precision",
           hw.name +
               " has no measured fp32 GEMM and attention rates (its gpu's 'fp32_matmul_tflops' and "
@@ -192,9 +190,9 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   shape.ep = l.ep;
   shape.sequence_parallel = l.memory.sequence_parallel && l.tp > 1;
   shape.activation_checkpointing = l.memory.activation_checkpointing;
-  shape.weight_casts_per_step = l.memory.weight_casts_per_step;
   shape.split_backward = pipeline::splits_backward(l.schedule);
   shape.fp32 = config.strategy_options.precision == "fp32";
+  shape.weight_casts_per_step = l.memory.weight_casts_per_step && !shape.fp32;
   const auto tensor_group = profiling::group_profile(hw, l.tp, 1);
   const PassOps block = profiling::block_ops(shape, hw, tensor_group);
   const PassOps embedding = profiling::embedding_ops(shape, hw, tensor_group);

@@ -147,28 +147,21 @@ size_t Comm::record(std::string_view op, const at::Tensor& tensor, bool async, i
   return log_ != nullptr ? log_->append(event) : 0;
 }
 
-HostStaging Comm::counted(bool stage) {
-  if (stage) host_staged_calls_.fetch_add(1);
-  return HostStaging(stage);
-}
-
-HostStaging Comm::staging(const at::Tensor& t) {
+HostStaging Comm::staging(const at::Tensor& t, bool carried_on_device) {
   StagingCase c;
   c.asked = options_.stage_through_host;
   c.cuda_tensor = t.defined() && t.is_cuda();
   c.backend_takes_cuda = !host_only_backend_;
-  return counted(needs_host_staging(c));
+  c.carried_on_device = carried_on_device;
+  const bool stage = needs_host_staging(c);
+  if (stage) host_staged_calls_.fetch_add(1);
+  return HostStaging(stage);
 }
 
 HostStaging Comm::device_staging(const at::Tensor& output, const at::Tensor& input) {
-  StagingCase c;
-  c.asked = options_.stage_through_host;
-  c.cuda_tensor = input.defined() && input.is_cuda();
-  c.backend_takes_cuda = !host_only_backend_;
   // Emulated flat collectives go through the list forms, which are staged as every other call.
-  c.carried_on_device = shm_ != nullptr && !options_.emulate_flat_collectives &&
-                        shm_->carries_on_device(output, input);
-  return counted(needs_host_staging(c));
+  return staging(input, shm_ != nullptr && !options_.emulate_flat_collectives &&
+                            shm_->carries_on_device(output, input));
 }
 
 CommWork Comm::track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging) {

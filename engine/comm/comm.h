@@ -158,13 +158,12 @@ class Comm {
   size_t record(std::string_view op, const at::Tensor& tensor, bool async, int peer, bool emulated,
                 bool collective, int64_t bytes = -1);
   CommWork track(c10::intrusive_ptr<c10d::Work> work, size_t event, HostStaging& staging);
-  // How this call's tensors reach the backend: through the host when the backend reads only
-  // host memory and `t` is on a device (or when the options ask for it).
-  HostStaging staging(const at::Tensor& t);
-  // The same for the calls shm's device path can carry (all_reduce: output and input are one):
-  // no host copies where it does.
+  // How this call's tensors reach the backend (needs_host_staging), counted in
+  // host_staged_calls: through the host when the backend reads only host memory and `t` is on a
+  // device, unless the backend carries the call on the device (or when the options ask for it).
+  HostStaging staging(const at::Tensor& t, bool carried_on_device = false);
+  // The same for the calls shm's device path can carry (all_reduce: output and input are one).
   HostStaging device_staging(const at::Tensor& output, const at::Tensor& input);
-  HostStaging counted(bool stage);
   // An op done synchronously (emulation or empty payload) presented as completed async work.
   CommWork completed(size_t event);
   // The blocking variants: wait at once and record the call as synchronous.

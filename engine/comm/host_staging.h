@@ -21,10 +21,10 @@ namespace shardscope {
 // a CUDA tensor on a backend that moves host buffers only (Gloo), or on shm, except where its
 // device path carries the call (engine/comm/shm/device_collectives.h: all_reduce, all_gather_into
 // and reduce_scatter_tensor of contiguous CUDA tensors of ranks sharing a device), which reads
-// and writes the tensors where they are. shm's other calls are staged here, through pageable
-// memory, as before: shm would stage CUDA tensors through pinned memory itself, but that path
-// has not run on a GPU. Staging those through pageable host memory
-// cost a rank 8-9 ms a 12 MB bucket inside its turn on a shared H100 (docs/running-on-a-gpu.md).
+// and writes the tensors where they are: staged through pageable host memory, they cost a rank
+// 8-9 ms a 12 MB bucket inside its turn on a shared H100 (docs/gpu-leases.md). shm's other calls
+// are staged here as before: shm would stage CUDA tensors through pinned memory itself, but that
+// path has not run on a GPU.
 struct StagingCase {
   bool asked = false;               // Comm's stage_through_host
   bool cuda_tensor = false;         // the call's tensor is on a CUDA device

@@ -94,6 +94,7 @@ void attention_backward(Pass& pass, const PassShape& s) {
 // Autocast casts each of the block's fp32 weights to bf16: read 4 bytes, write 2.
 // (A mixture's experts cast theirs in moe_ops.)
 void weight_casts(Pass& pass, const PassShape& s) {
+  if (s.fp32) return;  // no autocast: nothing cast
   const double h = double(s.model.d_model);
   const double mlp = s.model.experts > 0 ? 0 : 2 * s.model.mlp_ratio;
   pass.memory("weight casts", 6.0 * (4 + mlp) * h * h / s.tp);
@@ -114,7 +115,7 @@ void block_forward(Pass& pass, const PassShape& s) {
   const ModelShape& m = s.model;
   const int64_t tokens = pass_tokens(s), h = m.d_model, t = s.tp;
   const int64_t local = s.sequence_parallel ? tokens / t : tokens;  // rows outside the regions
-  if (!s.weight_casts_per_step && !s.fp32) weight_casts(pass, s);
+  if (!s.weight_casts_per_step) weight_casts(pass, s);
   for (int sub = 0; sub < 2; ++sub) {
     pass.memory(sub == 0 ? "ln1" : "ln2", double(local) * h * (kResidual + pass.compute_bytes()));
     enter_region(pass, s, false);
@@ -240,7 +241,7 @@ PassOps block_ops(const PassShape& shape, const HardwareProfile& hw,
     host -= dense_mlp_host_ops(autocast);
     host += moe_host_ops(moe_shape(shape), autocast);
   }
-  if (shape.weight_casts_per_step && autocast) host.casts -= kBlockWeights;  // shared copies
+  if (shape.weight_casts_per_step) host.casts -= kBlockWeights;  // the stage's shared copies
   double ring_forward_s = 0, ring_backward_s = 0;
   if (shape.cp > 1) {
     // The ring stands where SDPA's operator and its node (two kernels) were.
@@ -352,9 +353,8 @@ PassOps head_ops(const PassShape& s, const HardwareProfile& hw,
   Pass weight(hw, tensor_group, ops.backward_weight, s.fp32);
   lm_head.weight_gradient(weight);
   HostOps host = head_host_ops(!s.fp32, s.model.tie_embeddings);
-  if (s.cp > 1) host.ops += 1;  // the summed loss scaled to the replica's mean
-  // The weight's shared copy; ln_f's output stays.
-  if (s.weight_casts_per_step && !s.fp32) host.casts -= 1;
+  if (s.cp > 1) host.ops += 1;                   // the summed loss scaled to the replica's mean
+  if (s.weight_casts_per_step) host.casts -= 1;  // the weight's shared copy; ln_f's output stays
   set_host_seconds(ops, host, hw, false);
   return ops;
 }

@@ -109,7 +109,8 @@ struct PassShape {
   // step.
   bool weight_casts_per_step = false;
   // The run computes in fp32 (`--precision fp32`, no autocast): fp32 GEMMs and attention at the
-  // GPU's measured fp32 rates (GpuCompute::prices_fp32), 4-byte activations, no weight casts.
+  // GPU's measured fp32 rates (GpuCompute::prices_fp32), 4-byte activations, no weight casts
+  // (and so no shared copies of them: weight_casts_per_step stays false).
   bool fp32 = false;
 };
 
