@@ -107,12 +107,6 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
           "strategy",
           "projects data-parallel strategies, cp, ep and the tp / pp / hybrid layouts; " +
               config.strategy + " is " + family_name(traits.family));
-  const std::string& precision = config.strategy_options.precision;  // fp32 or bf16, validated
-  require(precision == "bf16" || hw.gpu.prices_fp32(), "strategy_options.precision",
-          hw.name +
-              " has no measured fp32 GEMM and attention rates (its gpu's 'fp32_matmul_tflops' and "
-              "'fp32_attention_*_fraction'), so fp32 cannot be priced there: give bf16, or a "
-              "profile that measured them (8xH100, 8xH200)");
   require(config.world <= hw.gpus(), "world",
           std::to_string(config.world) + " GPUs, but " + hw.name + " has " +
               std::to_string(hw.gpus()) + " (give --nodes N for more nodes)");
@@ -129,10 +123,7 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
           hw.name +
               " has no fp32 rate (its gpu's 'fp32_tflops'), which context parallelism's "
               "ring attention computes in");
-  require(precision == "bf16" || (config.model.experts == 0 && l.cp == 1),
-          "strategy_options.precision",
-          "fp32 is priced for dense models without context parallelism; a mixture of experts or "
-          "a context group projects in bf16");
+  check_priced_precision(config.strategy_options.precision, hw, config.model.experts > 0, l.cp);
   if (traits.family == StrategyFamily::kModelParallel) {
     l.pipelined = true;
     l.v = pipeline_stages_per_rank(config);

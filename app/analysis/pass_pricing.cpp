@@ -139,6 +139,27 @@ profiling::Intervals waits_of(const profiling::RankTrace& rank) {
 
 }  // namespace
 
+void check_priced_precision(const std::string& precision, const profiling::HardwareProfile& hw,
+                            bool mixture_of_experts, int cp) {
+  if (precision == "bf16") return;
+  if (precision != "fp32")
+    throw ConfigError("strategy_options.precision",
+                      "must be fp32 or bf16, got '" + precision + "'");
+  if (!hw.gpu.prices_fp32()) {
+    throw ConfigError(
+        "strategy_options.precision",
+        hw.name +
+            " has no measured fp32 GEMM and attention rates (its gpu's 'fp32_matmul_tflops' and "
+            "'fp32_attention_*_fraction'), so fp32 cannot be priced there: give bf16, or a "
+            "profile that measured them (8xH100, 8xH200)");
+  }
+  if (mixture_of_experts || cp > 1) {
+    throw ConfigError("strategy_options.precision",
+                      "fp32 is priced for dense models without context parallelism; a mixture of "
+                      "experts or a context group projects in bf16");
+  }
+}
+
 double rank_clip_seconds(const Config& config, const profiling::HardwareProfile& hw,
                          double parameters, double tensors, int dp) {
   if (config.optimizer.clip_grad_norm <= 0) return 0;
@@ -295,7 +316,10 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   // (whose fp32 maths needs the GPU's fp32 rate), an expert-parallel rank's mixture sends its
   // tokens to the experts' ranks.
   if (l.cp > 1 && !(hw.gpu.fp32_tflops > 0)) return std::nullopt;
+  const std::string& precision = config.strategy_options.precision;
+  check_priced_precision(precision, hw, config.model.experts > 0, l.cp);
   profiling::PassShape shape;
+  shape.fp32 = precision == "fp32";
   shape.model = model_shape(config.model);
   // A tensor, context or pipeline group shares its replica's sequences, in its micro-batches, as
   // the layouts run them: the layout's micro-batch.
@@ -336,12 +360,13 @@ std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,
   p.span_scales = span_scales_of(trace, u);
   char text[400];
   std::snprintf(text, sizeof text,
-                "compute priced kernel by kernel on %s's GPU (bf16 kernels): a micro-batch of %lld "
+                "compute priced kernel by kernel on %s's GPU (%s kernels): a micro-batch of %lld "
                 "sequences is %d ops, %.2f ms of kernels and %.2f ms of the host dispatching its "
                 "operators and autograd nodes (%.1f us a kernel-launching operator), so it is "
                 "bound by %s: forward %.2f ms, backward %.2f ms; the optimizer step %.2f ms",
-                hw.name.c_str(), static_cast<long long>(shape.sequences), p.ops_per_micro_batch,
-                p.kernels_s * 1e3, p.dispatch_s * 1e3, hw.gpu.host_costs().autograd_op_us,
+                hw.name.c_str(), shape.fp32 ? "fp32" : "bf16",
+                static_cast<long long>(shape.sequences), p.ops_per_micro_batch, p.kernels_s * 1e3,
+                p.dispatch_s * 1e3, hw.gpu.host_costs().autograd_op_us,
                 p.launch_bound() ? "launches" : "its kernels", p.forward_s * 1e3,
                 p.backward_s * 1e3, p.optimizer_s * 1e3);
   p.description = text;

@@ -39,6 +39,15 @@ struct PassPricing {
 double rank_clip_seconds(const Config& config, const profiling::HardwareProfile& hw,
                          double parameters, double tensors, int dp);
 
+// Throws ConfigError naming strategy_options.precision when `hw` cannot price `precision`: fp32
+// needs the GPU's measured fp32 GEMM and attention rates (GpuCompute::prices_fp32), and is
+// priced for dense models without context parallelism (a mixture's and a ring's kernels are
+// priced in bf16 only).
+void check_priced_precision(const std::string& precision, const profiling::HardwareProfile& hw,
+                            bool mixture_of_experts, int cp);
+
+// Prices the run's compute in config.strategy_options.precision, which `project` sets (bf16
+// unless told fp32, whatever the run recorded), checked by check_priced_precision.
 // Empty when the profile has no per-kernel rates (or, for context parallelism's fp32 ring, no
 // fp32 rate) or its compute is "as measured".
 std::optional<PassPricing> price_recorded_passes(const profiling::Trace& trace,

@@ -103,7 +103,8 @@ std::pair<double, std::string> calibrated_scale(const profiling::Trace& measured
 }  // namespace
 
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
-                                       const profiling::HardwareProfile& hw, double compute_scale) {
+                                       const profiling::HardwareProfile& hw, double compute_scale,
+                                       const std::string& precision) {
   TraceProjection t;
   t.compute_scale = compute_scale;
   t.scale_source = "given";
@@ -117,7 +118,11 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   }
   profiling::ReplayOptions options;
   options.compute_scale = t.compute_scale;
-  const std::optional<Config> config = recorded_config(measured.run);
+  std::optional<Config> config = recorded_config(measured.run);
+  if (config) {
+    t.recorded_precision = config->strategy_options.precision;
+    config->strategy_options.precision = precision;
+  }
   // Priced kernel by kernel where the model knows the run's units (only when the scale is not
   // given, which is then the rest's).
   const auto price = [&](const profiling::Trace& replayed) {
@@ -126,6 +131,9 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
       options.span_scales = pricing->span_scales;
       t.compute_model = pricing->description;
       t.launch_bound = pricing->launch_bound();
+      t.precision = precision;
+      if (t.recorded_precision != precision)
+        t.compute_model += " (the run itself computed in " + t.recorded_precision + ")";
     }
   };
   if (profiling::device_work_on_host_lanes(measured)) {

@@ -31,6 +31,9 @@ struct TraceProjection {
   // recorded time x compute_scale.
   std::string compute_model;
   bool launch_bound = false;
+  // The precision the compute was priced in (when compute_model is not empty), and the one the
+  // run recorded (empty for a trace without our run description).
+  std::string precision, recorded_precision;
 };
 
 // compute_scale <= 0: 1 for a profile whose compute is "as measured"; else, for a run of our GPT
@@ -40,7 +43,11 @@ struct TraceProjection {
 // the rest of the host's time scaled by the measuring device's matmul rate (the trace records
 // it) against the target's (its profile's matmul_tflops, measured the same way on such a GPU),
 // or half its peak where none was measured. A compute_scale given scales everything.
+// `precision` is what the priced kernels compute in: bf16 (as GPUs train, `project`'s default)
+// or fp32, whatever the run recorded; fp32 where the profile cannot price it throws ConfigError
+// (pass_pricing.h's check_priced_precision).
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
-                                       const profiling::HardwareProfile& hw, double compute_scale);
+                                       const profiling::HardwareProfile& hw, double compute_scale,
+                                       const std::string& precision = "bf16");
 
 }  // namespace shardscope::analysis

@@ -124,13 +124,33 @@ int project_memory(const ProjectOptions& o, const Config& config,
   return 0;
 }
 
-int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
-                  std::ostream& out) {
+int project_trace(const ProjectOptions& o, const std::string& precision,
+                  const profiling::HardwareProfile& hw, std::ostream& out) {
+  // A trace is projected as it ran: of the run flags, only the precision its compute is priced
+  // in applies (bf16 unless told fp32, whatever the run recorded).
+  bool precision_given = false;
+  for (const auto& key : o.run_keys) {
+    if (key == "strategy_options.precision") {
+      precision_given = true;
+      continue;
+    }
+    throw ConfigError(key,
+                      "applies to a configuration projected without a trace; a trace is "
+                      "projected as it ran, and of the run flags only --precision applies to it");
+  }
+  if (precision_given && o.compute_scale > 0)
+    throw std::invalid_argument(
+        "--precision prices the compute kernel by kernel, which --compute-scale replaces: give "
+        "one of them");
   const profiling::Trace measured = analysis::open_trace_paths(o.traces);
   std::string named;  // the paths as given, for the reader
   for (const auto& path : o.traces) named += (named.empty() ? "" : " ") + path;
   const analysis::TraceProjection t =
-      analysis::project_recorded_trace(measured, hw, o.compute_scale);
+      analysis::project_recorded_trace(measured, hw, o.compute_scale, precision);
+  if (precision_given && t.compute_model.empty())
+    throw ConfigError("strategy_options.precision",
+                      "this trace's compute is not priced kernel by kernel on " + hw.name + " (" +
+                          t.scale_source + "), so no precision applies to it");
   if (o.json) {
     // Both traces' figures (trace_figures.h), machine-readable: what was measured and what the
     // hardware would do.
@@ -139,6 +159,8 @@ int project_trace(const ProjectOptions& o, const profiling::HardwareProfile& hw,
                               {"compute_scale", t.compute_scale},
                               {"compute_scale_source", t.scale_source},
                               {"compute_model", t.compute_model},
+                              {"precision", t.precision},
+                              {"recorded_precision", t.recorded_precision},
                               {"launch_bound", t.launch_bound},
                               {"measured", analysis::figures_json(measured)},
                               {"projected", analysis::figures_json(t.projected)}};
@@ -225,7 +247,7 @@ int project_command(const ProjectOptions& o, const Config& config, std::ostream&
                                   fmt("%g", o.compute_scale));
     }
     const auto hw = profiling::load_hardware_profile(o.hardware);
-    if (!o.traces.empty()) return project_trace(o, hw, out);
+    if (!o.traces.empty()) return project_trace(o, config.strategy_options.precision, hw, out);
     if (!o.collective.empty()) return project_collective(o, analysis::on_nodes(hw, o.nodes), out);
     if (o.memory) return project_memory(o, config, hw, out);
     if (!o.configured)

@@ -31,6 +31,9 @@ struct ProjectOptions {
   int nodes = 0;             // nodes of the profile (0: the profile's own)
   bool search = false;       // list the fastest layouts of the model that fit
   bool configured = false;   // some run flag was given: a configuration to project
+  // The config keys the run flags gave ("world", "strategy_options.precision"): with a trace,
+  // only the precision its compute is priced in applies.
+  std::vector<std::string> run_keys;
 };
 
 // `shardscope project`: what a collective, or a model's memory under each layout, costs on a

@@ -48,7 +48,7 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
       {"mouse", {2, 2}},      {"click", {2, 2}},      {"drag", {4, 5}},
       {"wheel", {3, 3}},      {"hover", {2, 3}},      {"select", {2, 3}},
       {"set", {2, 2}},        {"run", {0, 0}},        {"wait-runs", {0, 0}},
-      {"wait-live", {0, 0}},  {"stop", {0, 0}},       {"project", {0, 2}},
+      {"wait-live", {0, 0}},  {"stop", {0, 0}},       {"project", {0, 3}},
       {"frames", {1, 1}},     {"screenshot", {1, 1}}, {"state", {1, 1}},
       {"resume", {1, 1}},     {"key", {1, 1}},        {"fold", {1, 1}},
       {"pin", {1, 1}},        {"measure", {2, 2}},    {"project-config", {1, 2}}};

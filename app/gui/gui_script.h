@@ -16,7 +16,7 @@ namespace shardscope::gui {
 //   set KEY VALUE | run | wait-runs | stop        (the Launch form and queue)
 //   resume ID             queue the run that continues run ID from its checkpoints
 //   wait-live                                      until the running run's timeline shows
-//   project [HARDWARE [COMPUTE_SCALE]]             (the What-if panel)
+//   project [HARDWARE [COMPUTE_SCALE [fp32|bf16]]] (the What-if panel; the precision priced)
 //   frames N | screenshot FILE | state FILE
 struct ScriptAction {
   std::string verb;

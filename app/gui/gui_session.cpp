@@ -213,6 +213,7 @@ nlohmann::json GuiSession::state() const {
   for (const auto& p : launches_progress_snapshot) launches.push_back(p);
   s["launches"] = launches;
   s["what_if"] = what_if.figures;
+  s["what_if_error"] = what_if.error;
   s["experts"] = experts.figures;
   s["launch_errors"] = launch_errors;
   s["launch_fields"] = launch_fields;

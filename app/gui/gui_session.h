@@ -50,6 +50,9 @@ struct WhatIfState {
   int hardware = 0;  // index into hardware_names
   std::vector<std::string> hardware_names;
   float compute_scale = 0;  // 0: from the calibrated this-machine profile
+  // The kernels are priced in fp32 (the GPU's measured fp32 rates) instead of bf16, as GPUs
+  // train, whatever the run computed in.
+  bool price_fp32 = false;
   std::string error;
   bool project_requested = false;  // a script asked; done on the next What-if frame
   std::unique_ptr<LoadedRun> projected;

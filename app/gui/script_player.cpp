@@ -241,6 +241,11 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
       session.what_if.hardware = static_cast<int>(it - names.begin());
     }
     if (args.size() > 1) session.what_if.compute_scale = static_cast<float>(number(args[1]));
+    if (args.size() > 2) {
+      if (args[2] != "fp32" && args[2] != "bf16")
+        throw std::runtime_error("project: precision must be fp32 or bf16, got '" + args[2] + "'");
+      session.what_if.price_fp32 = args[2] == "fp32";
+    }
     retried_ = false;
     session.what_if.project_requested = true;
     wait_frames_ = 1;

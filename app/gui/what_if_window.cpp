@@ -19,8 +19,8 @@ void project(GuiSession& session, LoadedRun& run) {
   w.figures = nullptr;
   try {
     const auto hw = profiling::load_hardware_profile(w.hardware_names.at(w.hardware));
-    const analysis::TraceProjection t =
-        analysis::project_recorded_trace(run.trace, hw, w.compute_scale);
+    const analysis::TraceProjection t = analysis::project_recorded_trace(
+        run.trace, hw, w.compute_scale, w.price_fp32 ? "fp32" : "bf16");
     w.figures = {{"hardware", hw.name},
                  {"compute_scale", t.compute_scale},
                  {"scale_source", t.scale_source},
@@ -85,6 +85,15 @@ void draw_what_if_window(GuiSession& session) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);
   ImGui::InputFloat("compute scale (0: calibrated)", &w.compute_scale, 0, 0, "%.4g");
+  ImGui::SameLine();
+  // A given scale replaces the kernel-by-kernel pricing, and with it any precision.
+  ImGui::BeginDisabled(w.compute_scale != 0);
+  ImGui::Checkbox("fp32 kernels", &w.price_fp32);
+  ImGui::EndDisabled();
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))
+    ImGui::SetTooltip(
+        "Price the run's kernels in fp32 at the GPU's measured fp32 rates; "
+        "unticked, in bf16 mixed precision, as GPUs train.");
   ImGui::SameLine();
   if (ImGui::Button("Project") || w.project_requested) {
     w.project_requested = false;

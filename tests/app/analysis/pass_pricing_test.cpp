@@ -52,6 +52,13 @@ double configured_step(Config config, const profiling::HardwareProfile& hw,
   return analysis::project_configuration(config, hw, 1).step_s;
 }
 
+// A recorded run's configuration with the precision its kernels are to be priced in: bf16, as
+// `project` prices a trace unless told fp32 (the runs here recorded run's default, fp32).
+Config priced_in(Config config, const std::string& precision = "bf16") {
+  config.strategy_options.precision = precision;
+  return config;
+}
+
 bool starts(const std::string& name, std::string_view prefix) {
   return name.rfind(prefix, 0) == 0;
 }
@@ -107,7 +114,7 @@ TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
     // most their tensor group's collectives on the links (some of which, the token gathers and
     // the loss's, fall outside the unit spans). Each micro-batch goes through the whole model
     // once on each rank of a stage's tensor group.
-    const auto pricing = analysis::price_recorded_passes(s.trace, s.config, hw);
+    const auto pricing = analysis::price_recorded_passes(s.trace, priced_in(s.config), hw);
     ASSERT_TRUE(pricing.has_value());
     const profiling::TrainingLayout layout = memory_layout(s.config);
     const int micro_batches = std::max(1, layout.micro_batches);
@@ -130,21 +137,60 @@ TEST(PassPricing, ARecordedRunProjectsAsItsConfigurationDoes) {
   }
 }
 
+// Told fp32, a replay prices the run's kernels at the GPU's measured fp32 rates, as `project`
+// prices the same configuration in fp32: no autocast casts (fewer ops a micro-batch than bf16's),
+// and the same step within a tenth. A mixture of experts and a context ring are priced in bf16
+// only, and a profile without fp32 rates cannot price it: each refused, naming the precision.
+TEST(PassPricing, AnFp32ReplayProjectsAsItsFp32ConfigurationDoes) {
+  const auto hw = profiling::load_hardware_profile("8xH100");
+  for (const auto& [strategy, world] : std::vector<std::pair<std::string, int>>{
+           {"single", 1}, {"tp", 2}, {"pp:1f1b", 2}, {"ddp_bucketed", 2}}) {
+    const RunSummary s = recorded(strategy, world);
+    ASSERT_TRUE(s.ok);
+    const analysis::TraceProjection t = analysis::project_recorded_trace(s.trace, hw, 0, "fp32");
+    EXPECT_EQ(t.precision, "fp32");
+    EXPECT_NE(t.compute_model.find("fp32 kernels"), std::string::npos) << t.compute_model;
+    const double configured = configured_step(s.config, hw, "fp32");
+    EXPECT_NEAR(t.projected_summary.step_s, configured, 0.1 * configured)
+        << strategy << ": replayed " << t.projected_summary.step_s * 1e3 << " ms, configured "
+        << configured * 1e3 << " ms";
+    const auto bf16 = analysis::price_recorded_passes(s.trace, priced_in(s.config), hw);
+    const auto fp32 = analysis::price_recorded_passes(s.trace, priced_in(s.config, "fp32"), hw);
+    ASSERT_TRUE(bf16 && fp32) << strategy;
+    EXPECT_LT(fp32->ops_per_micro_batch, bf16->ops_per_micro_batch) << strategy;
+  }
+  for (const auto& [strategy, world] :
+       std::vector<std::pair<std::string, int>>{{"cp", 2}, {"ep+moe", 2}}) {
+    const RunSummary s = recorded(strategy, world);
+    ASSERT_TRUE(s.ok);
+    EXPECT_THROW(analysis::project_recorded_trace(s.trace, hw, 0, "fp32"), ConfigError) << strategy;
+  }
+  const RunSummary single = recorded("single", 1);
+  ASSERT_TRUE(single.ok);
+  try {
+    analysis::project_recorded_trace(single.trace, profiling::load_hardware_profile("8xA100"), 0,
+                                     "fp32");
+    ADD_FAILURE() << "fp32 priced on 8xA100, which measured no fp32 rates";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.field(), "strategy_options.precision");
+  }
+}
+
 TEST(PassPricing, WhatTheModelCannotPriceKeepsTheScale) {
   // A profile with no per-kernel rates, or compute as measured.
   const RunSummary single = recorded("single", 1);
   ASSERT_TRUE(single.ok);
-  EXPECT_FALSE(analysis::price_recorded_passes(single.trace, single.config,
+  EXPECT_FALSE(analysis::price_recorded_passes(single.trace, priced_in(single.config),
                                                profiling::load_hardware_profile("cpu-10GbE")));
   // Context parallelism's ring computes in fp32: a GPU without an fp32 rate cannot price it.
   const RunSummary cp = recorded("cp", 2);
   ASSERT_TRUE(cp.ok);
   auto no_fp32 = profiling::load_hardware_profile("8xH100");
   no_fp32.gpu.fp32_tflops = 0;
-  EXPECT_FALSE(analysis::price_recorded_passes(cp.trace, cp.config, no_fp32));
+  EXPECT_FALSE(analysis::price_recorded_passes(cp.trace, priced_in(cp.config), no_fp32));
   const analysis::TraceProjection t = analysis::project_recorded_trace(cp.trace, no_fp32, 0);
   EXPECT_TRUE(t.compute_model.empty());
-  EXPECT_TRUE(analysis::price_recorded_passes(cp.trace, cp.config,
+  EXPECT_TRUE(analysis::price_recorded_passes(cp.trace, priced_in(cp.config),
                                               profiling::load_hardware_profile("8xH100")));
 }
 

@@ -1,5 +1,6 @@
-// The precision `project` prices a configuration in (issue 34): bf16 mixed precision unless told,
-// fp32 where the GPU's fp32 rates were measured, refused elsewhere naming the flag.
+// The precision `project` prices a configuration, or a recorded trace's compute, in (issue 34):
+// bf16 mixed precision unless told, fp32 where the GPU's fp32 rates were measured, refused
+// elsewhere naming the flag.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -66,6 +67,48 @@ TEST(ProjectConfiguration, Fp32IsPricedWhereTheGpuMeasuredIt) {
       {"--cp", "2"}));
   EXPECT_EQ(cp.code, 2);
   EXPECT_NE(cp.err.find("context parallelism"), std::string::npos) << cp.err;
+}
+
+// A CPU run recorded in fp32 (run's default) replays onto a GPU in bf16, as GPUs train, unless
+// told fp32: then its kernels are priced at the fp32 rates the GPU measured, and the replay says
+// which it priced and what the run computed in. Its other run flags describe the run the trace
+// already is, so they are refused, naming the flag, as is fp32 where it cannot be priced.
+TEST(ProjectTrace, PricesItsComputeInTheGivenPrecision) {
+  const std::string trace =
+      std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/ddp_bucketed-w2.sst";
+  const test::CliResult bf16 = cli({"project", trace, "--hardware", "8xH100", "--json"});
+  const test::CliResult fp32 =
+      cli({"project", trace, "--hardware", "8xH100", "--precision", "fp32", "--json"});
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  ASSERT_EQ(fp32.code, 0) << fp32.err;
+  const nlohmann::json b = nlohmann::json::parse(bf16.out), f = nlohmann::json::parse(fp32.out);
+  EXPECT_EQ(b.at("precision"), "bf16");
+  EXPECT_EQ(f.at("precision"), "fp32");
+  EXPECT_EQ(b.at("recorded_precision"), "fp32");
+  EXPECT_NE(b.at("compute_model").get<std::string>().find("bf16 kernels"), std::string::npos);
+  EXPECT_NE(b.at("compute_model").get<std::string>().find("the run itself computed in fp32"),
+            std::string::npos);
+  EXPECT_NE(f.at("compute_model").get<std::string>().find("fp32 kernels"), std::string::npos);
+  EXPECT_EQ(f.at("compute_model").get<std::string>().find("the run itself"), std::string::npos);
+
+  const test::CliResult a100 =
+      cli({"project", trace, "--hardware", "8xA100", "--precision", "fp32"});
+  EXPECT_EQ(a100.code, 2);
+  EXPECT_NE(a100.err.find("--precision"), std::string::npos) << a100.err;
+  EXPECT_NE(a100.err.find("8xA100"), std::string::npos) << a100.err;
+  const test::CliResult world = cli({"project", trace, "--world", "8"});
+  EXPECT_EQ(world.code, 2);
+  EXPECT_NE(world.err.find("--world"), std::string::npos) << world.err;
+  EXPECT_NE(world.err.find("as it ran"), std::string::npos) << world.err;
+  const test::CliResult scaled =
+      cli({"project", trace, "--precision", "fp32", "--compute-scale", "0.01"});
+  EXPECT_EQ(scaled.code, 2);
+  EXPECT_NE(scaled.err.find("--compute-scale"), std::string::npos) << scaled.err;
+  // A profile whose compute is "as measured" prices no kernels, so no precision applies.
+  const test::CliResult measured =
+      cli({"project", trace, "--hardware", "cpu-10GbE", "--precision", "fp32"});
+  EXPECT_EQ(measured.code, 2);
+  EXPECT_NE(measured.err.find("no precision applies"), std::string::npos) << measured.err;
 }
 
 }  // namespace

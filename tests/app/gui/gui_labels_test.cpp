@@ -103,6 +103,22 @@ TEST_F(GuiLabels, WhatIfSaysASmallModelOnAnH100IsBoundByLaunches) {
   }
 }
 
+// Ticked fp32, the tab prices the run's kernels at the GPU's measured fp32 rates and says so;
+// unticked, bf16, and it says the run itself computed in fp32. Where the GPU measured no fp32
+// rates the tab says why in place of a projection.
+TEST_F(GuiLabels, WhatIfPricesTheKernelsInThePrecisionTicked) {
+  const std::string open = "open " + asset("ddp_bucketed-w2.sst") + "\n";
+  const auto fp32 = play(open + "project 8xH100 0 fp32\n");
+  EXPECT_THAT(fp32["what_if"].value("compute_model", ""), HasSubstr("(fp32 kernels)"));
+  EXPECT_THAT(fp32["what_if"].value("launch_bound", ""), HasSubstr("bound by launches"));
+  const auto bf16 = play(open + "project 8xH100 0 bf16\n");
+  EXPECT_THAT(bf16["what_if"].value("compute_model", ""), HasSubstr("(bf16 kernels)"));
+  EXPECT_THAT(bf16["what_if"].value("compute_model", ""),
+              HasSubstr("the run itself computed in fp32"));
+  const auto a100 = play(open + "project 8xA100 0 fp32\n");
+  EXPECT_THAT(a100.value("what_if_error", ""), HasSubstr("no measured fp32 GEMM"));
+}
+
 // What is not a trace says what it is; another tool's trace opens as a trace, not a failure.
 TEST(GuiOpen, SaysWhatAPathIsInsteadOfATrace) {
   const auto dir = test::test_temp_dir();
