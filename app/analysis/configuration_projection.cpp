@@ -107,6 +107,8 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
           "strategy",
           "projects data-parallel strategies, cp, ep and the tp / pp / hybrid layouts; " +
               config.strategy + " is " + family_name(traits.family));
+  // The profile first: fp32 where it measured no fp32 rates is refused whatever the layout.
+  check_priced_precision(config.strategy_options.precision, hw, false, 1);
   require(config.world <= hw.gpus(), "world",
           std::to_string(config.world) + " GPUs, but " + hw.name + " has " +
               std::to_string(hw.gpus()) + " (give --nodes N for more nodes)");

@@ -45,7 +45,9 @@ struct TraceProjection {
 // or half its peak where none was measured. A compute_scale given scales everything.
 // `precision` is what the priced kernels compute in: bf16 (as GPUs train, `project`'s default)
 // or fp32, whatever the run recorded; fp32 where the profile cannot price it throws ConfigError
-// (pass_pricing.h's check_priced_precision).
+// (pass_pricing.h's check_priced_precision). Where nothing is priced kernel by kernel (a scale
+// given, a GPU's recording, no run description, compute "as measured"), `precision` is unused
+// and compute_model stays empty: callers that were asked for a precision say so.
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
                                        const profiling::HardwareProfile& hw, double compute_scale,
                                        const std::string& precision = "bf16");

@@ -249,6 +249,14 @@ void RunFlags::add_to(CLI::App& app) {
   }
 }
 
+std::vector<std::string> RunFlags::given_keys() const {
+  std::vector<std::string> keys;
+  for (const auto& spec : run_flag_specs())
+    if (static_cast<const CLI::Option*>(given_.at(spec.flag))->count() > 0)
+      keys.push_back(spec.key);
+  return keys;
+}
+
 nlohmann::json RunFlags::overrides() const {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& spec : run_flag_specs()) {

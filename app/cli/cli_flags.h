@@ -31,6 +31,8 @@ class RunFlags {
   nlohmann::json overrides() const;
   // The keys of `config_file` (if not empty; JSON with comments), then the given flags on top.
   nlohmann::json config_overrides(const std::string& config_file) const;
+  // The config keys of the flags given on the command line ("world", "model.frozen").
+  std::vector<std::string> given_keys() const;
   // "--heads (model.heads)" for a config key that has a flag, else the key itself.
   static std::string describe_key(const std::string& key);
 

@@ -1,6 +1,5 @@
 #include "app/cli/project_args.h"
 
-#include <algorithm>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -73,13 +72,7 @@ int dispatch_project(ProjectArgs& project, std::ostream& out, std::ostream& err)
   try {
     nlohmann::json overrides = project.flags.config_overrides("");
     project.options.configured = !overrides.empty();
-    const nlohmann::json flat = overrides.flatten();  // items() must not outlive it
-    for (const auto& [pointer, value] : flat.items()) {
-      if (pointer.empty()) continue;        // an empty object flattens to {"": null}
-      std::string key = pointer.substr(1);  // "/model/layers" -> "model.layers"
-      std::replace(key.begin(), key.end(), '/', '.');
-      project.options.run_keys.push_back(key);
-    }
+    project.options.run_keys = project.flags.given_keys();
     // An explicit --precision fp32 stays, and the projection refuses it, naming the flag.
     if (!overrides.contains("strategy_options") ||
         !overrides["strategy_options"].contains("precision"))

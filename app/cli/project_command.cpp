@@ -126,6 +126,21 @@ int project_memory(const ProjectOptions& o, const Config& config,
 
 int project_trace(const ProjectOptions& o, const std::string& precision,
                   const profiling::HardwareProfile& hw, std::ostream& out) {
+  // What a trace is not projected with: each names something else to project.
+  const std::pair<bool, const char*> other_projections[] = {
+      {!o.collective.empty(), "--collective"},
+      {!o.bytes.empty(), "--bytes"},
+      {o.ranks_given, "--ranks"},
+      {o.memory, "--memory"},
+      {o.fp32, "--fp32 (--memory's; a trace's kernels take --precision fp32)"},
+      {o.search, "--search"},
+      {o.nodes != 0, "--nodes"}};
+  for (const auto& [given, flag] : other_projections) {
+    if (given)
+      throw std::invalid_argument(std::string(flag) +
+                                  " does not apply to a trace, which is replayed onto the "
+                                  "profile's GPUs one rank a GPU");
+  }
   // A trace is projected as it ran: of the run flags, only the precision its compute is priced
   // in applies (bf16 unless told fp32, whatever the run recorded).
   bool precision_given = false;

@@ -33,6 +33,13 @@ void project(GuiSession& session, LoadedRun& run) {
                  {"measured_efficiency", t.measured_efficiency},
                  {"projected_efficiency", t.projected_efficiency}};
     if (t.mfu) w.figures["mfu"] = *t.mfu;
+    if (w.price_fp32 && t.compute_model.empty()) {
+      // Ticked, and nothing priced kernel by kernel: say so rather than show a scaled step.
+      w.figures = nullptr;
+      w.error = "fp32 kernels: this trace's compute is not priced kernel by kernel on " + hw.name +
+                " (" + t.scale_source + "), so no precision applies to it";
+      return;
+    }
     // Every column names its lens: the recording's wall clock beside device time on the target.
     w.figures["measured_lens"] = "measured wall clock";
     w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
@@ -87,7 +94,7 @@ void draw_what_if_window(GuiSession& session) {
   ImGui::InputFloat("compute scale (0: calibrated)", &w.compute_scale, 0, 0, "%.4g");
   ImGui::SameLine();
   // A given scale replaces the kernel-by-kernel pricing, and with it any precision.
-  ImGui::BeginDisabled(w.compute_scale != 0);
+  ImGui::BeginDisabled(w.compute_scale > 0);
   ImGui::Checkbox("fp32 kernels", &w.price_fp32);
   ImGui::EndDisabled();
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled))

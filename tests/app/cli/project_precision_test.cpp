@@ -66,7 +66,7 @@ TEST(ProjectConfiguration, Fp32IsPricedWhereTheGpuMeasuredIt) {
       {{"--hardware", "8xH100"}, {"--precision", "fp32"}, {"--strategy", "cp"}, {"--tp", ""}},
       {"--cp", "2"}));
   EXPECT_EQ(cp.code, 2);
-  EXPECT_NE(cp.err.find("context parallelism"), std::string::npos) << cp.err;
+  EXPECT_NE(cp.err.find("fp32 is priced for dense models"), std::string::npos) << cp.err;
 }
 
 // A CPU run recorded in fp32 (run's default) replays onto a GPU in bf16, as GPUs train, unless
@@ -96,10 +96,23 @@ TEST(ProjectTrace, PricesItsComputeInTheGivenPrecision) {
   EXPECT_EQ(a100.code, 2);
   EXPECT_NE(a100.err.find("--precision"), std::string::npos) << a100.err;
   EXPECT_NE(a100.err.find("8xA100"), std::string::npos) << a100.err;
-  const test::CliResult world = cli({"project", trace, "--world", "8"});
-  EXPECT_EQ(world.code, 2);
-  EXPECT_NE(world.err.find("--world"), std::string::npos) << world.err;
-  EXPECT_NE(world.err.find("as it ran"), std::string::npos) << world.err;
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--world", "8"}, {"--freeze", "wte"}, {"--preset", "small"}}) {
+    const test::CliResult given = cli({"project", trace, flag, value});
+    EXPECT_EQ(given.code, 2) << flag;
+    EXPECT_NE(given.err.find(flag), std::string::npos) << given.err;
+    EXPECT_NE(given.err.find("as it ran"), std::string::npos) << given.err;
+  }
+  // `project`'s own flags for other projections, --memory's --fp32 among them.
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--fp32"}, {"--nodes", "2"}, {"--memory"}, {"--search"}}) {
+    std::vector<std::string> args = {"project", trace};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const test::CliResult given = cli(args);
+    EXPECT_EQ(given.code, 2) << flags[0];
+    EXPECT_NE(given.err.find(flags[0] + " "), std::string::npos) << given.err;
+    EXPECT_NE(given.err.find("does not apply to a trace"), std::string::npos) << given.err;
+  }
   const test::CliResult scaled =
       cli({"project", trace, "--precision", "fp32", "--compute-scale", "0.01"});
   EXPECT_EQ(scaled.code, 2);

@@ -117,6 +117,9 @@ TEST_F(GuiLabels, WhatIfPricesTheKernelsInThePrecisionTicked) {
               HasSubstr("the run itself computed in fp32"));
   const auto a100 = play(open + "project 8xA100 0 fp32\n");
   EXPECT_THAT(a100.value("what_if_error", ""), HasSubstr("no measured fp32 GEMM"));
+  // A scale given replaces the pricing: ticked fp32 then says it does not apply.
+  const auto scaled = play(open + "project 8xH100 0.01 fp32\n");
+  EXPECT_THAT(scaled.value("what_if_error", ""), HasSubstr("no precision applies"));
 }
 
 // What is not a trace says what it is; another tool's trace opens as a trace, not a failure.
