@@ -298,14 +298,19 @@ TEST(DeviceTimePhysics, EqualPipelineStagesIdleTheTextbookBubble) {
     // few per cent of each other; once, in a fresh-clone CI run, one stage measured 30 % more
     // compute than the rest through the whole recording (its bubble 22.7 %, the others' 37-41 %)
     // on a machine that lent it less. Such a recording does not have the formula's premise, so
-    // it is recorded again, up to twice; the physics is held to the first that has it.
+    // it is recorded again, up to three times, and the physics is held to the recording whose
+    // stages came nearest equal: a GPipe run whose stages differed by 13.1 % (accepted when 15 %
+    // was enough) put one stage 7.0 points off the formula in a fresh-clone CI run, where runs
+    // here differ by 1-4.5 %.
     double spread = 0;
     std::map<int, double> bubbles;
-    for (int attempt = 0; attempt < 3; ++attempt) {
-      bubbles = bubble_by_rank(equal_stages(schedule, p, 1, m, 0, 8), &spread);
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      double this_spread = 0;
+      auto these = bubble_by_rank(equal_stages(schedule, p, 1, m, 0, 8), &this_spread);
       std::printf("%s: the stages' median compute differs by %.1f %%\n", schedule,
-                  (spread - 1) * 100);
-      if (spread <= 1.15) break;
+                  (this_spread - 1) * 100);
+      if (attempt == 0 || this_spread < spread) spread = this_spread, bubbles = std::move(these);
+      if (spread <= 1.06) break;
     }
     EXPECT_LE(spread, 1.15) << schedule << ": equal stages measured unequal compute";
     ASSERT_EQ(bubbles.size(), static_cast<size_t>(p)) << schedule;
