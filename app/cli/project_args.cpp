@@ -35,7 +35,9 @@ void add_project_subcommand(CLI::App& app, ProjectArgs* project) {
   sub.add_option("--algorithm", options.algorithm, "ring, tree or auto")->group("Projection");
   sub.add_option("trace", options.traces,
                  "a recorded trace to replay onto the hardware (native or Chrome JSON), a folder "
-                 "of rank traces, or several PyTorch profiler files of one job (one a rank)");
+                 "of rank traces, or several PyTorch profiler files of one job (one a rank); "
+                 "a run of ours has its kernels priced on the profile's GPU in bf16, or in fp32 "
+                 "with --precision fp32");
   sub.add_option("--compute-scale", options.compute_scale,
                  "trace replay: projected / measured compute time (default: the measuring "
                  "device's matmul rate against the target's, or half its peak)")
