@@ -47,9 +47,14 @@ struct TraceProjection {
 // or fp32, whatever the run recorded; fp32 where the profile cannot price it throws ConfigError
 // (pass_pricing.h's check_priced_precision). Where nothing is priced kernel by kernel (a scale
 // given, a GPU's recording, no run description, compute "as measured"), `precision` is unused
-// and compute_model stays empty: callers that were asked for a precision say so.
+// and compute_model stays empty: callers that were asked for one say so
+// (require_priced_precision).
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
                                        const profiling::HardwareProfile& hw, double compute_scale,
                                        const std::string& precision = "bf16");
+
+// For a caller asked for a precision: throws ConfigError naming strategy_options.precision when
+// `t` priced nothing kernel by kernel on `hw`, so that no precision applied to it.
+void require_priced_precision(const TraceProjection& t, const profiling::HardwareProfile& hw);
 
 }  // namespace shardscope::analysis

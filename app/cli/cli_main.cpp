@@ -1,6 +1,5 @@
 #include <unistd.h>
 
-#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -18,7 +17,6 @@
 #include "app/cli/cli_main.h"
 #include "app/cli/collect_command.h"
 #include "app/cli/project_args.h"
-#include "app/cli/project_command.h"
 #include "app/cli/report_command.h"
 #include "app/cli/run_command.h"
 #include "app/cli/run_outputs.h"

@@ -162,10 +162,7 @@ int project_trace(const ProjectOptions& o, const std::string& precision,
   for (const auto& path : o.traces) named += (named.empty() ? "" : " ") + path;
   const analysis::TraceProjection t =
       analysis::project_recorded_trace(measured, hw, o.compute_scale, precision);
-  if (precision_given && t.compute_model.empty())
-    throw ConfigError("strategy_options.precision",
-                      "this trace's compute is not priced kernel by kernel on " + hw.name + " (" +
-                          t.scale_source + "), so no precision applies to it");
+  if (precision_given) analysis::require_priced_precision(t, hw);
   if (o.json) {
     // Both traces' figures (trace_figures.h), machine-readable: what was measured and what the
     // hardware would do.

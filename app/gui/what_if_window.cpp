@@ -5,6 +5,7 @@
 #include "app/analysis/node_placement.h"
 #include "app/analysis/trace_projection.h"
 #include "app/gui/windows.h"
+#include "engine/train/config.h"
 #include "profiling/metrics/figure_text.h"
 #include "profiling/projection/hardware_profile.h"
 
@@ -21,6 +22,8 @@ void project(GuiSession& session, LoadedRun& run) {
     const auto hw = profiling::load_hardware_profile(w.hardware_names.at(w.hardware));
     const analysis::TraceProjection t = analysis::project_recorded_trace(
         run.trace, hw, w.compute_scale, w.price_fp32 ? "fp32" : "bf16");
+    // Ticked, and nothing priced kernel by kernel: say so rather than show a scaled step.
+    if (w.price_fp32) analysis::require_priced_precision(t, hw);
     w.figures = {{"hardware", hw.name},
                  {"compute_scale", t.compute_scale},
                  {"scale_source", t.scale_source},
@@ -33,13 +36,6 @@ void project(GuiSession& session, LoadedRun& run) {
                  {"measured_efficiency", t.measured_efficiency},
                  {"projected_efficiency", t.projected_efficiency}};
     if (t.mfu) w.figures["mfu"] = *t.mfu;
-    if (w.price_fp32 && t.compute_model.empty()) {
-      // Ticked, and nothing priced kernel by kernel: say so rather than show a scaled step.
-      w.figures = nullptr;
-      w.error = "fp32 kernels: this trace's compute is not priced kernel by kernel on " + hw.name +
-                " (" + t.scale_source + "), so no precision applies to it";
-      return;
-    }
     // Every column names its lens: the recording's wall clock beside device time on the target.
     w.figures["measured_lens"] = "measured wall clock";
     w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
@@ -67,6 +63,10 @@ void project(GuiSession& session, LoadedRun& run) {
     w.projected = make_loaded_run(t.projected, "projected onto " + hw.name);
     w.projected->label = run.label + ", projected onto " + hw.name;
     w.timeline.reset();
+  } catch (const ConfigError& e) {
+    // The tab's own words, not the config key: "fp32 kernels: 8xA100 has no measured ...".
+    const std::string message = std::string(e.what()).substr(e.field().size() + 2);
+    w.error = e.field() == "strategy_options.precision" ? "fp32 kernels: " + message : message;
   } catch (const std::exception& e) {
     w.error = e.what();
   }
