@@ -15,12 +15,23 @@
 namespace shardscope::analysis {
 namespace {
 
+// Of a collective and the compute beside it, the share of the shorter that the pair hides, as
+// the GPU measured it (shared_gpu_streams.h) for a collective at NVLink's pace within a node.
+// A group that crosses nodes (its collectives at the network's pace, moving a fraction of those
+// bytes through each GPU's memory), and a GPU that did not measure it (the A100), are priced
+// with neither slowing the other, as projections were until 2026-11-28: the fastest they go.
+double hidden_share(const profiling::HardwareProfile& gpu,
+                    const profiling::HardwareProfile& group) {
+  const double measured = gpu.gpu.collective_hidden_beside_gemm;
+  return measured > 0 && group.nodes <= 1 ? measured : 1.0;
+}
+
 // ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
 // it runs them (the embeddings, each block, the head) beside the compute: what of them the
 // compute does not hide; `timeline` receives the micro-batch's two streams.
 double zero3_exposed_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                              double reduce_bytes, int ranks,
-                             const profiling::HardwareProfile& group,
+                             const profiling::HardwareProfile& group, double share,
                              DataParallelTimeline* timeline) {
   const profiling::ParameterTensors tensors =
       profiling::parameter_tensor_sizes(model_shape(config.model));
@@ -51,9 +62,10 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
     units.push_back(unit(c.block_forward, c.block_backward, block, block, block));
   units.push_back(unit(c.head_forward, c.head_backward, head, head, tied ? 0 : head));
   const UnitPassTime pass =
-      sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass);
+      sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass, share);
   timeline->units = true;
   timeline->what = "parameter all-gathers and gradient reduce-scatters the compute did not hide";
+  if (share < 1) timeline->what += ", and the compute they slowed";
   return pass.span_s - pass.compute_s;
 }
 
@@ -108,7 +120,7 @@ std::vector<GradientUnit> gradient_units(const Config& config, const GroupComput
 // each ran, and says what in words.
 double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                                double held, double reduce_bytes, int ranks,
-                               const profiling::HardwareProfile& group,
+                               const profiling::HardwareProfile& group, double share,
                                DataParallelTimeline* timeline) {
   const StrategyTraits traits = strategy_traits(config.strategy);
   const GradientSync& sync = traits.gradient_sync;
@@ -138,12 +150,19 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
   t.after_step_op =
       sync.after_step == GradientSync::AfterStep::kAllGather ? "all_gather" : "broadcast";
   t.sync_op = traits.zero_stage >= 2 ? "reduce_scatter" : "all_reduce";
-  t.tail_name = overlap ? "gradient buckets still reducing after backward"
-                        : "gradient buckets reduced after backward";
+  t.sync.clear();
+  t.tail_s =
+      gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, &t.sync, share);
+  // Beside a backward that the buckets slowed, the tail holds that slowdown too.
+  const bool slowed = overlap && share < 1 &&
+                      gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight,
+                                         nullptr, 1.0) < t.tail_s;
+  t.tail_name = !overlap ? "gradient buckets reduced after backward"
+                : slowed ? "gradient buckets still reducing after backward, and the backward "
+                           "they slowed"
+                         : "gradient buckets still reducing after backward";
   t.what =
       t.tail_name + (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
-  t.sync.clear();
-  t.tail_s = gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, &t.sync);
   return t.tail_s + t.after_step_s;
 }
 
@@ -160,11 +179,12 @@ DataParallelComm data_parallel_comm(const Config& config, const DataParallelShap
   const double reduce_bytes = config.strategy_options.reduce_dtype == "bf16" ? 2 : 4;
   const auto group = profiling::group_profile(hw, d.ranks, d.tp);
   if (traits.zero_stage >= 3) {
-    out.seconds = d.micro_batches * zero3_exposed_seconds(config, d.param_bytes, c, reduce_bytes,
-                                                          d.ranks, group, &out.timeline);
+    out.seconds =
+        d.micro_batches * zero3_exposed_seconds(config, d.param_bytes, c, reduce_bytes, d.ranks,
+                                                group, hidden_share(hw, group), &out.timeline);
   } else if (family == StrategyFamily::kDataParallel) {
     out.seconds = replicated_sync_seconds(config, d.param_bytes, c, d.held, reduce_bytes, d.ranks,
-                                          group, &out.timeline);
+                                          group, hidden_share(hw, group), &out.timeline);
   } else {
     // All at once after backward, not overlapped (Megatron-LM's in 2021-22; our pipelines
     // reduce buckets during the last backward, which this leaves out: an upper bound). Under

@@ -5,75 +5,38 @@
 #include <deque>
 
 namespace shardscope::analysis {
-namespace {
-
-// Appends an interval to a stream's record; back-to-back intervals of one kind become one.
-void append(std::vector<StreamInterval>* stream, StreamInterval::Kind kind, double start,
-            double end) {
-  if (stream == nullptr || end <= start) return;
-  if (!stream->empty() && stream->back().kind == kind && start <= stream->back().end + 1e-12) {
-    stream->back().end = std::max(stream->back().end, end);
-    return;
-  }
-  stream->push_back({kind, start, end});
-}
-
-// Two streams: the compute stream runs a unit once its gather is done; the communicator's runs
-// each collective after the one issued before it, from the moment it is issued. Each records
-// what it ran where it is asked to.
-struct Streams {
-  double compute = 0, comm = 0;
-  std::vector<StreamInterval>*compute_record = nullptr, *comm_record = nullptr;
-  // A collective of `seconds` issued at `at`: when it finishes. None (0 s: nothing to move, or
-  // a unit still held) waits for nothing.
-  double issue(double at, double seconds, StreamInterval::Kind kind) {
-    if (seconds <= 0) return at;
-    const double start = std::max(comm, at);
-    comm = start + seconds;
-    append(comm_record, kind, start, comm);
-    return comm;
-  }
-  // The compute stream runs `seconds` of `kind` once it and `ready` allow.
-  void run(double ready, double seconds, StreamInterval::Kind kind) {
-    const double start = std::max(compute, ready);
-    compute = start + seconds;
-    append(compute_record, kind, start, compute);
-  }
-};
-
-}  // namespace
-
 UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch,
-                               StreamTimeline* timeline) {
+                               StreamTimeline* timeline, double hidden_share) {
   UnitPassTime out;
   if (units.empty()) return out;
   const size_t n = units.size();
-  Streams s;
-  if (timeline != nullptr) s.compute_record = &timeline->compute, s.comm_record = &timeline->comm;
+  SharedGpuStreams s;
   using K = StreamInterval;
-  std::vector<double> gathered(n, 0);
-  // Forward: the first unit's gather starts the pass.
-  gathered[0] = s.issue(0, units[0].gather_s, K::kGather);
+  // Each unit's gather (-1: none to wait for) and the compute task that ran last.
+  std::vector<int> gathered(n, -1);
+  // Forward: the first unit's gather starts the pass; with prefetch, the next unit's gather is
+  // issued as a unit starts computing, else when it is done.
+  gathered[0] = s.collective(units[0].gather_s, K::kGather);
+  int last = -1;
   for (size_t u = 0; u < n; ++u) {
-    const double start = std::max(s.compute, gathered[u]);
-    if (u + 1 < n && prefetch) gathered[u + 1] = s.issue(start, units[u + 1].gather_s, K::kGather);
-    s.run(gathered[u], units[u].forward_s, K::kForward);
-    out.compute_s += units[u].forward_s;
-    if (u + 1 < n && !prefetch)
-      gathered[u + 1] = s.issue(s.compute, units[u + 1].gather_s, K::kGather);
+    last = s.compute(units[u].forward_s, K::kForward, gathered[u]);
+    if (u + 1 < n)
+      gathered[u + 1] = s.collective(units[u + 1].gather_s, K::kGather, last, !prefetch);
   }
-  // Backward, last unit first: forward freed every unit, so each is gathered again.
-  gathered[n - 1] = s.issue(s.compute, units[n - 1].regather_s, K::kGather);
+  // Backward, last unit first: forward freed every unit, so each is gathered again; a unit's
+  // reduce-scatter goes when its backward is done (ahead of the next gather without prefetch).
+  gathered[n - 1] = s.collective(units[n - 1].regather_s, K::kGather, last, true);
   for (size_t u = n; u-- > 0;) {
-    const double start = std::max(s.compute, gathered[u]);
-    if (u > 0 && prefetch) gathered[u - 1] = s.issue(start, units[u - 1].regather_s, K::kGather);
-    s.run(gathered[u], units[u].backward_s, K::kBackward);
-    out.compute_s += units[u].backward_s;
-    if (units[u].reduce_s > 0) s.issue(s.compute, units[u].reduce_s, K::kReduce);
+    last = s.compute(units[u].backward_s, K::kBackward, gathered[u]);
+    if (u > 0 && prefetch)
+      gathered[u - 1] = s.collective(units[u - 1].regather_s, K::kGather, last);
+    s.collective(units[u].reduce_s, K::kReduce, last, true);
     if (u > 0 && !prefetch)
-      gathered[u - 1] = s.issue(s.compute, units[u - 1].regather_s, K::kGather);
+      gathered[u - 1] = s.collective(units[u - 1].regather_s, K::kGather, last, true);
   }
-  out.span_s = std::max(s.compute, s.comm);
+  const SharedGpuStreams::Result r = s.run(hidden_share, timeline);
+  out.compute_s = r.compute_alone_s;
+  out.span_s = std::max(r.compute_end, r.comm_end);
   return out;
 }
 
@@ -99,29 +62,33 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientUnit
 double gradient_sync_tail(const std::vector<GradientUnit>& units,
                           const std::vector<GradientBucket>& buckets, bool overlap,
                           const std::function<double(double bytes)>& collective_s,
-                          int max_in_flight, std::vector<StreamInterval>* comm) {
-  double backward = 0;
-  for (const GradientUnit& u : units) backward += u.backward_s;
-  Streams s;
-  s.comm_record = comm;
-  std::deque<double> unfinished;  // when each bucket issued and not yet waited for finishes
-  size_t next = 0;                // the next bucket to issue
+                          int max_in_flight, std::vector<StreamInterval>* comm,
+                          double hidden_share) {
+  SharedGpuStreams s;
+  std::deque<int> unfinished;  // the buckets issued and not yet waited for
+  size_t next = 0;             // the next bucket to issue
+  int last = -1;               // the compute task that ran last
   // Backward runs the units last first; a bucket goes when the unit completing it is done (with
-  // overlap), else when backward is.
+  // overlap), else when backward is. Past `max_in_flight` unfinished, backward waits for the
+  // oldest.
   const auto issue_ready = [&](size_t done_unit, bool all) {
     for (; next < buckets.size() && (all || buckets[next].unit >= done_unit); ++next) {
-      unfinished.push_back(
-          s.issue(s.compute, collective_s(buckets[next].bytes), StreamInterval::kReduce));
+      const int j =
+          s.collective(collective_s(buckets[next].bytes), StreamInterval::kReduce, last, true);
+      if (j >= 0) unfinished.push_back(j);
       for (; max_in_flight > 0 && int(unfinished.size()) > max_in_flight; unfinished.pop_front())
-        s.compute = std::max(s.compute, unfinished.front());
+        last = s.compute(0, StreamInterval::kBackward, unfinished.front());
     }
   };
   for (size_t u = units.size(); u-- > 0;) {
-    s.compute += units[u].backward_s;
+    last = s.compute(units[u].backward_s, StreamInterval::kBackward);
     if (overlap) issue_ready(u, false);
   }
   issue_ready(0, true);
-  return std::max(s.compute, s.comm) - backward;
+  StreamTimeline timeline;
+  const SharedGpuStreams::Result r = s.run(hidden_share, &timeline);
+  if (comm != nullptr) *comm = timeline.comm;
+  return std::max(r.compute_end, r.comm_end) - r.compute_alone_s;
 }
 
 }  // namespace shardscope::analysis

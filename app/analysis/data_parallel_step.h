@@ -3,11 +3,15 @@
 #include <functional>
 #include <vector>
 
+#include "app/analysis/shared_gpu_streams.h"
+
 namespace shardscope::analysis {
 
 // How a data-parallel step's communication meets its compute, as our strategies run it, on a
 // compute stream and the communicator's stream beside it (one collective after another, each
-// from the moment it is issued). The compute beside a collective is not slowed.
+// from the moment it is issued). `hidden_share`: of a collective and compute beside it, the
+// share of the shorter that the pair hides on the GPU (shared_gpu_streams.h); 1, the default:
+// neither slows the other.
 
 // ZeRO-3 (our `fsdp`) trains unit by unit: each unit's parameters are all-gathered before its
 // forward and again before its backward, and its gradients reduce-scattered once its backward is
@@ -23,25 +27,15 @@ struct UnitWork {
   double reduce_s = 0;                   // one reduce-scatter of its gradients (0: none here)
 };
 
-// What a stream was busy with, and when (seconds from the start of the pass). Back-to-back
-// intervals of one kind are one interval: a timeline draws them, not each unit's.
-struct StreamInterval {
-  enum Kind { kForward, kBackward, kGather, kReduce } kind = kForward;
-  double start = 0, end = 0;
-};
-struct StreamTimeline {
-  std::vector<StreamInterval> compute, comm;
-};
-
 struct UnitPassTime {
   double span_s = 0;     // from the first gather to the last reduce-scatter
-  double compute_s = 0;  // the compute stream's busy time
+  double compute_s = 0;  // the compute stream's work, as long as it takes alone on the GPU
 };
 
 // One micro-batch through `units` in forward order (backward runs them in reverse). `timeline`,
 // if given, receives both streams.
 UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch,
-                               StreamTimeline* timeline = nullptr);
+                               StreamTimeline* timeline = nullptr, double hidden_share = 1);
 
 // A unit's backward in the last micro-batch, and the bytes of the gradients it produces, tensor
 // by tensor in the order backward produces them.
@@ -66,11 +60,13 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientUnit
 // is done, one after another; without, all of them once backward is over. `collective_s`: what
 // one collective of that many bytes takes. `max_in_flight` > 0: the backward waits, each time it
 // issues one, until no more than that many are unfinished (ZeRO-2 keeps two). Returns how much
-// the sync adds to backward: its waits, and what runs past its end. `comm`, if given, receives
-// when the collectives ran, from the start of backward.
+// the sync adds to backward: its waits, the slowdown of the backward beside the collectives, and
+// what runs past its end. `comm`, if given, receives when the collectives ran, from the start of
+// backward.
 double gradient_sync_tail(const std::vector<GradientUnit>& units,
                           const std::vector<GradientBucket>& buckets, bool overlap,
                           const std::function<double(double bytes)>& collective_s,
-                          int max_in_flight = 0, std::vector<StreamInterval>* comm = nullptr);
+                          int max_in_flight = 0, std::vector<StreamInterval>* comm = nullptr,
+                          double hidden_share = 1);
 
 }  // namespace shardscope::analysis

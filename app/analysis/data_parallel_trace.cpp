@@ -50,9 +50,14 @@ double draw_unit_passes(Drawing& d, const DataParallelStep& s, const StreamTimel
       const bool forward = i.kind == StreamInterval::kForward;
       if (at + i.start > idle_from)
         d.add("wait all_gather", profiling::Category::kWait, idle_from, at + i.start, k);
+      // The compute as long as it takes alone, then what the collectives beside it added.
+      const double alone_end = std::min(i.end, i.start + i.alone_s);
       d.add((forward ? "forward " : "backward ") + std::to_string(k),
             forward ? profiling::Category::kForward : profiling::Category::kBackward, at + i.start,
-            at + i.end, k);
+            at + alone_end, k);
+      if (i.end - alone_end > 1e-12)
+        d.add("compute slowed beside the collectives", profiling::Category::kWait, at + alone_end,
+              at + i.end, k);
       idle_from = at + i.end;
     }
     if (at + span > idle_from)

@@ -14,14 +14,15 @@
 namespace shardscope::analysis {
 namespace {
 
-ConfigurationProjection projected(const std::string& strategy, int world = 8) {
+ConfigurationProjection projected(const std::string& strategy, int world = 8,
+                                  const std::string& hardware = "8xA100") {
   Config c = config_from_json(nlohmann::json{{"strategy", strategy},
                                              {"world", world},
                                              {"preset", "gpt2-small"},
                                              {"global_batch", 8 * world},
                                              {"grad_accum", 2},
                                              {"strategy_options", {{"precision", "bf16"}}}});
-  return project_configuration(c, profiling::load_hardware_profile("8xA100"), 1);
+  return project_configuration(c, profiling::load_hardware_profile(hardware), 1);
 }
 
 // Seconds of rank 0's events by category and lane.
@@ -33,8 +34,15 @@ std::map<std::pair<profiling::Category, int>, double> seconds(const profiling::T
 }
 
 TEST(DataParallelTrace, TheDrawnStepIsTheProjectedOneWithItsCollectivesBesideTheCompute) {
-  for (const char* strategy : {"ddp_bucketed", "zero1", "zero2", "fsdp"}) {
-    const ConfigurationProjection p = projected(strategy);
+  // The A100 measured no slowdown of its compute beside a collective; the H100 did.
+  for (const auto& [strategy, hardware] : {std::pair{"ddp_bucketed", "8xA100"},
+                                           {"zero1", "8xA100"},
+                                           {"zero2", "8xA100"},
+                                           {"fsdp", "8xA100"},
+                                           {"ddp_bucketed", "8xH100"},
+                                           {"zero2", "8xH100"},
+                                           {"fsdp", "8xH100"}}) {
+    const ConfigurationProjection p = projected(strategy, 8, hardware);
     const auto s = seconds(p.trace);
     using C = profiling::Category;
     const auto at = [&](C c, int lane) {
@@ -50,10 +58,21 @@ TEST(DataParallelTrace, TheDrawnStepIsTheProjectedOneWithItsCollectivesBesideThe
     // backward and after the step.
     EXPECT_NEAR(at(C::kWait, profiling::kHostLane) + at(C::kGradSync, profiling::kHostLane),
                 p.data_comm_s, 1e-6)
-        << strategy;
+        << strategy << " on " << hardware;
     // The collectives beside the compute: more of them than what is exposed.
     EXPECT_GT(at(C::kCollective, profiling::kCommLane), p.data_comm_s) << strategy;
   }
+  // On the H100, ZeRO-3's compute beside its gathers is drawn as long as it takes alone, then
+  // what the gathers beside it added; the A100 draws none.
+  const auto slowed = [](const profiling::Trace& t) {
+    double seconds = 0;
+    for (const auto& e : t.ranks.at(0).events)
+      if (t.str(e.name) == "compute slowed beside the collectives")
+        seconds += (e.t1_ns - e.t0_ns) * 1e-9;
+    return seconds;
+  };
+  EXPECT_GT(slowed(projected("fsdp", 8, "8xH100").trace), 0.0);
+  EXPECT_EQ(slowed(projected("fsdp", 8, "8xA100").trace), 0.0);
   // ZeRO-3 gathers in every micro-batch; DDP reduces only in the last one's backward: none
   // starts during the first micro-batch (before the second forward starts).
   const auto collectives_in_first_micro_batch = [](const profiling::Trace& t) {
