@@ -20,10 +20,11 @@ namespace {
 // A group that crosses nodes (its collectives at the network's pace, moving a fraction of those
 // bytes through each GPU's memory), and a GPU that did not measure it (the A100), are priced
 // with neither slowing the other, as projections were until 2026-11-28: the fastest they go.
-double hidden_share(const profiling::HardwareProfile& gpu,
-                    const profiling::HardwareProfile& group) {
+// The compute's kernels fill `c.gpu_busy` of its time.
+GpuSharing gpu_sharing(const profiling::HardwareProfile& gpu,
+                       const profiling::HardwareProfile& group, const GroupCompute& c) {
   const double measured = gpu.gpu.collective_hidden_beside_gemm;
-  return measured > 0 && group.nodes <= 1 ? measured : 1.0;
+  return {measured > 0 && group.nodes <= 1 ? measured : 1.0, c.gpu_busy};
 }
 
 // ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
@@ -31,7 +32,7 @@ double hidden_share(const profiling::HardwareProfile& gpu,
 // compute does not hide; `timeline` receives the micro-batch's two streams.
 double zero3_exposed_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                              double reduce_bytes, int ranks,
-                             const profiling::HardwareProfile& group, double share,
+                             const profiling::HardwareProfile& group, const GpuSharing& sharing,
                              DataParallelTimeline* timeline) {
   const profiling::ParameterTensors tensors =
       profiling::parameter_tensor_sizes(model_shape(config.model));
@@ -62,10 +63,11 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
     units.push_back(unit(c.block_forward, c.block_backward, block, block, block));
   units.push_back(unit(c.head_forward, c.head_backward, head, head, tied ? 0 : head));
   const UnitPassTime pass =
-      sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass, share);
+      sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass, sharing);
   timeline->units = true;
   timeline->what = "parameter all-gathers and gradient reduce-scatters the compute did not hide";
-  if (share < 1) timeline->what += ", and the compute they slowed";
+  if (pass.span_s > sharded_unit_pass(units, config.strategy_options.prefetch).span_s + 1e-12)
+    timeline->what += ", and what they and the compute slowed each other by";
   return pass.span_s - pass.compute_s;
 }
 
@@ -120,7 +122,7 @@ std::vector<GradientUnit> gradient_units(const Config& config, const GroupComput
 // each ran, and says what in words.
 double replicated_sync_seconds(const Config& config, double param_bytes, const GroupCompute& c,
                                double held, double reduce_bytes, int ranks,
-                               const profiling::HardwareProfile& group, double share,
+                               const profiling::HardwareProfile& group, const GpuSharing& sharing,
                                DataParallelTimeline* timeline) {
   const StrategyTraits traits = strategy_traits(config.strategy);
   const GradientSync& sync = traits.gradient_sync;
@@ -152,14 +154,15 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
   t.sync_op = traits.zero_stage >= 2 ? "reduce_scatter" : "all_reduce";
   t.sync.clear();
   t.tail_s =
-      gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, &t.sync, share);
+      gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, &t.sync, sharing);
   // Beside a backward that the buckets slowed, the tail holds that slowdown too.
-  const bool slowed = overlap && share < 1 &&
-                      gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight,
-                                         nullptr, 1.0) < t.tail_s;
+  const bool slowed =
+      overlap &&
+      gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, nullptr) + 1e-12 <
+          t.tail_s;
   t.tail_name = !overlap ? "gradient buckets reduced after backward"
-                : slowed ? "gradient buckets still reducing after backward, and the backward "
-                           "they slowed"
+                : slowed ? "gradient buckets still reducing after backward, and what they and "
+                           "the backward slowed each other by"
                          : "gradient buckets still reducing after backward";
   t.what =
       t.tail_name + (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
@@ -181,10 +184,10 @@ DataParallelComm data_parallel_comm(const Config& config, const DataParallelShap
   if (traits.zero_stage >= 3) {
     out.seconds =
         d.micro_batches * zero3_exposed_seconds(config, d.param_bytes, c, reduce_bytes, d.ranks,
-                                                group, hidden_share(hw, group), &out.timeline);
+                                                group, gpu_sharing(hw, group, c), &out.timeline);
   } else if (family == StrategyFamily::kDataParallel) {
     out.seconds = replicated_sync_seconds(config, d.param_bytes, c, d.held, reduce_bytes, d.ranks,
-                                          group, hidden_share(hw, group), &out.timeline);
+                                          group, gpu_sharing(hw, group, c), &out.timeline);
   } else {
     // All at once after backward, not overlapped (Megatron-LM's in 2021-22; our pipelines
     // reduce buckets during the last backward, which this leaves out: an upper bound). Under

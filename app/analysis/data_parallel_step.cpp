@@ -6,7 +6,7 @@
 
 namespace shardscope::analysis {
 UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch,
-                               StreamTimeline* timeline, double hidden_share) {
+                               StreamTimeline* timeline, const GpuSharing& sharing) {
   UnitPassTime out;
   if (units.empty()) return out;
   const size_t n = units.size();
@@ -34,7 +34,7 @@ UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch
     if (u > 0 && !prefetch)
       gathered[u - 1] = s.collective(units[u - 1].regather_s, K::kGather, last, true);
   }
-  const SharedGpuStreams::Result r = s.run(hidden_share, timeline);
+  const SharedGpuStreams::Result r = s.run(sharing, timeline);
   out.compute_s = r.compute_alone_s;
   out.span_s = std::max(r.compute_end, r.comm_end);
   return out;
@@ -63,7 +63,7 @@ double gradient_sync_tail(const std::vector<GradientUnit>& units,
                           const std::vector<GradientBucket>& buckets, bool overlap,
                           const std::function<double(double bytes)>& collective_s,
                           int max_in_flight, std::vector<StreamInterval>* comm,
-                          double hidden_share) {
+                          const GpuSharing& sharing) {
   SharedGpuStreams s;
   std::deque<int> unfinished;  // the buckets issued and not yet waited for
   size_t next = 0;             // the next bucket to issue
@@ -86,7 +86,7 @@ double gradient_sync_tail(const std::vector<GradientUnit>& units,
   }
   issue_ready(0, true);
   StreamTimeline timeline;
-  const SharedGpuStreams::Result r = s.run(hidden_share, &timeline);
+  const SharedGpuStreams::Result r = s.run(sharing, &timeline);
   if (comm != nullptr) *comm = timeline.comm;
   return std::max(r.compute_end, r.comm_end) - r.compute_alone_s;
 }

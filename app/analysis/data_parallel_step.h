@@ -9,9 +9,8 @@ namespace shardscope::analysis {
 
 // How a data-parallel step's communication meets its compute, as our strategies run it, on a
 // compute stream and the communicator's stream beside it (one collective after another, each
-// from the moment it is issued). `hidden_share`: of a collective and compute beside it, the
-// share of the shorter that the pair hides on the GPU (shared_gpu_streams.h); 1, the default:
-// neither slows the other.
+// from the moment it is issued). `sharing`: how the two share the GPU (shared_gpu_streams.h);
+// the default: neither slows the other.
 
 // ZeRO-3 (our `fsdp`) trains unit by unit: each unit's parameters are all-gathered before its
 // forward and again before its backward, and its gradients reduce-scattered once its backward is
@@ -35,7 +34,7 @@ struct UnitPassTime {
 // One micro-batch through `units` in forward order (backward runs them in reverse). `timeline`,
 // if given, receives both streams.
 UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch,
-                               StreamTimeline* timeline = nullptr, double hidden_share = 1);
+                               StreamTimeline* timeline = nullptr, const GpuSharing& sharing = {});
 
 // A unit's backward in the last micro-batch, and the bytes of the gradients it produces, tensor
 // by tensor in the order backward produces them.
@@ -67,6 +66,6 @@ double gradient_sync_tail(const std::vector<GradientUnit>& units,
                           const std::vector<GradientBucket>& buckets, bool overlap,
                           const std::function<double(double bytes)>& collective_s,
                           int max_in_flight = 0, std::vector<StreamInterval>* comm = nullptr,
-                          double hidden_share = 1);
+                          const GpuSharing& sharing = {});
 
 }  // namespace shardscope::analysis

@@ -47,9 +47,14 @@ int SharedGpuStreams::collective(double seconds, StreamInterval::Kind kind, int 
   return int(comm_.size()) - 1;
 }
 
-SharedGpuStreams::Result SharedGpuStreams::run(double hidden_share,
+SharedGpuStreams::Result SharedGpuStreams::run(const GpuSharing& sharing,
                                                StreamTimeline* timeline) const {
-  const double shared_rate = 1 / (2 - std::clamp(hidden_share, 0.0, 1.0));
+  // While both run: each at 1 / (2 - h) of its pace where the compute's kernels fill the GPU;
+  // kernels that fill part of it keep the host's pace while slowed kernels still fit in it.
+  const double shared_rate = 1 / (2 - std::clamp(sharing.hidden_share, 0.0, 1.0));
+  const double busy = std::clamp(sharing.compute_busy, 1e-9, 1.0);
+  const double compute_rate = std::min(1.0, shared_rate / busy);
+  const double comm_rate = 1 - busy * (1 - shared_rate);
   Result out;
   for (const Task& t : compute_) out.compute_alone_s += t.seconds;
   // When each collective was issued (-1: not yet) and whether it is done; which collectives
@@ -95,14 +100,15 @@ SharedGpuStreams::Result SharedGpuStreams::run(double hidden_share,
       }
     }
     if (!c.busy && !m.busy) break;
-    const double rate = c.busy && m.busy ? shared_rate : 1.0;
+    const bool both = c.busy && m.busy;
+    const double c_rate = both ? compute_rate : 1.0, m_rate = both ? comm_rate : 1.0;
     const double inf = std::numeric_limits<double>::infinity();
-    const double c_dt = c.busy ? c.left / rate : inf, m_dt = m.busy ? m.left / rate : inf;
+    const double c_dt = c.busy ? c.left / c_rate : inf, m_dt = m.busy ? m.left / m_rate : inf;
     const double dt = std::min(c_dt, m_dt);
     now += dt;
     // The one that ends first ends exactly; the other too if it was as good as level with it.
-    if (c.busy) c.left = c_dt == dt ? 0 : c.left - dt * rate;
-    if (m.busy) m.left = m_dt == dt ? 0 : m.left - dt * rate;
+    if (c.busy) c.left = c_dt == dt ? 0 : c.left - dt * c_rate;
+    if (m.busy) m.left = m_dt == dt ? 0 : m.left - dt * m_rate;
     if (c.busy && c.left <= 1e-15) finish_compute();
     if (m.busy && m.left <= 1e-15) finish_comm();
   }

@@ -11,6 +11,17 @@ namespace shardscope::analysis {
 // 1 / (2 - h) of its speed alone: a pair started together then takes the longer plus (1 - h) of
 // the shorter, as measured; h 1 is two streams that do not slow each other, h 0 one stream.
 
+// How the two streams share the GPU: `hidden_share` h as above; `compute_busy`, the share of
+// the compute's time that the GPU runs its kernels (below 1 where the host's dispatch is the
+// longer: the kernels then wait for it). The two contend only while the kernels run: the compute
+// keeps its pace while its kernels, slowed, still keep up with the host, and the collective is
+// slowed in proportion (1 - compute_busy (1 - 1 / (2 - h))). The measured pairs were GEMMs back
+// to back, compute_busy 1.
+struct GpuSharing {
+  double hidden_share = 1;
+  double compute_busy = 1;
+};
+
 // What a stream was busy with, and when (seconds from the start). Back-to-back intervals of one
 // kind that nothing slowed are one interval: a timeline draws them, not each task. `alone_s`:
 // what its work would have taken with the GPU to itself (the rest of the interval is the
@@ -41,8 +52,8 @@ class SharedGpuStreams {
     double compute_end = 0, comm_end = 0;  // when each stream finished its last task
     double compute_alone_s = 0;            // the compute tasks' seconds alone on the GPU
   };
-  // Runs both streams with `hidden_share` h in [0, 1]; `timeline`, if given, receives them.
-  Result run(double hidden_share, StreamTimeline* timeline = nullptr) const;
+  // Runs both streams sharing the GPU as `sharing` says; `timeline`, if given, receives them.
+  Result run(const GpuSharing& sharing, StreamTimeline* timeline = nullptr) const;
 
  private:
   struct Task {

@@ -28,7 +28,7 @@ TEST(SharedGpuStreams, APairStartedTogetherTakesTheLongerAndWhatItDidNotHideOfTh
       s.collective(collective, K::kGather);
       s.compute(gemm, K::kForward);
       StreamTimeline t;
-      const auto r = s.run(h, &t);
+      const auto r = s.run({h, 1}, &t);
       const double longer = std::max(gemm, collective), shorter = std::min(gemm, collective);
       EXPECT_NEAR(std::max(r.compute_end, r.comm_end), longer + (1 - h) * shorter, 1e-15)
           << "h " << h << ", GEMM " << gemm;
@@ -38,6 +38,30 @@ TEST(SharedGpuStreams, APairStartedTogetherTakesTheLongerAndWhatItDidNotHideOfTh
       ASSERT_EQ(t.compute.size(), 1u);
       EXPECT_DOUBLE_EQ(t.compute[0].alone_s, gemm);
       EXPECT_NEAR(t.compute[0].end, r.compute_end, 1e-15);
+    }
+  }
+}
+
+// Compute bound by its host's dispatch leaves the GPU idle between its kernels: they contend with
+// a collective only while they run. Its kernels, slowed to 1 / (2 - h), keep the host's pace while
+// they still fit in its time; the collective is slowed in proportion to the kernels' share.
+TEST(SharedGpuStreams, ComputeBoundByItsHostContendsOnlyWhileItsKernelsRun) {
+  const double h = 0.47, shared = 1 / (2 - h);
+  const double gemm = 3e-3, collective = 1e-3;
+  for (const double busy : {0.25, 0.5, shared, 0.8, 1.0}) {
+    SharedGpuStreams s;
+    s.collective(collective, K::kGather);
+    s.compute(gemm, K::kForward);
+    const auto r = s.run({h, busy});
+    const double compute_rate = std::min(1.0, shared / busy), comm_rate = 1 - busy * (1 - shared);
+    EXPECT_NEAR(r.comm_end, collective / comm_rate, 1e-15) << busy;
+    EXPECT_NEAR(r.compute_end, r.comm_end + gemm - compute_rate * r.comm_end, 1e-15) << busy;
+    // Kernels that fit in the host's time even slowed: the compute keeps its pace.
+    if (busy <= shared) {
+      EXPECT_NEAR(r.compute_end, gemm, 1e-15) << busy;
+    }
+    if (busy == 1.0) {
+      EXPECT_NEAR(r.compute_end, gemm + (1 - h) * collective, 1e-15);
     }
   }
 }
@@ -52,7 +76,7 @@ TEST(SharedGpuStreams, WaitsAndIssuesInOrder) {
   s.collective(1e-3, K::kReduce, second, true);             // after it, alone
   EXPECT_EQ(first, 0);
   StreamTimeline t;
-  const auto r = s.run(0.5, &t);
+  const auto r = s.run({0.5, 1}, &t);
   // Both at 1 / 1.5 until the first compute ends (1.5 ms; 1 ms of the gather done); the gather's
   // last 1 ms alone (2.5 ms); the second compute alone (3.5 ms); its reduce alone (4.5 ms).
   EXPECT_NEAR(r.compute_end, 3.5e-3, 1e-15);
@@ -73,12 +97,12 @@ TEST(SharedGpuStreams, AShareOfNothingSerialisesAndMoreHiddenIsNeverSlower) {
   double compute = 0, comm = 0;
   for (const auto& w : u)
     compute += w.forward_s + w.backward_s, comm += 2 * w.gather_s + w.reduce_s;
-  EXPECT_NEAR(sharded_unit_pass(u, true, nullptr, 0).span_s, compute + comm, 1e-12);
+  EXPECT_NEAR(sharded_unit_pass(u, true, nullptr, {0, 1}).span_s, compute + comm, 1e-12);
   double previous = compute + comm;
   for (const double h : {0.25, 0.47, 0.75, 1.0}) {
-    const UnitPassTime t = sharded_unit_pass(u, true, nullptr, h);
+    const UnitPassTime t = sharded_unit_pass(u, true, nullptr, {h, 1});
     EXPECT_LT(t.span_s, previous) << h;
-    EXPECT_LE(t.span_s, sharded_unit_pass(u, false, nullptr, h).span_s + 1e-12) << h;
+    EXPECT_LE(t.span_s, sharded_unit_pass(u, false, nullptr, {h, 1}).span_s + 1e-12) << h;
     EXPECT_DOUBLE_EQ(t.compute_s, compute);
     previous = t.span_s;
   }
@@ -95,14 +119,15 @@ TEST(SharedGpuStreams, ABucketBesideBackwardSlowsItAsThePairWasMeasured) {
   ASSERT_EQ(buckets.size(), 2u);
   for (const double h : {0.0, 0.47, 1.0}) {
     std::vector<StreamInterval> comm;
-    EXPECT_NEAR(gradient_sync_tail(g, buckets, true, collective, 0, &comm, h), (2 - h) * 1e-3,
+    EXPECT_NEAR(gradient_sync_tail(g, buckets, true, collective, 0, &comm, {h, 1}), (2 - h) * 1e-3,
                 1e-15)
         << h;
     ASSERT_FALSE(comm.empty());
     EXPECT_NEAR(comm.back().end, (6 - h) * 1e-3, 1e-15) << h;
   }
   // Without overlap nothing runs beside backward, whatever the share.
-  EXPECT_NEAR(gradient_sync_tail(g, buckets, false, collective, 0, nullptr, 0.47), 2e-3, 1e-15);
+  EXPECT_NEAR(gradient_sync_tail(g, buckets, false, collective, 0, nullptr, {0.47, 1}), 2e-3,
+              1e-15);
 }
 
 // A projected data-parallel step applies the share where it was measured: a GPU that measured it
