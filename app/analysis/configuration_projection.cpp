@@ -200,16 +200,13 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
            profiling::host_or_device_seconds(ops.backward_weight, ops.backward_weight_host_s);
   };
   *layer_backward = backward_of(block);
-  const double block_kernels = profiling::total_seconds(block.forward) +
-                               profiling::total_seconds(block.backward_input) +
-                               profiling::total_seconds(block.backward_weight);
-  *groups = {forward_of(embedding),
-             backward_of(embedding),
-             *layer_forward,
-             *layer_backward,
-             forward_of(head),
-             backward_of(head),
-             std::min(1.0, block_kernels / (*layer_forward + *layer_backward))};
+  *groups = {forward_of(embedding), backward_of(embedding), *layer_forward,
+             *layer_backward,       forward_of(head),       backward_of(head)};
+  // Of a block's passes, the share its kernels fill (less where the host's dispatch is longer).
+  groups->gpu_busy = std::min(1.0, (profiling::total_seconds(block.forward) +
+                                    profiling::total_seconds(block.backward_input) +
+                                    profiling::total_seconds(block.backward_weight)) /
+                                       (*layer_forward + *layer_backward));
   // Each cast takes its kernel or its dispatch, whichever is longer.
   const auto cast_seconds = [&](bool head) {
     if (!shape.weight_casts_per_step) return 0.0;
@@ -456,6 +453,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
       groups, hw);
   p.data_comm_s = data_parallel.seconds;
   p.data_comm_what = data_parallel.what;
+  p.data_comm_slowed_s = data_parallel.compute_slowed_s;
   if (sp) {
     // The gradients of what every tensor rank holds whole (LayerNorms, row-parallel biases, the
     // position embedding), summed over the tensor group after backward.
@@ -480,7 +478,8 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   const double per_micro_batch = data_parallel.drawn && dp.units
                                      ? 2.0 * (dp.pass.compute.size() + dp.pass.comm.size()) + 1
                                      : 6.0 * l.pp * l.v;
-  const double events = per_micro_batch * l.m * l.flushes + double(dp.sync.size());
+  const double events =
+      per_micro_batch * l.m * l.flushes + double(dp.sync.comm.size() + 2 * dp.sync.compute.size());
   if (!draw) {
     p.undrawn = "not drawn";
   } else if (events > kMaxDrawnEvents) {

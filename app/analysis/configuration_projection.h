@@ -33,6 +33,7 @@ struct ConfigurationProjection {
   // The data-parallel group's communication the compute does not hide: gradients (and ZeRO's
   // parameters) as the strategy sends them; `data_comm_what` says what, for text and the trace.
   double data_comm_s = 0;
+  double data_comm_slowed_s = 0;  // of it: the compute running slower beside the collectives
   std::string data_comm_what;
   double optimizer_s = 0;
   // Of compute: the bf16 copies of the busiest rank's Linear weights, made once a step by each of

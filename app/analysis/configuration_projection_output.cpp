@@ -34,6 +34,8 @@ nlohmann::json projection_json(const ConfigurationProjection& p) {
             {"pipeline_wait", p.pipeline_wait_s},
             {"data_comm", p.data_comm_s},
             {"optimizer", p.optimizer_s}}},
+          // Of data_comm: the compute running slower beside the collectives.
+          {"data_comm_compute_slowed_s", p.data_comm_slowed_s},
           // Of compute: the bf16 weight copies made once a step.
           {"weight_casts_s", p.weight_casts_s},
           {"pipeline_transfer_s", p.pipeline_transfer_s},
@@ -79,7 +81,10 @@ std::string projection_text(const ConfigurationProjection& p) {
     << (within.empty() ? "" : ": " + within) << ")\n";
   o << "  pipeline bubble   " << f("%.3f s", p.pipeline_wait_s) << "  (transfers "
     << f("%.2f ms", 1e3 * p.pipeline_transfer_s) << " a hop included)\n";
-  o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (" << p.data_comm_what << ")\n";
+  o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (" << p.data_comm_what;
+  if (p.data_comm_slowed_s > 0)
+    o << "; of it " << f("%.3f s", p.data_comm_slowed_s) << " the compute slower beside them";
+  o << ")\n";
   o << "  optimizer         " << f("%.3f s", p.optimizer_s) << "\n";
   o << "  one block, one micro-batch: forward " << f("%.2f ms", 1e3 * p.layer_forward_s)
     << ", backward " << f("%.2f ms", 1e3 * p.layer_backward_s) << "\n";

@@ -15,16 +15,21 @@
 namespace shardscope::analysis {
 namespace {
 
-// Of a collective and the compute beside it, the share of the shorter that the pair hides, as
-// the GPU measured it (shared_gpu_streams.h) for a collective at NVLink's pace within a node.
-// A group that crosses nodes (its collectives at the network's pace, moving a fraction of those
-// bytes through each GPU's memory), and a GPU that did not measure it (the A100), are priced
-// with neither slowing the other, as projections were until 2026-11-28: the fastest they go.
-// The compute's kernels fill `c.gpu_busy` of its time.
+// How the compute and a collective run beside each other on the GPU, as it measured them
+// (GpuCompute::Contention) for a collective at NVLink's pace within a node. A group that crosses
+// nodes (its collectives at the network's pace, moving a fraction of those bytes through each
+// GPU's memory), and a GPU that measured nothing (the A100), are priced with neither slowing the
+// other, as projections were until 2026-11-28: the fastest they go. The compute's kernels fill
+// `c.gpu_busy` of its time.
 GpuSharing gpu_sharing(const profiling::HardwareProfile& gpu,
                        const profiling::HardwareProfile& group, const GroupCompute& c) {
-  const double measured = gpu.gpu.collective_hidden_beside_gemm;
-  return {measured > 0 && group.nodes <= 1 ? measured : 1.0, c.gpu_busy};
+  const profiling::GpuCompute::Contention measured = gpu.gpu.contention();
+  if (!measured.measured || group.nodes > 1) return {1, 1, c.gpu_busy};
+  return {measured.compute_rate, measured.collective_rate, c.gpu_busy};
+}
+
+bool shares_the_gpu(const GpuSharing& s) {
+  return s.compute_rate < 1 || s.collective_rate < 1;
 }
 
 // ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
@@ -66,8 +71,7 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
       sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass, sharing);
   timeline->units = true;
   timeline->what = "parameter all-gathers and gradient reduce-scatters the compute did not hide";
-  if (pass.span_s > sharded_unit_pass(units, config.strategy_options.prefetch).span_s + 1e-12)
-    timeline->what += ", and what they and the compute slowed each other by";
+  if (shares_the_gpu(sharing)) timeline->what += ", and what sharing the GPU with it added";
   return pass.span_s - pass.compute_s;
 }
 
@@ -152,20 +156,15 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
   t.after_step_op =
       sync.after_step == GradientSync::AfterStep::kAllGather ? "all_gather" : "broadcast";
   t.sync_op = traits.zero_stage >= 2 ? "reduce_scatter" : "all_reduce";
-  t.sync.clear();
+  t.sync = {};
   t.tail_s =
       gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, &t.sync, sharing);
-  // Beside a backward that the buckets slowed, the tail holds that slowdown too.
-  const bool slowed =
-      overlap &&
-      gradient_sync_tail(units, buckets, overlap, collective, sync.max_in_flight, nullptr) + 1e-12 <
-          t.tail_s;
-  t.tail_name = !overlap ? "gradient buckets reduced after backward"
-                : slowed ? "gradient buckets still reducing after backward, and what they and "
-                           "the backward slowed each other by"
-                         : "gradient buckets still reducing after backward";
-  t.what =
-      t.tail_name + (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
+  t.tail_name = overlap ? "gradient buckets still reducing after backward"
+                        : "gradient buckets reduced after backward";
+  // Beside a backward, the buckets and it share the GPU: the slowdown counts here too.
+  t.what = t.tail_name +
+           (overlap && shares_the_gpu(sharing) ? ", and what sharing the GPU with it added" : "") +
+           (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
   return t.tail_s + t.after_step_s;
 }
 
@@ -210,6 +209,9 @@ DataParallelComm data_parallel_comm(const Config& config, const DataParallelShap
     return out;
   }
   if (out.seconds > 0) out.what = out.timeline.what;
+  out.compute_slowed_s = out.timeline.units
+                             ? d.micro_batches * slowed_seconds(out.timeline.pass.compute)
+                             : slowed_seconds(out.timeline.sync.compute);
   return out;
 }
 

@@ -28,10 +28,10 @@ struct GroupCompute {
 struct DataParallelTimeline {
   bool units = false;  // ZeRO-3: `pass` holds each micro-batch's two streams
   StreamTimeline pass;
-  // Replicated strategies: the buckets' collectives in the last micro-batch, from the start of
-  // its backward; what of them runs past backward; then, after the optimizer, the stepped
+  // Replicated strategies: the last micro-batch's backward and the buckets' collectives beside it,
+  // from its start; what of them runs past backward; then, after the optimizer, the stepped
   // parameters sent to every rank.
-  std::vector<StreamInterval> sync;
+  StreamTimeline sync;
   double tail_s = 0, after_step_s = 0;
   std::string sync_op = "all_reduce", after_step_op;  // the collectives' names
   std::string tail_name;                              // what runs past backward, in words
@@ -51,6 +51,7 @@ struct DataParallelShape {
 // an expert group: one all-reduce after backward.
 struct DataParallelComm {
   double seconds = 0;
+  double compute_slowed_s = 0;  // of `seconds`: the compute running slower beside the collectives
   std::string what = "gradient all_reduce after backward";
   bool drawn = false;
   DataParallelTimeline timeline;

@@ -62,8 +62,7 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientUnit
 double gradient_sync_tail(const std::vector<GradientUnit>& units,
                           const std::vector<GradientBucket>& buckets, bool overlap,
                           const std::function<double(double bytes)>& collective_s,
-                          int max_in_flight, std::vector<StreamInterval>* comm,
-                          const GpuSharing& sharing) {
+                          int max_in_flight, StreamTimeline* timeline, const GpuSharing& sharing) {
   SharedGpuStreams s;
   std::deque<int> unfinished;  // the buckets issued and not yet waited for
   size_t next = 0;             // the next bucket to issue
@@ -85,9 +84,7 @@ double gradient_sync_tail(const std::vector<GradientUnit>& units,
     if (overlap) issue_ready(u, false);
   }
   issue_ready(0, true);
-  StreamTimeline timeline;
-  const SharedGpuStreams::Result r = s.run(sharing, &timeline);
-  if (comm != nullptr) *comm = timeline.comm;
+  const SharedGpuStreams::Result r = s.run(sharing, timeline);
   return std::max(r.compute_end, r.comm_end) - r.compute_alone_s;
 }
 

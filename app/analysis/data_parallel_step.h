@@ -60,12 +60,12 @@ std::vector<GradientBucket> plan_gradient_buckets(const std::vector<GradientUnit
 // one collective of that many bytes takes. `max_in_flight` > 0: the backward waits, each time it
 // issues one, until no more than that many are unfinished (ZeRO-2 keeps two). Returns how much
 // the sync adds to backward: its waits, the slowdown of the backward beside the collectives, and
-// what runs past its end. `comm`, if given, receives when the collectives ran, from the start of
-// backward.
+// what runs past its end. `timeline`, if given, receives when the backward and the collectives
+// ran, from the start of backward.
 double gradient_sync_tail(const std::vector<GradientUnit>& units,
                           const std::vector<GradientBucket>& buckets, bool overlap,
                           const std::function<double(double bytes)>& collective_s,
-                          int max_in_flight = 0, std::vector<StreamInterval>* comm = nullptr,
+                          int max_in_flight = 0, StreamTimeline* timeline = nullptr,
                           const GpuSharing& sharing = {});
 
 }  // namespace shardscope::analysis

@@ -29,6 +29,13 @@ class Drawing {
   int ranks_;
 };
 
+// A pass as long as it ran: where a collective beside it slowed it, its name says so.
+std::string pass_name(bool forward, int micro, const StreamInterval& i) {
+  const bool slowed = slowed_seconds({i}) > 1e-12;
+  return (forward ? "forward " : "backward ") + std::to_string(micro) +
+         (slowed ? ", slowed beside the collectives" : "");
+}
+
 const char* collective_name(StreamInterval::Kind kind) {
   return kind == StreamInterval::kGather ? "all_gather" : "reduce_scatter";
 }
@@ -50,14 +57,9 @@ double draw_unit_passes(Drawing& d, const DataParallelStep& s, const StreamTimel
       const bool forward = i.kind == StreamInterval::kForward;
       if (at + i.start > idle_from)
         d.add("wait all_gather", profiling::Category::kWait, idle_from, at + i.start, k);
-      // The compute as long as it takes alone, then what the collectives beside it added.
-      const double alone_end = std::min(i.end, i.start + i.alone_s);
-      d.add((forward ? "forward " : "backward ") + std::to_string(k),
+      d.add(pass_name(forward, k, i),
             forward ? profiling::Category::kForward : profiling::Category::kBackward, at + i.start,
-            at + alone_end, k);
-      if (i.end - alone_end > 1e-12)
-        d.add("compute slowed beside the collectives", profiling::Category::kWait, at + alone_end,
-              at + i.end, k);
+            at + i.end, k);
       idle_from = at + i.end;
     }
     if (at + span > idle_from)
@@ -79,13 +81,27 @@ double draw_replicated_passes(Drawing& d, const DataParallelStep& s, const DataP
     d.add("forward " + std::to_string(k), profiling::Category::kForward, at + casts,
           at + casts + s.forward_s, k);
     const double backward = at + casts + s.forward_s;
-    d.add("backward " + std::to_string(k), profiling::Category::kBackward, backward,
-          backward + s.backward_s, k);
     at = backward + s.backward_s;
-    if (k + 1 < s.micro_batches) continue;
-    for (const auto& i : t.sync) d.collective(t.sync_op, backward + i.start, backward + i.end, k);
-    if (t.tail_s > 0) d.add(t.tail_name, profiling::Category::kGradSync, at, at + t.tail_s, k);
-    at += t.tail_s;
+    if (k + 1 < s.micro_batches || t.sync.compute.empty()) {
+      d.add("backward " + std::to_string(k), profiling::Category::kBackward, backward, at, k);
+      continue;
+    }
+    // The last backward as it ran beside its buckets: slowed where they ran beside it, stalled
+    // where it waited for one (ZeRO-2's two in flight); then what ran past its end.
+    double idle_from = backward;
+    for (const auto& i : t.sync.compute) {
+      if (backward + i.start > idle_from + 1e-12)
+        d.add("wait " + t.sync_op, profiling::Category::kWait, idle_from, backward + i.start, k);
+      d.add(pass_name(false, k, i), profiling::Category::kBackward, backward + i.start,
+            backward + i.end, k);
+      idle_from = backward + i.end;
+    }
+    for (const auto& i : t.sync.comm)
+      d.collective(t.sync_op, backward + i.start, backward + i.end, k);
+    const double end = at + t.tail_s;
+    if (end > idle_from + 1e-12)
+      d.add(t.tail_name, profiling::Category::kGradSync, idle_from, end, k);
+    at = end;
   }
   return at;
 }

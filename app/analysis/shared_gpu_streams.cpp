@@ -1,6 +1,7 @@
 #include "app/analysis/shared_gpu_streams.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -12,12 +13,8 @@ namespace {
 void append(std::vector<StreamInterval>* stream, StreamInterval::Kind kind, double start,
             double end, double alone) {
   if (stream == nullptr || end <= start) return;
-  const auto slowed = [](double from, double to, double alone_s) {
-    return to - from > alone_s * (1 + 1e-9) + 1e-15;
-  };
   if (!stream->empty() && stream->back().kind == kind && start <= stream->back().end + 1e-12 &&
-      !slowed(start, end, alone) &&
-      !slowed(stream->back().start, stream->back().end, stream->back().alone_s)) {
+      slowed_seconds({{kind, start, end, alone}, stream->back()}) == 0) {
     stream->back().end = std::max(stream->back().end, end);
     stream->back().alone_s += alone;
     return;
@@ -34,14 +31,29 @@ struct Lane {
 
 }  // namespace
 
+double slowed_seconds(const std::vector<StreamInterval>& intervals) {
+  double seconds = 0;
+  for (const StreamInterval& i : intervals) {
+    const double excess = i.end - i.start - i.alone_s;
+    if (excess > 1e-9 * i.alone_s + 1e-15) seconds += excess;  // more than the sums' rounding
+  }
+  return seconds;
+}
+
 int SharedGpuStreams::compute(double seconds, StreamInterval::Kind kind, int after) {
+  if (!std::isfinite(seconds) || after < -1 || after >= int(comm_.size()))
+    throw std::logic_error(
+        "shared GPU streams: a compute task of no finite time, or waiting for a "
+        "collective not yet added");
   compute_.push_back({std::max(seconds, 0.0), kind, after, false});
   return int(compute_.size()) - 1;
 }
 
 int SharedGpuStreams::collective(double seconds, StreamInterval::Kind kind, int by, bool at_end) {
-  if (by < -1 || by >= int(compute_.size()))
-    throw std::logic_error("shared GPU streams: a collective issued by a task not yet added");
+  if (by < -1 || by >= int(compute_.size()) || (by == -1 && at_end) || std::isnan(seconds) ||
+      std::isinf(seconds))
+    throw std::logic_error(
+        "shared GPU streams: a collective of no finite time, or issued by a task not yet added");
   if (!(seconds > 0)) return -1;
   comm_.push_back({seconds, kind, by, at_end});
   return int(comm_.size()) - 1;
@@ -49,12 +61,15 @@ int SharedGpuStreams::collective(double seconds, StreamInterval::Kind kind, int 
 
 SharedGpuStreams::Result SharedGpuStreams::run(const GpuSharing& sharing,
                                                StreamTimeline* timeline) const {
-  // While both run: each at 1 / (2 - h) of its pace where the compute's kernels fill the GPU;
-  // kernels that fill part of it keep the host's pace while slowed kernels still fit in it.
-  const double shared_rate = 1 / (2 - std::clamp(sharing.hidden_share, 0.0, 1.0));
-  const double busy = std::clamp(sharing.compute_busy, 1e-9, 1.0);
-  const double compute_rate = std::min(1.0, shared_rate / busy);
-  const double comm_rate = 1 - busy * (1 - shared_rate);
+  // While both run: the compute's kernels slowed to compute_rate, which the host's pace hides
+  // while they fit in it; the collective slowed while those kernels run.
+  const auto pace = [](double rate) {
+    return std::isfinite(rate) ? std::clamp(rate, 1e-9, 1.0) : 1.0;
+  };
+  const double busy = pace(sharing.compute_busy), kernel_rate = pace(sharing.compute_rate);
+  const double compute_rate = std::min(1.0, kernel_rate / busy);
+  const double comm_rate =
+      1 - std::min(1.0, busy / kernel_rate) * (1 - pace(sharing.collective_rate));
   Result out;
   for (const Task& t : compute_) out.compute_alone_s += t.seconds;
   // When each collective was issued (-1: not yet) and whether it is done; which collectives
@@ -106,7 +121,8 @@ SharedGpuStreams::Result SharedGpuStreams::run(const GpuSharing& sharing,
     const double c_dt = c.busy ? c.left / c_rate : inf, m_dt = m.busy ? m.left / m_rate : inf;
     const double dt = std::min(c_dt, m_dt);
     now += dt;
-    // The one that ends first ends exactly; the other too if it was as good as level with it.
+    // The one that ends first ends exactly (so every turn ends a task); the other too if rounding
+    // left it nothing.
     if (c.busy) c.left = c_dt == dt ? 0 : c.left - dt * c_rate;
     if (m.busy) m.left = m_dt == dt ? 0 : m.left - dt * m_rate;
     if (c.busy && c.left <= 1e-15) finish_compute();

@@ -5,20 +5,20 @@
 namespace shardscope::analysis {
 
 // Two streams of one GPU, one computing and one running collectives one after another, as a
-// data-parallel step runs them. They share the GPU's SMs and memory bandwidth: a GPU's profile
-// measured that a GEMM and a kernel taking NCCL's share beside it hide only part of the shorter
-// of the two (`collective_hidden_beside_gemm`, h). So while both streams run, each runs at
-// 1 / (2 - h) of its speed alone: a pair started together then takes the longer plus (1 - h) of
-// the shorter, as measured; h 1 is two streams that do not slow each other, h 0 one stream.
+// data-parallel step runs them. They share the GPU's SMs and memory bandwidth, so while both
+// run each goes at its own measured pace (GpuCompute::Contention: an H100's GEMMs at 0.81 of
+// their speed beside a kernel taking NCCL's share, that kernel at 0.56 beside them), and alone
+// at full speed. A pair started together then takes what the GPU measured such pairs take.
 
-// How the two streams share the GPU: `hidden_share` h as above; `compute_busy`, the share of
-// the compute's time that the GPU runs its kernels (below 1 where the host's dispatch is the
-// longer: the kernels then wait for it). The two contend only while the kernels run: the compute
-// keeps its pace while its kernels, slowed, still keep up with the host, and the collective is
-// slowed in proportion (1 - compute_busy (1 - 1 / (2 - h))). The measured pairs were GEMMs back
-// to back, compute_busy 1.
+// How the two streams share the GPU: each one's pace while the other runs (1, 1: neither slows
+// the other); `compute_busy`, the share of the compute's time that its kernels run (below 1
+// where the host's dispatch is the longer: the kernels then wait for it). The two contend only
+// while kernels run: slowed kernels keep the host's pace while they still fit in its time
+// (compute at min(1, compute_rate / compute_busy)), and the collective is slowed over the share
+// of the time the slowed kernels fill, min(1, compute_busy / compute_rate). The measured pairs
+// were GEMMs back to back, compute_busy 1.
 struct GpuSharing {
-  double hidden_share = 1;
+  double compute_rate = 1, collective_rate = 1;
   double compute_busy = 1;
 };
 
@@ -34,6 +34,9 @@ struct StreamInterval {
 struct StreamTimeline {
   std::vector<StreamInterval> compute, comm;
 };
+
+// How much longer the intervals took than their work alone: the slowdown.
+double slowed_seconds(const std::vector<StreamInterval>& intervals);
 
 // The tasks of both streams, in the order each stream runs them. A compute task starts when the
 // one before it has ended and the collective it waits for (if any) is done; a collective is

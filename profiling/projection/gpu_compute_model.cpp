@@ -97,4 +97,23 @@ double attention_seconds(const GpuCompute& gpu, int64_t batch_heads, int64_t seq
   return std::max(compute, floor_of_a_kernel(gpu));
 }
 
+GpuCompute::Contention GpuCompute::contention() const {
+  if (gemm_rate_beside_collective > 0 && collective_rate_beside_gemm > 0)
+    return {true, gemm_rate_beside_collective, collective_rate_beside_gemm};
+  if (collective_hidden_beside_gemm > 0) {
+    const double rate = 1 / (2 - collective_hidden_beside_gemm);
+    return {true, rate, rate};
+  }
+  return {};
+}
+
+double pair_seconds(double compute_s, double collective_s, const GpuCompute::Contention& c) {
+  if (!(compute_s > 0) || !(collective_s > 0)) return std::max(0.0, compute_s + collective_s);
+  const double compute_end = compute_s / c.compute_rate,
+               collective_end = collective_s / c.collective_rate;
+  if (compute_end <= collective_end)
+    return compute_end + (collective_s - c.collective_rate * compute_end);
+  return collective_end + (compute_s - c.compute_rate * collective_end);
+}
+
 }  // namespace shardscope::profiling

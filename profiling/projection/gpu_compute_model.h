@@ -35,6 +35,11 @@ struct GpuCompute {
   // memory bandwidth as NCCL's channels do). Each takes SMs and bandwidth the other then lacks,
   // so it is well short of 1. 0: unmeasured, and the collective is priced unhidden.
   double collective_hidden_beside_gemm = 0;
+  // The same pairs, stream by stream: the GEMMs' pace beside the collective (1 / their measured
+  // slowdown) and the collective's beside the GEMMs (what it moved while they ran, over that
+  // time), the medians of the pairs. 0: unmeasured; a profile with only the share above runs
+  // both at 1 / (2 - share), which gives the same pairs.
+  double gemm_rate_beside_collective = 0, collective_rate_beside_gemm = 0;
   // The host's time per operator of each kind, measured in C++ through LibTorch on that GPU's
   // machine (`shardscope perf --only host-ops`): a view, a kernel-launching operator without and
   // with autograd recording it, a matmul (Linear), one autograd node in backward with the one
@@ -54,6 +59,13 @@ struct GpuCompute {
     return fp32_matmul_tflops > 0 && fp32_attention_forward_fraction > 0 &&
            fp32_attention_backward_fraction > 0;
   }
+  // How fast compute and a collective each run while the other runs on the GPU, measured; for a
+  // GPU that measured neither these rates nor the share, none (`measured` false).
+  struct Contention {
+    bool measured = false;
+    double compute_rate = 1, collective_rate = 1;
+  };
+  Contention contention() const;
   // The host costs measured, or, for a profile without them, dispatch_us for each operator that
   // launches a kernel and nothing for views and for an autograd node beyond its kernels.
   HostCosts host_costs() const;
@@ -70,6 +82,10 @@ double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int6
 // has it, else at the datasheet's fp32 peak (fp32_tflops > 0).
 double fp32_gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1);
 double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch = 1);
+
+// Seconds of compute of `compute_s` and a collective of `collective_s` started together on two
+// streams of the GPU, each at its contended rate until the first ends, the other then alone.
+double pair_seconds(double compute_s, double collective_s, const GpuCompute::Contention& c);
 
 // Seconds of a kernel that streams `bytes` through HBM (LayerNorm, GELU, adds, the optimizer).
 double memory_seconds(const GpuCompute& gpu, double bytes);

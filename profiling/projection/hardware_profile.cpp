@@ -45,6 +45,15 @@ double optional_non_negative(const json& object, const char* key, const std::str
   return value.get<double>();
 }
 
+// An optional fraction of `whole` (0 when absent), at most 1.
+double optional_fraction(const json& object, const char* key, const std::string& where,
+                         const char* whole) {
+  const double value = optional_non_negative(object, key, where);
+  if (value > 1)
+    throw std::runtime_error(where + ": '" + key + "' is a fraction" + whole + ", at most 1");
+  return value;
+}
+
 std::string optional_text(const json& object, const char* key, const std::string& where,
                           const std::string& fallback = "") {
   if (!object.contains(key)) return fallback;
@@ -99,25 +108,24 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
     throw std::runtime_error(where + ": 'fp32_tflops' above the bf16 peak is not a GPU's");
   gpu.fp32_matmul_tflops = optional_non_negative(j, "fp32_matmul_tflops", where);
   gpu.fp32_attention_forward_fraction =
-      optional_non_negative(j, "fp32_attention_forward_fraction", where);
+      optional_fraction(j, "fp32_attention_forward_fraction", where, " of fp32_tflops");
   gpu.fp32_attention_backward_fraction =
-      optional_non_negative(j, "fp32_attention_backward_fraction", where);
+      optional_fraction(j, "fp32_attention_backward_fraction", where, " of fp32_tflops");
   if (gpu.fp32_matmul_tflops > 0 && !(gpu.fp32_tflops >= gpu.fp32_matmul_tflops))
     throw std::runtime_error(where +
                              ": 'fp32_matmul_tflops' needs an fp32_tflops at least as high");
-  for (const auto& [name, fraction] :
-       {std::pair<const char*, double>{"fp32_attention_forward_fraction",
-                                       gpu.fp32_attention_forward_fraction},
-        {"fp32_attention_backward_fraction", gpu.fp32_attention_backward_fraction}}) {
-    if (fraction > 1)
-      throw std::runtime_error(where + ": '" + name + "' is a fraction of fp32_tflops, at most 1");
-  }
   gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
   gpu.gemm_floor_us = optional_non_negative(j, "gemm_floor_us", where);
   gpu.collective_hidden_beside_gemm =
-      optional_non_negative(j, "collective_hidden_beside_gemm", where);
-  if (gpu.collective_hidden_beside_gemm > 1)
-    throw std::runtime_error(where + ": 'collective_hidden_beside_gemm' is a fraction, at most 1");
+      optional_fraction(j, "collective_hidden_beside_gemm", where, "");
+  gpu.gemm_rate_beside_collective =
+      optional_fraction(j, "gemm_rate_beside_collective", where, " of its pace alone");
+  gpu.collective_rate_beside_gemm =
+      optional_fraction(j, "collective_rate_beside_gemm", where, " of its pace alone");
+  if ((gpu.gemm_rate_beside_collective > 0) != (gpu.collective_rate_beside_gemm > 0))
+    throw std::runtime_error(where +
+                             ": 'gemm_rate_beside_collective' and 'collective_rate_beside_gemm' "
+                             "are measured together: give both or neither");
   if (j.contains("host")) {
     const std::string in = where + ".host";
     const json& h = object_field(j, "host", where, "view_us, op_us, autograd_op_us, ...");

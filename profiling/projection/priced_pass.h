@@ -55,14 +55,17 @@ class Pass {
     collective_beside_gemm(name, op, bytes, ranks, 0);  // nothing beside it: nothing hidden
   }
   // A collective started just before a GEMM of `gemm_s` on another stream and waited for after
-  // it: what the pair hides (the profile's measured fraction of the shorter) comes off the
-  // collective's time.
+  // it: the pair takes what the GPU measured two such streams take (pair_seconds), and what
+  // that adds to the GEMM is the collective's time. On a GPU that measured nothing, the whole
+  // collective.
   void collective_beside_gemm(const std::string& name, const std::string& op, double bytes,
                               int ranks, double gemm_s) {
     if (ranks <= 1 || bytes <= 0) return;
     const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
-    const double hidden = hw_.gpu.collective_hidden_beside_gemm * std::min(s, gemm_s);
-    ops_.push_back({name, Kind::kTensorComm, 0, bytes, s - hidden, op});
+    const GpuCompute::Contention contention = hw_.gpu.contention();
+    const double exposed =
+        contention.measured && gemm_s > 0 ? pair_seconds(gemm_s, s, contention) - gemm_s : s;
+    ops_.push_back({name, Kind::kTensorComm, 0, bytes, exposed, op});
   }
 
  private:

@@ -111,11 +111,17 @@ TEST(DataParallelStep, AtMostTwoInFlightStallsBackwardButNotTheEnd) {
   // The communicator starts at 1 ms and then runs 40 ms of collectives: 41 ms, 37 past backward.
   EXPECT_NEAR(gradient_sync_tail(g, buckets, true, slow), 37e-3, 1e-12);
   EXPECT_NEAR(gradient_sync_tail(g, buckets, true, slow, 2), 37e-3, 1e-12);
-  std::vector<StreamInterval> comm;
-  gradient_sync_tail(g, buckets, true, slow, 2, &comm);
+  StreamTimeline streams;
+  gradient_sync_tail(g, buckets, true, slow, 2, &streams);
+  const auto& comm = streams.comm;
   ASSERT_EQ(comm.size(), 1u);  // back to back
   EXPECT_NEAR(comm.front().start, 1e-3, 1e-12);
   EXPECT_NEAR(comm.front().end, 41e-3, 1e-12);
+  // The backward's first two units (each issues two buckets), then a wait for the oldest of four
+  // in flight: a gap.
+  ASSERT_GE(streams.compute.size(), 2u);
+  EXPECT_NEAR(streams.compute.front().end, 2e-3, 1e-12);
+  EXPECT_GT(streams.compute[1].start, streams.compute.front().end);
 }
 
 }  // namespace

@@ -185,6 +185,30 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
     EXPECT_NE(std::string(e.what()).find("collective_hidden_beside_gemm"), std::string::npos)
         << e.what();
   }
+  // The two streams' paces beside each other: each at most 1 (faster than alone is no
+  // contention), and measured together, so one without the other is refused, naming it.
+  h200["gpu"]["collective_hidden_beside_gemm"] = 0.41;
+  for (const auto& [field, value, named] :
+       {std::tuple{"gemm_rate_beside_collective", 1.2, "gemm_rate_beside_collective"},
+        {"collective_rate_beside_gemm", 0.0, "give both or neither"}}) {
+    nlohmann::json bad = h200;
+    bad["gpu"][field] = value;
+    try {
+      parse_hardware_profile(bad.dump(), "h.json");
+      ADD_FAILURE() << "accepted " << field << " " << value;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  }
+  // A profile with the share alone runs both streams at 1 / (2 - share): the same pairs.
+  h200["gpu"].erase("gemm_rate_beside_collective");
+  h200["gpu"].erase("collective_rate_beside_gemm");
+  const GpuCompute::Contention from_share =
+      parse_hardware_profile(h200.dump(), "h.json").gpu.contention();
+  EXPECT_TRUE(from_share.measured);
+  EXPECT_DOUBLE_EQ(from_share.compute_rate, 1 / (2 - 0.41));
+  EXPECT_DOUBLE_EQ(from_share.collective_rate, 1 / (2 - 0.41));
+  EXPECT_FALSE(load_hardware_profile("8xA100").gpu.contention().measured);
 }
 
 // Issue 33: a hand-written profile with a field of the wrong type is told which field, in our
