@@ -83,7 +83,8 @@ std::string projection_text(const ConfigurationProjection& p) {
     << f("%.2f ms", 1e3 * p.pipeline_transfer_s) << " a hop included)\n";
   o << "  data comm         " << f("%.3f s", p.data_comm_s) << "  (" << p.data_comm_what;
   if (p.data_comm_slowed_s > 0)
-    o << "; of it " << f("%.3f s", p.data_comm_slowed_s) << " the compute slower beside them";
+    o << "; of it " << f("%.2f ms", 1e3 * p.data_comm_slowed_s)
+      << " the compute slower beside them";
   o << ")\n";
   o << "  optimizer         " << f("%.3f s", p.optimizer_s) << "\n";
   o << "  one block, one micro-batch: forward " << f("%.2f ms", 1e3 * p.layer_forward_s)

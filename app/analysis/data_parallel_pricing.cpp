@@ -28,10 +28,6 @@ GpuSharing gpu_sharing(const profiling::HardwareProfile& gpu,
   return {measured.compute_rate, measured.collective_rate, c.gpu_busy};
 }
 
-bool shares_the_gpu(const GpuSharing& s) {
-  return s.compute_rate < 1 || s.collective_rate < 1;
-}
-
 // ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
 // it runs them (the embeddings, each block, the head) beside the compute: what of them the
 // compute does not hide; `timeline` receives the micro-batch's two streams.
@@ -71,7 +67,8 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
       sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass, sharing);
   timeline->units = true;
   timeline->what = "parameter all-gathers and gradient reduce-scatters the compute did not hide";
-  if (shares_the_gpu(sharing)) timeline->what += ", and what sharing the GPU with it added";
+  if (slowed_seconds(timeline->pass.compute) > 0)
+    timeline->what += ", and what sharing the GPU with it added";
   return pass.span_s - pass.compute_s;
 }
 
@@ -163,7 +160,7 @@ double replicated_sync_seconds(const Config& config, double param_bytes, const G
                         : "gradient buckets reduced after backward";
   // Beside a backward, the buckets and it share the GPU: the slowdown counts here too.
   t.what = t.tail_name +
-           (overlap && shares_the_gpu(sharing) ? ", and what sharing the GPU with it added" : "") +
+           (slowed_seconds(t.sync.compute) > 0 ? ", and what sharing the GPU with it added" : "") +
            (t.after_step_s > 0 ? ", then the stepped parameters sent to every rank" : "");
   return t.tail_s + t.after_step_s;
 }

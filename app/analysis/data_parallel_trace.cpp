@@ -31,7 +31,7 @@ class Drawing {
 
 // A pass as long as it ran: where a collective beside it slowed it, its name says so.
 std::string pass_name(bool forward, int micro, const StreamInterval& i) {
-  const bool slowed = slowed_seconds({i}) > 1e-12;
+  const bool slowed = slowed_seconds({i}) > 0;  // as shared_gpu_streams tells them apart
   return (forward ? "forward " : "backward ") + std::to_string(micro) +
          (slowed ? ", slowed beside the collectives" : "");
 }

@@ -108,7 +108,9 @@ GpuCompute::Contention GpuCompute::contention() const {
 }
 
 double pair_seconds(double compute_s, double collective_s, const GpuCompute::Contention& c) {
-  if (!(compute_s > 0) || !(collective_s > 0)) return std::max(0.0, compute_s + collective_s);
+  // Nothing beside the other (or no finite time): one after the other.
+  if (!(compute_s > 0) || !(collective_s > 0) || !std::isfinite(compute_s + collective_s))
+    return std::max(0.0, compute_s) + std::max(0.0, collective_s);
   const double compute_end = compute_s / c.compute_rate,
                collective_end = collective_s / c.collective_rate;
   if (compute_end <= collective_end)

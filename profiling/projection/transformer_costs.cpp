@@ -175,10 +175,10 @@ void block_backward_weight(Pass& pass, const PassShape& s) {
   // Under sequence parallelism fc and qkv kept only their shard of the LayerNorm's output (in
   // the compute dtype) and gather it again for their weights' gradients. A whole backward starts
   // that gather before the input's gradient GEMM and waits for it after
-  // (tp::sequence_parallel_linear, as Megatron), so the pair hides what the profile measured of
-  // the shorter: the gather's kernels take SMs and memory bandwidth from the GEMM, and it from
-  // them. A split backward's weight pass has no such GEMM beside it, and a profile that measured
-  // nothing prices the gather whole.
+  // (tp::sequence_parallel_linear, as Megatron), so the pair takes what the profile measured such
+  // pairs take (pair_seconds): the gather's kernels take SMs and memory bandwidth from the GEMM,
+  // and it from them. A split backward's weight pass has no such GEMM beside it, and a profile
+  // that measured nothing prices the gather whole.
   if (s.sequence_parallel) {
     const double bytes = double(tokens) * h * pass.compute_bytes();
     const auto beside = [&](const Linear& linear) {  // its input gradient's GEMM, as priced

@@ -70,6 +70,30 @@ TEST(SharedGpuStreams, EachStreamRunsAtItsOwnMeasuredPaceWhileTheOtherRuns) {
   EXPECT_LT(r.compute_end - compute, (1 - h) * collective);
 }
 
+// sequence parallelism prices a gather beside its GEMM with pair_seconds (profiling, which
+// app/analysis may not be below): the same pair as the streams run it, whichever ends first; and
+// with nothing beside it, one after the other.
+TEST(SharedGpuStreams, SequenceParallelismsPairTakesWhatTheStreamsDo) {
+  for (const auto& name : {"8xH100", "8xH200"}) {
+    const profiling::GpuCompute::Contention c =
+        profiling::load_hardware_profile(name).gpu.contention();
+    ASSERT_TRUE(c.measured) << name;
+    for (const auto& [compute, collective] :
+         {std::pair{3e-3, 1e-3}, std::pair{1e-3, 3e-3}, std::pair{2e-3, 2e-3}}) {
+      SharedGpuStreams s;
+      s.collective(collective, K::kGather);
+      s.compute(compute, K::kBackward);
+      const auto r = s.run({c.compute_rate, c.collective_rate, 1});
+      EXPECT_NEAR(profiling::pair_seconds(compute, collective, c),
+                  std::max(r.compute_end, r.comm_end), 1e-15)
+          << name << " " << compute << " beside " << collective;
+    }
+    EXPECT_DOUBLE_EQ(profiling::pair_seconds(0, 2e-3, c), 2e-3);
+    EXPECT_DOUBLE_EQ(profiling::pair_seconds(3e-3, 0, c), 3e-3);
+    EXPECT_DOUBLE_EQ(profiling::pair_seconds(3e-3, 2e-3, {}), 3e-3);  // neither slows the other
+  }
+}
+
 // Compute bound by its host's dispatch leaves the GPU idle between its kernels: they contend with
 // a collective only while they run. Its kernels, slowed to the measured pace, keep the host's pace
 // while they still fit in its time; the collective is slowed only over the time they fill.

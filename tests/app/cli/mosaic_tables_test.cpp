@@ -6,7 +6,9 @@
 // What it shows (2026-11-27, ours / measured MFU): our projection is never slower than what ran.
 // - A100 with full recompute: 1.04-1.18 (30B, 13B, 7B on 8 GPUs; 70B on 32 and 64).
 // - A100 without recompute: 1.23-1.41, the more the smaller the model (125M 1.41, 7B 1.23).
-// - H100: 1.10-1.60. Those runs used 2023's H100 software, and their MFU is below the A100's.
+// - H100: 1.10-1.58 (1.10-1.61 until 2026-11-28, before the compute and FSDP's collectives beside
+//   it ran at the paces an H100 measured). Those runs used 2023's H100 software, and their MFU is
+//   below the A100's.
 // We price every kernel at the rate measured for it alone, in short bursts, on a GPU's best
 // shapes: a bound on speed the runs did not reach, least far with full recompute, the GEMM-heavy
 // case. Where the model grows, or the GPUs double, the projection moves as the runs did.
