@@ -86,7 +86,12 @@ void draw_launch_projection(GuiSession& session) {
     project_launch_form(session);
   }
   if (!p.error.empty()) error_text(p.error);
-  if (!p.text.empty()) ImGui::TextUnformatted(p.text.c_str());
+  if (p.text.empty()) return;
+  // Wrapped at the panel's edge: the breakdown's reasons (what the data comm is, the memory by
+  // category) run longer than the panel is wide, and their ends say the most.
+  ImGui::PushTextWrapPos(0.0f);
+  ImGui::TextUnformatted(p.text.c_str());
+  ImGui::PopTextWrapPos();
 }
 
 }  // namespace shardscope::gui
