@@ -200,13 +200,14 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
            profiling::host_or_device_seconds(ops.backward_weight, ops.backward_weight_host_s);
   };
   *layer_backward = backward_of(block);
-  *groups = {forward_of(embedding), backward_of(embedding), *layer_forward,
-             *layer_backward,       forward_of(head),       backward_of(head)};
-  // Of a block's passes, the share its kernels fill (less where the host's dispatch is longer).
-  groups->gpu_busy = std::min(1.0, (profiling::total_seconds(block.forward) +
-                                    profiling::total_seconds(block.backward_input) +
-                                    profiling::total_seconds(block.backward_weight)) /
-                                       (*layer_forward + *layer_backward));
+  *groups = {forward_of(embedding),
+             backward_of(embedding),
+             *layer_forward,
+             *layer_backward,
+             forward_of(head),
+             backward_of(head),
+             {profiling::kernel_share(embedding), profiling::kernel_share(block),
+              profiling::kernel_share(head)}};
   // Each cast takes its kernel or its dispatch, whichever is longer.
   const auto cast_seconds = [&](bool head) {
     if (!shape.weight_casts_per_step) return 0.0;

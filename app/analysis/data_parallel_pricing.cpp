@@ -19,13 +19,13 @@ namespace {
 // (GpuCompute::Contention) for a collective at NVLink's pace within a node. A group that crosses
 // nodes (its collectives at the network's pace, moving a fraction of those bytes through each
 // GPU's memory), and a GPU that measured nothing (the A100), are priced with neither slowing the
-// other, as projections were until 2026-11-28: the fastest they go. The compute's kernels fill
-// `c.gpu_busy` of its time.
+// other, as projections were until 2026-11-28: the fastest they go. How much of each unit's
+// time its kernels fill goes with the unit (GroupCompute::busy).
 GpuSharing gpu_sharing(const profiling::HardwareProfile& gpu,
-                       const profiling::HardwareProfile& group, const GroupCompute& c) {
+                       const profiling::HardwareProfile& group) {
   const profiling::GpuCompute::Contention measured = gpu.gpu.contention();
-  if (!measured.measured || group.nodes > 1) return {1, 1, c.gpu_busy};
-  return {measured.compute_rate, measured.collective_rate, c.gpu_busy};
+  if (!measured.measured || group.nodes > 1) return {1, 1, 1};
+  return {measured.compute_rate, measured.collective_rate, 1};
 }
 
 // ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as
@@ -46,10 +46,13 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
                : 0.0;
   };
   const auto unit = [&](double forward, double backward, double gathered, double regathered,
-                        double reduced) {
-    return UnitWork{forward, backward, time("all_gather_into", gathered, param_bytes),
+                        double reduced, double busy) {
+    return UnitWork{forward,
+                    backward,
+                    time("all_gather_into", gathered, param_bytes),
                     time("all_gather_into", regathered, param_bytes),
-                    time("reduce_scatter_tensor", reduced, reduce_bytes)};
+                    time("reduce_scatter_tensor", reduced, reduce_bytes),
+                    busy};
   };
   // Tied, the head computes with the embeddings' unit, gathered again in forward and for the
   // head's backward, where it stays until the embeddings' backward is done; its gradients join
@@ -59,10 +62,10 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
   const double block = sum(tensors.block), head = tied ? embeddings : sum(tensors.head);
   std::vector<UnitWork> units;
   units.push_back(unit(c.embedding_forward, c.embedding_backward, embeddings, tied ? 0 : embeddings,
-                       embeddings));
+                       embeddings, c.busy.embedding));
   for (int b = 0; b < config.model.layers; ++b)
-    units.push_back(unit(c.block_forward, c.block_backward, block, block, block));
-  units.push_back(unit(c.head_forward, c.head_backward, head, head, tied ? 0 : head));
+    units.push_back(unit(c.block_forward, c.block_backward, block, block, block, c.busy.block));
+  units.push_back(unit(c.head_forward, c.head_backward, head, head, tied ? 0 : head, c.busy.head));
   const UnitPassTime pass =
       sharded_unit_pass(units, config.strategy_options.prefetch, &timeline->pass, sharing);
   timeline->units = true;
@@ -104,16 +107,17 @@ std::vector<GradientUnit> gradient_units(const Config& config, const GroupComput
                                          double grad_bytes) {
   const profiling::ParameterTensors tensors =
       profiling::parameter_tensor_sizes(model_shape(config.model));
-  const auto unit = [&](double backward, const std::vector<int64_t>& elements) {
-    GradientUnit u{backward, {}};
+  const auto unit = [&](double backward, const std::vector<int64_t>& elements, double busy) {
+    GradientUnit u{backward, {}, busy};
     for (auto it = elements.rbegin(); it != elements.rend(); ++it)
       u.tensor_bytes.push_back(double(*it) * grad_bytes);
     return u;
   };
-  std::vector<GradientUnit> units = {unit(c.embedding_backward, tensors.embeddings)};
+  std::vector<GradientUnit> units = {
+      unit(c.embedding_backward, tensors.embeddings, c.busy.embedding)};
   for (int b = 0; b < config.model.layers; ++b)
-    units.push_back(unit(c.block_backward, tensors.block));
-  units.push_back(unit(c.head_backward, tensors.head));
+    units.push_back(unit(c.block_backward, tensors.block, c.busy.block));
+  units.push_back(unit(c.head_backward, tensors.head, c.busy.head));
   return units;
 }
 
@@ -180,10 +184,10 @@ DataParallelComm data_parallel_comm(const Config& config, const DataParallelShap
   if (traits.zero_stage >= 3) {
     out.seconds =
         d.micro_batches * zero3_exposed_seconds(config, d.param_bytes, c, reduce_bytes, d.ranks,
-                                                group, gpu_sharing(hw, group, c), &out.timeline);
+                                                group, gpu_sharing(hw, group), &out.timeline);
   } else if (family == StrategyFamily::kDataParallel) {
     out.seconds = replicated_sync_seconds(config, d.param_bytes, c, d.held, reduce_bytes, d.ranks,
-                                          group, gpu_sharing(hw, group, c), &out.timeline);
+                                          group, gpu_sharing(hw, group), &out.timeline);
   } else {
     // All at once after backward, not overlapped (Megatron-LM's in 2021-22; our pipelines
     // reduce buckets during the last backward, which this leaves out: an upper bound). Under

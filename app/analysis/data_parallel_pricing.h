@@ -19,9 +19,11 @@ namespace shardscope::analysis {
 struct GroupCompute {
   double embedding_forward = 0, embedding_backward = 0, block_forward = 0, block_backward = 0,
          head_forward = 0, head_backward = 0;
-  // Of a block's passes, the share of their time the GPU runs kernels: below 1 where the host's
-  // dispatch is the longer (GpuSharing::compute_busy).
-  double gpu_busy = 1;
+  // Of each group's passes, the share of their time the GPU runs kernels: below 1 where the
+  // host's dispatch is the longer (SharedGpuStreams::compute's `busy`).
+  struct Busy {
+    double embedding = 1, block = 1, head = 1;
+  } busy;
 };
 
 // What a projected step's timeline draws of the data-parallel communication.

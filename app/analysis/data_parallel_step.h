@@ -24,6 +24,7 @@ struct UnitWork {
   double gather_s = 0;                   // the all-gather of its parameters before its forward
   double regather_s = 0;                 // and before its backward (0: still held)
   double reduce_s = 0;                   // one reduce-scatter of its gradients (0: none here)
+  double busy = 1;                       // the share of its compute's time its kernels fill
 };
 
 struct UnitPassTime {
@@ -41,6 +42,7 @@ UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch
 struct GradientUnit {
   double backward_s = 0;
   std::vector<double> tensor_bytes;
+  double busy = 1;  // the share of its backward's time its kernels fill
 };
 // A bucket of gradients, ready when the backward of `unit` (an index into the units) ends.
 struct GradientBucket {

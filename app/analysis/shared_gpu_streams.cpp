@@ -40,12 +40,12 @@ double slowed_seconds(const std::vector<StreamInterval>& intervals) {
   return seconds;
 }
 
-int SharedGpuStreams::compute(double seconds, StreamInterval::Kind kind, int after) {
+int SharedGpuStreams::compute(double seconds, StreamInterval::Kind kind, int after, double busy) {
   if (!std::isfinite(seconds) || after < -1 || after >= int(comm_.size()))
     throw std::logic_error(
         "shared GPU streams: a compute task of no finite time, or waiting for a "
         "collective not yet added");
-  compute_.push_back({std::max(seconds, 0.0), kind, after, false});
+  compute_.push_back({std::max(seconds, 0.0), kind, after, false, busy});
   return int(compute_.size()) - 1;
 }
 
@@ -66,10 +66,14 @@ SharedGpuStreams::Result SharedGpuStreams::run(const GpuSharing& sharing,
   const auto pace = [](double rate) {
     return std::isfinite(rate) ? std::clamp(rate, 1e-9, 1.0) : 1.0;
   };
-  const double busy = pace(sharing.compute_busy), kernel_rate = pace(sharing.compute_rate);
-  const double compute_rate = std::min(1.0, kernel_rate / busy);
-  const double comm_rate =
-      1 - std::min(1.0, busy / kernel_rate) * (1 - pace(sharing.collective_rate));
+  const double kernel_rate = pace(sharing.compute_rate);
+  const double collective_rate = pace(sharing.collective_rate);
+  // The paces of the compute task `t` and the collective while both run.
+  const auto paces_beside = [&](const Task& t) {
+    const double busy = pace(t.busy > 0 ? t.busy : sharing.compute_busy);
+    return std::pair{std::min(1.0, kernel_rate / busy),
+                     1 - std::min(1.0, busy / kernel_rate) * (1 - collective_rate)};
+  };
   Result out;
   for (const Task& t : compute_) out.compute_alone_s += t.seconds;
   // When each collective was issued (-1: not yet) and whether it is done; which collectives
@@ -115,8 +119,8 @@ SharedGpuStreams::Result SharedGpuStreams::run(const GpuSharing& sharing,
       }
     }
     if (!c.busy && !m.busy) break;
-    const bool both = c.busy && m.busy;
-    const double c_rate = both ? compute_rate : 1.0, m_rate = both ? comm_rate : 1.0;
+    const auto [c_rate, m_rate] =
+        c.busy && m.busy ? paces_beside(compute_[c.next]) : std::pair{1.0, 1.0};
     const double inf = std::numeric_limits<double>::infinity();
     const double c_dt = c.busy ? c.left / c_rate : inf, m_dt = m.busy ? m.left / m_rate : inf;
     const double dt = std::min(c_dt, m_dt);

@@ -45,8 +45,9 @@ double slowed_seconds(const std::vector<StreamInterval>& intervals);
 class SharedGpuStreams {
  public:
   // A compute task of `seconds` (0: a point where the compute stream waits for `after`, a
-  // collective's index, and nothing more). Returns its index.
-  int compute(double seconds, StreamInterval::Kind kind, int after = -1);
+  // collective's index, and nothing more), whose kernels fill `busy` of its time (0: the
+  // sharing's compute_busy). Returns its index.
+  int compute(double seconds, StreamInterval::Kind kind, int after = -1, double busy = 0);
   // A collective of `seconds` issued as compute task `by` starts (or ends: `at_end`); `by` -1:
   // at the start. Returns its index, or -1 when it moves nothing (0 s: nothing waits for it).
   int collective(double seconds, StreamInterval::Kind kind, int by = -1, bool at_end = false);
@@ -64,6 +65,7 @@ class SharedGpuStreams {
     StreamInterval::Kind kind = StreamInterval::kForward;
     int link = -1;  // compute: the collective it waits for; collective: the task issuing it
     bool at_end = false;
+    double busy = 0;  // compute: the share of its time its kernels fill (0: the sharing's)
   };
   std::vector<Task> compute_, comm_;
 };

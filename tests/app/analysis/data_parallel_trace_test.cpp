@@ -57,8 +57,9 @@ TEST(DataParallelTrace, TheDrawnStepIsTheProjectedOneWithItsCollectivesBesideThe
     EXPECT_NEAR(at(C::kForward, profiling::kHostLane) + at(C::kBackward, profiling::kHostLane),
                 p.compute_s + p.data_comm_slowed_s, 1e-6)
         << strategy;
-    EXPECT_EQ(p.data_comm_slowed_s > 0, std::string(hardware) == "8xH100" && per_rank == 64)
-        << strategy << " on " << hardware;
+    if (std::string(hardware) == "8xA100") {
+      EXPECT_EQ(p.data_comm_slowed_s, 0.0) << strategy;
+    }
     EXPECT_NEAR(at(C::kOptimizer, profiling::kHostLane), p.optimizer_s, 1e-6) << strategy;
     // What the compute did not hide: waits inside the passes, the sync past backward and after
     // the step.
@@ -69,20 +70,24 @@ TEST(DataParallelTrace, TheDrawnStepIsTheProjectedOneWithItsCollectivesBesideThe
     EXPECT_GT(at(C::kCollective, profiling::kCommLane), p.data_comm_s) << strategy;
   }
   // A pass the collectives beside it slowed says so by name, and its span is what it ran: on the
-  // H100 where the kernels fill the GPU (32 sequences a micro-batch; at 4, gpt2-small's host
-  // dispatch is the longer and its kernels, slowed, keep pace); on the A100, none.
+  // H100 where its kernels fill the GPU. At 32 sequences a micro-batch, gpt2-small's blocks too;
+  // at 4, a block's host dispatch is the longer and its kernels, slowed, keep pace: only the
+  // embeddings' and the LM head's passes (each bound by its kernels) are slowed, at most four a
+  // micro-batch. On the A100, none.
   const auto slowed = [](const profiling::Trace& t) {
-    double seconds = 0;
+    std::pair<int, double> spans;
     for (const auto& e : t.ranks.at(0).events)
       if (t.str(e.name).find(", slowed beside the collectives") != std::string::npos)
-        seconds += (e.t1_ns - e.t0_ns) * 1e-9;
-    return seconds;
+        ++spans.first, spans.second += (e.t1_ns - e.t0_ns) * 1e-9;
+    return spans;
   };
   for (const char* strategy : {"fsdp", "ddp_bucketed"}) {
-    const ConfigurationProjection h100 = projected(strategy, 8, "8xH100", 64);
-    EXPECT_GT(slowed(h100.trace), h100.data_comm_slowed_s) << strategy;
-    EXPECT_EQ(slowed(projected(strategy, 8, "8xH100").trace), 0.0) << strategy;
-    EXPECT_EQ(slowed(projected(strategy, 8, "8xA100", 64).trace), 0.0) << strategy;
+    const ConfigurationProjection big = projected(strategy, 8, "8xH100", 64);
+    const ConfigurationProjection small = projected(strategy, 8, "8xH100", 8);
+    EXPECT_GT(slowed(big.trace).second, big.data_comm_slowed_s) << strategy;
+    EXPECT_LE(slowed(small.trace).first, 4 * 2) << strategy;
+    EXPECT_GT(slowed(big.trace).first, slowed(small.trace).first) << strategy;
+    EXPECT_EQ(slowed(projected(strategy, 8, "8xA100", 64).trace).first, 0) << strategy;
   }
   // ZeRO-3 gathers in every micro-batch; DDP reduces only in the last one's backward: none
   // starts during the first micro-batch (before the second forward starts).

@@ -122,6 +122,25 @@ TEST(SharedGpuStreams, ComputeBoundByItsHostContendsOnlyWhileItsKernelsRun) {
   }
 }
 
+// Each compute task may say how much of its time its kernels fill (a small model's blocks bound
+// by the host, its LM head by its kernels): a collective beside the host-bound one slows neither
+// it nor, as much, the collective; beside the kernel-bound one both slow as measured.
+TEST(SharedGpuStreams, EachComputeTaskContendsAsItsOwnKernelsFillTheGpu) {
+  const double rc = 0.8, rm = 0.5, collective = 1e-3;
+  const auto beside = [&](double busy) {
+    SharedGpuStreams s;
+    s.collective(collective, K::kGather);
+    s.compute(3e-3, K::kBackward, -1, busy);
+    return s.run({rc, rm, 1.0});  // the sharing's default: kernels fill the time
+  };
+  const auto host_bound = beside(0.25), kernel_bound = beside(1.0), by_default = beside(0);
+  EXPECT_NEAR(host_bound.compute_end, 3e-3, 1e-15);
+  EXPECT_LT(host_bound.comm_end, kernel_bound.comm_end);
+  EXPECT_NEAR(kernel_bound.comm_end, collective / rm, 1e-15);
+  EXPECT_NEAR(kernel_bound.compute_end, 3e-3 + (1 - rc) * collective / rm, 1e-15);
+  EXPECT_DOUBLE_EQ(by_default.compute_end, kernel_bound.compute_end);
+}
+
 // A compute task waits for the collective it needs; a collective runs after the one issued before
 // it, from when a compute task issues it; neither slows a stream that is idle.
 TEST(SharedGpuStreams, WaitsAndIssuesInOrder) {
