@@ -46,13 +46,14 @@ double zero3_exposed_seconds(const Config& config, double param_bytes, const Gro
                : 0.0;
   };
   const auto unit = [&](double forward, double backward, double gathered, double regathered,
-                        double reduced, double busy) {
+                        double reduced, const profiling::KernelShare& busy) {
     return UnitWork{forward,
                     backward,
                     time("all_gather_into", gathered, param_bytes),
                     time("all_gather_into", regathered, param_bytes),
                     time("reduce_scatter_tensor", reduced, reduce_bytes),
-                    busy};
+                    busy.forward,
+                    busy.backward};
   };
   // Tied, the head computes with the embeddings' unit, gathered again in forward and for the
   // head's backward, where it stays until the embeddings' backward is done; its gradients join
@@ -107,8 +108,9 @@ std::vector<GradientUnit> gradient_units(const Config& config, const GroupComput
                                          double grad_bytes) {
   const profiling::ParameterTensors tensors =
       profiling::parameter_tensor_sizes(model_shape(config.model));
-  const auto unit = [&](double backward, const std::vector<int64_t>& elements, double busy) {
-    GradientUnit u{backward, {}, busy};
+  const auto unit = [&](double backward, const std::vector<int64_t>& elements,
+                        const profiling::KernelShare& busy) {
+    GradientUnit u{backward, {}, busy.backward};
     for (auto it = elements.rbegin(); it != elements.rend(); ++it)
       u.tensor_bytes.push_back(double(*it) * grad_bytes);
     return u;

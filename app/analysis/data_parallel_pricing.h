@@ -6,6 +6,7 @@
 #include "app/analysis/data_parallel_step.h"
 #include "engine/train/config.h"
 #include "profiling/projection/hardware_profile.h"
+#include "profiling/projection/transformer_costs.h"
 
 namespace shardscope::analysis {
 
@@ -19,10 +20,10 @@ namespace shardscope::analysis {
 struct GroupCompute {
   double embedding_forward = 0, embedding_backward = 0, block_forward = 0, block_backward = 0,
          head_forward = 0, head_backward = 0;
-  // Of each group's passes, the share of their time the GPU runs kernels: below 1 where the
-  // host's dispatch is the longer (SharedGpuStreams::compute's `busy`).
+  // Of each group's passes, forward and backward, the share of their time the GPU runs
+  // kernels: below 1 where the host's dispatch is the longer (SharedGpuStreams::compute's `busy`).
   struct Busy {
-    double embedding = 1, block = 1, head = 1;
+    profiling::KernelShare embedding, block, head;
   } busy;
 };
 

@@ -19,7 +19,7 @@ UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch
   gathered[0] = s.collective(units[0].gather_s, K::kGather);
   int last = -1;
   for (size_t u = 0; u < n; ++u) {
-    last = s.compute(units[u].forward_s, K::kForward, gathered[u], units[u].busy);
+    last = s.compute(units[u].forward_s, K::kForward, gathered[u], units[u].forward_busy);
     if (u + 1 < n)
       gathered[u + 1] = s.collective(units[u + 1].gather_s, K::kGather, last, !prefetch);
   }
@@ -27,7 +27,7 @@ UnitPassTime sharded_unit_pass(const std::vector<UnitWork>& units, bool prefetch
   // reduce-scatter goes when its backward is done (ahead of the next gather without prefetch).
   gathered[n - 1] = s.collective(units[n - 1].regather_s, K::kGather, last, true);
   for (size_t u = n; u-- > 0;) {
-    last = s.compute(units[u].backward_s, K::kBackward, gathered[u], units[u].busy);
+    last = s.compute(units[u].backward_s, K::kBackward, gathered[u], units[u].backward_busy);
     if (u > 0 && prefetch)
       gathered[u - 1] = s.collective(units[u - 1].regather_s, K::kGather, last);
     s.collective(units[u].reduce_s, K::kReduce, last, true);

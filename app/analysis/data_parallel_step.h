@@ -24,7 +24,8 @@ struct UnitWork {
   double gather_s = 0;                   // the all-gather of its parameters before its forward
   double regather_s = 0;                 // and before its backward (0: still held)
   double reduce_s = 0;                   // one reduce-scatter of its gradients (0: none here)
-  double busy = 1;                       // the share of its compute's time its kernels fill
+  // The share of its forward's and its backward's time its kernels fill.
+  double forward_busy = 1, backward_busy = 1;
 };
 
 struct UnitPassTime {

@@ -415,13 +415,14 @@ double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s) {
   return std::max(total_seconds(ops), host_s);
 }
 
-double kernel_share(const PassOps& p) {
-  const double kernels =
-      total_seconds(p.forward) + total_seconds(p.backward_input) + total_seconds(p.backward_weight);
-  const double time = host_or_device_seconds(p.forward, p.forward_host_s) +
-                      host_or_device_seconds(p.backward_input, p.backward_input_host_s) +
-                      host_or_device_seconds(p.backward_weight, p.backward_weight_host_s);
-  return time > 0 ? std::min(1.0, kernels / time) : 1.0;
+KernelShare kernel_share(const PassOps& p) {
+  const auto share = [](double kernels, double time) {
+    return time > 0 ? std::min(1.0, kernels / time) : 1.0;  // no pass: nothing to contend
+  };
+  return {share(total_seconds(p.forward), host_or_device_seconds(p.forward, p.forward_host_s)),
+          share(total_seconds(p.backward_input) + total_seconds(p.backward_weight),
+                host_or_device_seconds(p.backward_input, p.backward_input_host_s) +
+                    host_or_device_seconds(p.backward_weight, p.backward_weight_host_s))};
 }
 
 }  // namespace shardscope::profiling

@@ -86,9 +86,13 @@ double total_seconds(const std::vector<PricedOp>& ops, PricedOp::Kind kind);
 // The ops' time when the host takes `host_s` to dispatch them while the device runs those before
 // it: the longer of the two (the queue between them is deep enough for a block).
 double host_or_device_seconds(const std::vector<PricedOp>& ops, double host_s);
-// Of the passes' time (each its kernels or its host's dispatch, the longer), the share its
-// kernels fill: below 1 where the host is the bound, and the GPU idles between kernels.
-double kernel_share(const PassOps& passes);
+// Of the passes' time (each its kernels or its host's dispatch, the longer), the share their
+// kernels fill, forward and backward (input and weight gradients) apart: below 1 where the host
+// is the bound, and the GPU idles between kernels.
+struct KernelShare {
+  double forward = 1, backward = 1;
+};
+KernelShare kernel_share(const PassOps& passes);
 
 // The model's shape and what one micro-batch of one GPU holds.
 struct PassShape {

@@ -133,12 +133,19 @@ TEST(SharedGpuStreams, EachComputeTaskContendsAsItsOwnKernelsFillTheGpu) {
     s.compute(3e-3, K::kBackward, -1, busy);
     return s.run({rc, rm, 1.0});  // the sharing's default: kernels fill the time
   };
-  const auto host_bound = beside(0.25), kernel_bound = beside(1.0), by_default = beside(0);
+  const auto host_bound = beside(0.25), kernel_bound = beside(1.0), by_default = beside(-1);
   EXPECT_NEAR(host_bound.compute_end, 3e-3, 1e-15);
   EXPECT_LT(host_bound.comm_end, kernel_bound.comm_end);
   EXPECT_NEAR(kernel_bound.comm_end, collective / rm, 1e-15);
   EXPECT_NEAR(kernel_bound.compute_end, 3e-3 + (1 - rc) * collective / rm, 1e-15);
   EXPECT_DOUBLE_EQ(by_default.compute_end, kernel_bound.compute_end);
+  // Kernels that fill none of the time (all host): neither slows the other.
+  const auto all_host = beside(0);
+  EXPECT_NEAR(all_host.compute_end, 3e-3, 1e-15);
+  EXPECT_NEAR(all_host.comm_end, collective, 1e-12);
+  SharedGpuStreams s;
+  EXPECT_THROW(s.compute(1e-3, K::kBackward, -1, std::numeric_limits<double>::quiet_NaN()),
+               std::logic_error);
 }
 
 // A compute task waits for the collective it needs; a collective runs after the one issued before
