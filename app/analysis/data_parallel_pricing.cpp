@@ -24,8 +24,8 @@ namespace {
 GpuSharing gpu_sharing(const profiling::HardwareProfile& gpu,
                        const profiling::HardwareProfile& group) {
   const profiling::GpuCompute::Contention measured = gpu.gpu.contention();
-  if (!measured.measured || group.nodes > 1) return {1, 1, 1};
-  return {measured.compute_rate, measured.collective_rate, 1};
+  if (!measured.measured || group.nodes > 1) return {1, 1};
+  return {measured.compute_rate, measured.collective_rate};
 }
 
 // ZeRO-3's parameter gathers and gradient reduce-scatters in one micro-batch, unit by unit as

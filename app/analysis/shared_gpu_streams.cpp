@@ -70,7 +70,7 @@ SharedGpuStreams::Result SharedGpuStreams::run(const GpuSharing& sharing,
   const double collective_rate = pace(sharing.collective_rate);
   // The paces of the compute task `t` and the collective while both run.
   const auto paces_beside = [&](const Task& t) {
-    const double busy = pace(t.busy >= 0 ? t.busy : sharing.compute_busy);
+    const double busy = pace(t.busy);
     return std::pair{std::min(1.0, kernel_rate / busy),
                      1 - std::min(1.0, busy / kernel_rate) * (1 - collective_rate)};
   };

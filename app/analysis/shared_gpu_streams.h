@@ -11,16 +11,14 @@ namespace shardscope::analysis {
 // at full speed. A pair started together then takes what the GPU measured such pairs take.
 
 // How the two streams share the GPU: each one's pace while the other runs (1, 1: neither slows
-// the other); `compute_busy`, the share of the compute's time that its kernels run, for tasks
-// that do not say their own (below 1 where the host's dispatch is the longer: the kernels then
-// wait for it). The two contend only
+// the other). A compute task says how much of its time its kernels fill, `busy` (below 1 where
+// the host's dispatch is the longer: the kernels then wait for it), and the two contend only
 // while kernels run: slowed kernels keep the host's pace while they still fit in its time
-// (compute at min(1, compute_rate / compute_busy)), and the collective is slowed over the share
-// of the time the slowed kernels fill, min(1, compute_busy / compute_rate). The measured pairs
-// were GEMMs back to back, compute_busy 1.
+// (compute at min(1, compute_rate / busy)), and the collective is slowed over the share of the
+// time the slowed kernels fill, min(1, busy / compute_rate). The measured pairs were GEMMs back
+// to back, busy 1.
 struct GpuSharing {
   double compute_rate = 1, collective_rate = 1;
-  double compute_busy = 1;
 };
 
 // What a stream was busy with, and when (seconds from the start). Back-to-back intervals of one
@@ -46,9 +44,9 @@ double slowed_seconds(const std::vector<StreamInterval>& intervals);
 class SharedGpuStreams {
  public:
   // A compute task of `seconds` (0: a point where the compute stream waits for `after`, a
-  // collective's index, and nothing more), whose kernels fill `busy` of its time, 0 to 1 (below
-  // 0: the sharing's compute_busy). Returns its index.
-  int compute(double seconds, StreamInterval::Kind kind, int after = -1, double busy = -1);
+  // collective's index, and nothing more), whose kernels fill `busy` of its time, 0 to 1.
+  // Returns its index.
+  int compute(double seconds, StreamInterval::Kind kind, int after = -1, double busy = 1);
   // A collective of `seconds` issued as compute task `by` starts (or ends: `at_end`); `by` -1:
   // at the start. Returns its index, or -1 when it moves nothing (0 s: nothing waits for it).
   int collective(double seconds, StreamInterval::Kind kind, int by = -1, bool at_end = false);
@@ -66,7 +64,7 @@ class SharedGpuStreams {
     StreamInterval::Kind kind = StreamInterval::kForward;
     int link = -1;  // compute: the collective it waits for; collective: the task issuing it
     bool at_end = false;
-    double busy = -1;  // compute: the share of its time its kernels fill (below 0: the sharing's)
+    double busy = 1;  // compute: the share of its time its kernels fill
   };
   std::vector<Task> compute_, comm_;
 };

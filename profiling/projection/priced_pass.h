@@ -63,8 +63,7 @@ class Pass {
     if (ranks <= 1 || bytes <= 0) return;
     const double s = estimate_collective(op, int64_t(bytes), ranks, group_).time_s;
     const GpuCompute::Contention contention = hw_.gpu.contention();
-    const double exposed =
-        contention.measured && gemm_s > 0 ? pair_seconds(gemm_s, s, contention) - gemm_s : s;
+    const double exposed = contention.measured ? pair_seconds(gemm_s, s, contention) - gemm_s : s;
     ops_.push_back({name, Kind::kTensorComm, 0, bytes, exposed, op});
   }
 

@@ -22,9 +22,9 @@ using K = StreamInterval;
 // 1 / (2 - h). A GEMM and a collective started together then take the longer plus (1 - h) of the
 // shorter, which is how the share was measured (scripts/gpu-sm-contention.py), whichever is the
 // longer.
-GpuSharing from_share(double h, double busy = 1) {
+GpuSharing from_share(double h) {
   const double rate = 1 / (2 - h);
-  return {rate, rate, busy};
+  return {rate, rate};
 }
 
 TEST(SharedGpuStreams, APairStartedTogetherTakesTheLongerAndWhatItDidNotHideOfTheShorter) {
@@ -62,7 +62,7 @@ TEST(SharedGpuStreams, EachStreamRunsAtItsOwnMeasuredPaceWhileTheOtherRuns) {
   SharedGpuStreams s;
   s.collective(collective, K::kGather);
   s.compute(compute, K::kForward);
-  const auto r = s.run({rc, rm, 1});
+  const auto r = s.run({rc, rm});
   EXPECT_NEAR(r.comm_end, collective / rm, 1e-15);
   EXPECT_NEAR(r.compute_end, compute + (1 - rc) * collective / rm, 1e-15);
   // The symmetric pair from the share alone would charge the compute (1 - h) of the collective.
@@ -83,7 +83,7 @@ TEST(SharedGpuStreams, SequenceParallelismsPairTakesWhatTheStreamsDo) {
       SharedGpuStreams s;
       s.collective(collective, K::kGather);
       s.compute(compute, K::kBackward);
-      const auto r = s.run({c.compute_rate, c.collective_rate, 1});
+      const auto r = s.run({c.compute_rate, c.collective_rate});
       EXPECT_NEAR(profiling::pair_seconds(compute, collective, c),
                   std::max(r.compute_end, r.comm_end), 1e-15)
           << name << " " << compute << " beside " << collective;
@@ -104,8 +104,8 @@ TEST(SharedGpuStreams, ComputeBoundByItsHostContendsOnlyWhileItsKernelsRun) {
   for (const double busy : {0.25, 0.5, rc, 0.9, 1.0}) {
     SharedGpuStreams s;
     s.collective(collective, K::kGather);
-    s.compute(gemm, K::kForward);
-    const auto r = s.run({rc, rm, busy});
+    s.compute(gemm, K::kForward, -1, busy);
+    const auto r = s.run({rc, rm});
     // Slowed kernels fill busy / rc of the time (all of it past rc): the collective runs at rm
     // over that share and at full pace over the rest.
     const double filled = std::min(1.0, busy / rc);
@@ -127,11 +127,16 @@ TEST(SharedGpuStreams, ComputeBoundByItsHostContendsOnlyWhileItsKernelsRun) {
 // it nor, as much, the collective; beside the kernel-bound one both slow as measured.
 TEST(SharedGpuStreams, EachComputeTaskContendsAsItsOwnKernelsFillTheGpu) {
   const double rc = 0.8, rm = 0.5, collective = 1e-3;
+  // busy < 0: the task says nothing, and its kernels are taken to fill its time.
   const auto beside = [&](double busy) {
     SharedGpuStreams s;
     s.collective(collective, K::kGather);
-    s.compute(3e-3, K::kBackward, -1, busy);
-    return s.run({rc, rm, 1.0});  // the sharing's default: kernels fill the time
+    if (busy < 0) {
+      s.compute(3e-3, K::kBackward);
+    } else {
+      s.compute(3e-3, K::kBackward, -1, busy);
+    }
+    return s.run({rc, rm});
   };
   const auto host_bound = beside(0.25), kernel_bound = beside(1.0), by_default = beside(-1);
   EXPECT_NEAR(host_bound.compute_end, 3e-3, 1e-15);
@@ -178,7 +183,7 @@ TEST(SharedGpuStreams, AWaitHoldsTheComputeAndImpossibleTasksAreRefused) {
   s.compute(0, K::kBackward, bucket);
   s.compute(1e-3, K::kBackward);
   StreamTimeline t;
-  const auto r = s.run({1, 1, 1}, &t);
+  const auto r = s.run({1, 1}, &t);
   EXPECT_NEAR(r.compute_end, 3e-3, 1e-15);
   ASSERT_EQ(t.compute.size(), 1u);
   EXPECT_NEAR(t.compute[0].start, 2e-3, 1e-15);
@@ -195,7 +200,7 @@ TEST(SharedGpuStreams, AWaitHoldsTheComputeAndImpossibleTasksAreRefused) {
   SharedGpuStreams pair;
   pair.collective(1e-3, K::kGather);
   pair.compute(3e-3, K::kForward);
-  const auto odd = pair.run({nan, nan, nan});
+  const auto odd = pair.run({nan, nan});
   EXPECT_NEAR(std::max(odd.compute_end, odd.comm_end), 3e-3, 1e-15);
 }
 
