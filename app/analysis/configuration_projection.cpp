@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/analysis/configuration_projection_parts.h"
 #include "app/analysis/data_parallel_pricing.h"
 #include "app/analysis/data_parallel_trace.h"
 #include "app/analysis/node_placement.h"
@@ -29,61 +30,15 @@ namespace shardscope::analysis {
 namespace {
 
 using profiling::PassOps;
-using profiling::PricedOp;
-using Kind = PricedOp::Kind;
+using projection_detail::Kind;
+using projection_detail::Layout;
+using projection_detail::PassCost;
+using projection_detail::StageCost;
+using projection_detail::step_trace;
 
 void require(bool ok, const char* field, const std::string& message) {
   if (!ok) throw ConfigError(field, message);
 }
-
-// A pass of one pipeline stage: its time, and the part of it spent in the tensor group's
-// collectives. The host dispatches each op (PyTorch eager) while the device runs the ones before
-// it, so a block's pass takes its kernels' time or its host's, whichever is longer: small models
-// are bound by the host, as they are on a GPU.
-struct PassCost {
-  double seconds = 0, tensor_comm = 0;
-  void add(const std::vector<PricedOp>& ops, double times, double host_s) {
-    seconds += times * profiling::host_or_device_seconds(ops, host_s);
-    tensor_comm += times * profiling::total_seconds(ops, Kind::kTensorComm);
-  }
-};
-struct StageCost {
-  PassCost forward, input, weight;
-  // Once a step, in the stage's first forward, when the micro-batches share them: the bf16 copies
-  // of its Linears' weights (its blocks', and the LM head's on the last stage).
-  double weight_casts = 0;
-  // What `action` adds to its pass: the weight casts in the first micro-batch's forward.
-  double first_forward_extra(const pipeline::Action& action) const {
-    return action.pass == pipeline::Pass::kForward && action.micro == 0 ? weight_casts : 0;
-  }
-  // What `pass` costs: a whole backward is the input and the weight pass together.
-  PassCost of(pipeline::Pass pass) const {
-    switch (pass) {
-      case pipeline::Pass::kForward:
-        return forward;
-      case pipeline::Pass::kInput:
-        return input;
-      case pipeline::Pass::kWeight:
-        return weight;
-      case pipeline::Pass::kBackward:
-        break;
-    }
-    return {input.seconds + weight.seconds, input.tensor_comm + weight.tensor_comm};
-  }
-};
-
-// What the configuration lays out, checked against the hardware.
-struct Layout {
-  profiling::TrainingLayout memory;
-  int tp = 1, pp = 1, dp = 1, cp = 1, v = 1, m = 1;
-  int ep = 0;  // expert parallelism's degree (the `ep` strategy dispatches even at 1); 0: none
-  // A pipeline's accumulation passes: each runs its schedule over m micro-batches, one after the
-  // other, as the runtime does (a pass a run of PipelineRuntime).
-  int flushes = 1;
-  int64_t global_batch = 0, sequences = 1;
-  std::string schedule = "1f1b";
-  bool pipelined = false;
-};
 
 Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   // What the strategy itself refuses (cp that does not divide the world, ep without experts, a
@@ -232,126 +187,78 @@ std::vector<StageCost> stage_costs(const Config& config, const Layout& l,
   return costs;
 }
 
-std::string pass_span(pipeline::Pass pass, bool split) {
-  switch (pass) {
-    case pipeline::Pass::kForward:
-      return std::string(profiling::kForwardPassSpan);
-    case pipeline::Pass::kInput:
-      return std::string(split ? profiling::kInputPassSpan : profiling::kBackwardPassSpan);
-    case pipeline::Pass::kWeight:
-      return std::string(profiling::kWeightPassSpan);
-    case pipeline::Pass::kBackward:
-      break;
+// Activations (fp32, the residual stream) between stages: each tensor rank sends its 1/tp, of
+// the sequence with sequence parallelism, else of the whole that every tensor rank holds, which
+// the receiving stage's tensor group then gathers (TensorParallelStage::hidden_piece).
+void price_pipeline_hop(const Config& config, const Layout& l, const profiling::HardwareProfile& hw,
+                        ConfigurationProjection& p) {
+  if (l.pp <= 1) return;
+  const auto hop = profiling::group_profile(hw, 2, l.tp * l.cp * l.dp);
+  const double activation = double(l.sequences) * config.model.seq * config.model.d_model * 4;
+  p.pipeline_send_bytes = int64_t(activation / l.tp);
+  p.pipeline_transfer_s =
+      profiling::estimate_collective("send", p.pipeline_send_bytes, 2, hop).time_s;
+  if (l.tp > 1 && !l.memory.sequence_parallel) {
+    p.pipeline_transfer_s +=
+        profiling::estimate_collective("all_gather_into", int64_t(activation), l.tp,
+                                       profiling::group_profile(hw, l.tp, 1))
+            .time_s;
   }
-  return std::string(profiling::kBackwardPassSpan);
 }
 
-// The step as a trace: each pipeline rank's passes; the tensor group's collectives of a pass at
-// its end, after its kernels (they block the rank, so it waits through them, and together they
-// take what they take between the kernels); the activations and gradients sent between stages on
-// other ranks, each to its receive; then the gradient sync and the optimizer.
-profiling::Trace step_trace(const Config& config, const Layout& l,
-                            const std::vector<StageCost>& costs,
-                            const std::vector<std::vector<pipeline::TimedAction>>& timed,
-                            const ConfigurationProjection& p, double span,
-                            const DataParallelTimeline* data_parallel) {
-  profiling::Trace t;
-  t.run.strategy = config.strategy;
-  // The job's GPUs, of which one rank a pipeline stage is drawn: its data-, tensor-, context- and
-  // expert-parallel peers repeat it. On GPUs a rank each, they would run over NCCL.
-  t.run.world = config.world;
-  t.run.device = p.hardware;
-  t.run.backend = "nccl";
-  t.run.projected = profiling::RecordedProjection{p.hardware, 0};
-  const bool split = pipeline::splits_backward(l.schedule);
+// Every pipeline rank's passes over the step's accumulation passes, and the step's span.
+struct ScheduledStep {
+  std::vector<std::vector<pipeline::TimedAction>> timed;
+  double span = 0;
+};
+
+ScheduledStep schedule_step(const Layout& l, const std::vector<StageCost>& costs,
+                            double transfer_s) {
+  auto seconds = [&](pipeline::Pass pass, int stage) { return costs[stage].of(pass).seconds; };
+  // Micro-batches that share the weights' bf16 copies: each stage's first forward makes them.
+  const auto first_forward = [&](int stage) { return costs[stage].weight_casts; };
   const std::string kind = l.pipelined ? l.schedule : "gpipe";
-  for (int r = 0; r < l.pp; ++r) {
-    profiling::RankTrace rank;
-    rank.rank = r;
-    rank.lanes = {"host", "comm"};
-    t.ranks.push_back(rank);
-  }
-  if (data_parallel != nullptr && !l.pipelined) {
-    const StageCost& c = costs.at(0);
-    add_data_parallel_step(t,
-                           {l.m, l.dp * l.cp, c.forward.seconds, c.input.seconds + c.weight.seconds,
-                            c.weight_casts, p.optimizer_s},
-                           *data_parallel);
-    t.normalise();
-    return t;
-  }
-  auto add = [&](int r, const std::string& name, profiling::Category category, double t0, double t1,
-                 int micro) -> profiling::Event& {
-    return add_projected_span(t, r, name, category, t0, t1, micro);
-  };
-  std::map<std::pair<int, int>, int64_t> sent;  // per sender and receiver: sends so far
-  auto transfer = [&](int from, int to, double at, int micro) {
-    const int64_t seq = sent[{from, to}]++;
-    for (const auto& [r, peer, op] : {std::tuple{from, to, "send"}, std::tuple{to, from, "recv"}}) {
-      profiling::Event& e =
-          add(r, op, profiling::Category::kCollective, at, at + p.pipeline_transfer_s, micro);
-      e.lane = profiling::kCommLane;
-      e.group = t.intern("pp");
-      e.seq = seq;
-      e.peer = int16_t(peer);
-      e.group_size = 2;
-      e.bytes = p.pipeline_send_bytes;
-    }
-  };
-  // What a pass waits for between its kernels, named for what it is: the tensor group's
-  // collectives, the context ring's transfers, the experts' all_to_all.
-  std::string blocking;
-  const auto also = [&](const char* what) {
-    blocking += (blocking.empty() ? "" : " and ") + std::string(what);
-  };
-  if (l.tp > 1) also("tensor-parallel collectives");
-  if (l.cp > 1) also("ring attention transfers");
-  if (l.ep > 1) also("expert all_to_all");
-  if (blocking.empty()) blocking = "collectives";
-  const char* group = l.tp > 1 ? "tp" : l.cp > 1 ? "cp" : "ep";
-  const int group_size = l.tp > 1 ? l.tp : l.cp > 1 ? l.cp : std::max(1, l.ep);
-  for (int r = 0; r < l.pp; ++r) {
-    add(r, "step 0", profiling::Category::kStep, 0, p.step_s, -1);
-    for (const auto& a : timed[r]) {
-      const StageCost& c = costs[a.action.stage];
-      const pipeline::Pass pass = a.action.pass;
-      const double comm = c.of(pass).tensor_comm;
-      const std::string name = pass_span(pass, split) + " " + std::to_string(a.action.micro) +
-                               (l.v > 1 ? " stage " + std::to_string(a.action.stage) : "");
-      // The stage's first forward makes the step's weight copies first.
-      double start = a.start;
-      if (const double casts = c.first_forward_extra(a.action); casts > 0) {
-        start += casts;
-        add(r, "weight casts", profiling::Category::kForward, a.start, start, a.action.micro);
-      }
-      add(r, name,
-          pass == pipeline::Pass::kForward ? profiling::Category::kForward
-                                           : profiling::Category::kBackward,
-          start, a.end - comm, a.action.micro);
-      if (comm > 0) {
-        profiling::Event& e =
-            add(r, blocking, profiling::Category::kCollective, a.end - comm, a.end, a.action.micro);
-        e.lane = profiling::kCommLane;
-        e.group = t.intern(group);
-        e.group_size = int16_t(group_size);
-        add(r, "wait " + blocking, profiling::Category::kWait, a.end - comm, a.end, a.action.micro);
-      }
-      // What this pass hands to a stage on another rank.
-      const int stage = a.action.stage, stages = l.pp * l.v;
-      const int next = pass == pipeline::Pass::kForward  ? stage + 1
-                       : pass == pipeline::Pass::kWeight ? -1
-                                                         : stage - 1;
-      if (next >= 0 && next < stages) {
-        const int to = pipeline::stage_rank(kind, next, l.pp, l.v);
-        if (to != r) transfer(r, to, a.end, a.action.micro);
+  ScheduledStep step;
+  step.timed =
+      pipeline::simulate_schedule(kind, l.pp, l.m, l.v, seconds, transfer_s, first_forward);
+  for (const auto& rank : step.timed) step.span = std::max(step.span, rank.back().end);
+  if (l.flushes <= 1) return step;
+  // Later accumulation passes use the copies the first made, each after the one before.
+  const auto later = pipeline::simulate_schedule(kind, l.pp, l.m, l.v, seconds, transfer_s);
+  double later_span = 0;
+  for (const auto& rank : later) later_span = std::max(later_span, rank.back().end);
+  for (int f = 1; f < l.flushes; ++f, step.span += later_span) {
+    for (size_t r = 0; r < step.timed.size(); ++r) {
+      for (pipeline::TimedAction a : later[r]) {
+        a.action.micro += f * l.m;
+        a.start += step.span;
+        a.end += step.span;
+        step.timed[r].push_back(a);
       }
     }
-    if (p.data_comm_s > 0)
-      add(r, p.data_comm_what, profiling::Category::kGradSync, span, span + p.data_comm_s, -1);
-    add(r, "optimizer", profiling::Category::kOptimizer, span + p.data_comm_s, p.step_s, -1);
   }
-  t.normalise();
-  return t;
+  return step;
+}
+
+// The busiest rank's compute and tensor communication; the rest of the span it waits.
+void take_busiest_rank(const ScheduledStep& step, const std::vector<StageCost>& costs,
+                       ConfigurationProjection& p) {
+  double busiest = -1;
+  for (const auto& rank : step.timed) {
+    double busy = 0, comm = 0, casts = 0;
+    for (const auto& a : rank) {
+      busy += a.end - a.start;
+      comm += costs[a.action.stage].of(a.action.pass).tensor_comm;
+      casts += costs[a.action.stage].first_forward_extra(a.action);
+    }
+    if (busy > busiest) {
+      busiest = busy;
+      p.compute_s = busy - comm;
+      p.tensor_comm_s = comm;
+      p.pipeline_wait_s = step.span - busy;
+      p.weight_casts_s = casts;
+    }
+  }
 }
 
 }  // namespace
@@ -376,67 +283,11 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
   const std::vector<StageCost> costs =
       stage_costs(config, l, hw, &p.layer_forward_s, &p.layer_backward_s, &groups);
 
-  // Activations (fp32, the residual stream) between stages: each tensor rank sends its 1/tp,
-  // of the sequence with sequence parallelism, else of the whole that every tensor rank holds,
-  // which the receiving stage's tensor group then gathers (TensorParallelStage::hidden_piece).
-  const auto hop = profiling::group_profile(hw, 2, l.tp * l.cp * l.dp);
+  price_pipeline_hop(config, l, hw, p);
   const bool sp = l.memory.sequence_parallel && l.tp > 1;
-  const double activation = double(l.sequences) * config.model.seq * config.model.d_model * 4;
-  if (l.pp > 1) {
-    p.pipeline_send_bytes = int64_t(activation / l.tp);
-    p.pipeline_transfer_s =
-        profiling::estimate_collective("send", p.pipeline_send_bytes, 2, hop).time_s;
-    if (l.tp > 1 && !sp) {
-      p.pipeline_transfer_s +=
-          profiling::estimate_collective("all_gather_into", int64_t(activation), l.tp,
-                                         profiling::group_profile(hw, l.tp, 1))
-              .time_s;
-    }
-  }
-  auto seconds = [&](pipeline::Pass pass, int stage) { return costs[stage].of(pass).seconds; };
-
-  // Micro-batches that share the weights' bf16 copies: each stage's first forward makes them.
-  const auto first_forward = [&](int stage) { return costs[stage].weight_casts; };
-  const std::string kind = l.pipelined ? l.schedule : "gpipe";
-  auto timed = pipeline::simulate_schedule(kind, l.pp, l.m, l.v, seconds, p.pipeline_transfer_s,
-                                           first_forward);
-  double span = 0;
-  for (const auto& rank : timed) span = std::max(span, rank.back().end);
-  // Later accumulation passes use the copies the first made, each after the one before.
-  if (l.flushes > 1) {
-    const auto later =
-        pipeline::simulate_schedule(kind, l.pp, l.m, l.v, seconds, p.pipeline_transfer_s);
-    double later_span = 0;
-    for (const auto& rank : later) later_span = std::max(later_span, rank.back().end);
-    for (int f = 1; f < l.flushes; ++f, span += later_span) {
-      for (size_t r = 0; r < timed.size(); ++r) {
-        for (pipeline::TimedAction a : later[r]) {
-          a.action.micro += f * l.m;
-          a.start += span;
-          a.end += span;
-          timed[r].push_back(a);
-        }
-      }
-    }
-  }
-
-  // The busiest rank's compute and tensor communication; the rest of the span it waits.
-  double busiest = -1;
-  for (const auto& rank : timed) {
-    double busy = 0, comm = 0, casts = 0;
-    for (const auto& a : rank) {
-      busy += a.end - a.start;
-      comm += costs[a.action.stage].of(a.action.pass).tensor_comm;
-      casts += costs[a.action.stage].first_forward_extra(a.action);
-    }
-    if (busy > busiest) {
-      busiest = busy;
-      p.compute_s = busy - comm;
-      p.tensor_comm_s = comm;
-      p.pipeline_wait_s = span - busy;
-      p.weight_casts_s = casts;
-    }
-  }
+  const ScheduledStep step = schedule_step(l, costs, p.pipeline_transfer_s);
+  const double span = step.span;
+  take_busiest_rank(step, costs, p);
   p.memory = profiling::project_memory(model_shape(config.model), l.memory);
   // A tensor-parallel rank holds a shard of each of its stage's tensors: as many tensors.
   const double tensors =
@@ -491,7 +342,7 @@ ConfigurationProjection project_configuration(const Config& config, profiling::H
                   events, l.m * l.flushes, kMaxDrawnEvents);
     p.undrawn = why;
   } else {
-    p.trace = step_trace(config, l, costs, timed, p, span,
+    p.trace = step_trace(config, l, costs, step.timed, p, span,
                          data_parallel.drawn ? &data_parallel.timeline : nullptr);
   }
   return p;

@@ -95,8 +95,11 @@ std::string default_text(const nlohmann::json& value) {
 
 }  // namespace
 
-const std::vector<FlagSpec>& run_flag_specs() {
-  static const std::vector<FlagSpec> specs = {
+namespace {
+
+// What runs, where, for how long, over what data.
+std::vector<FlagSpec> placement_flag_specs() {
+  return {
       {"--preset", "preset", Kind::String,
        "model preset: tiny (<1M params), small (~10M), gpt2-small (~124M); for projections: "
        "gpt-7b, llama-7b-like, megatron-22b, gpt3-175b, turing-530b, megatron-1t"},
@@ -126,6 +129,12 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--memory-limit-mb", "memory_limit_mb", Kind::Double,
        "simulated device capacity per rank in MB (CPU): past it the run fails out of memory, "
        "with the rank's memory breakdown"},
+  };
+}
+
+// The GPT's shape.
+std::vector<FlagSpec> model_flag_specs() {
+  return {
       {"--vocab", "model.vocab", Kind::Int, "vocabulary size"},
       {"--d-model", "model.d_model", Kind::Int, "model width"},
       {"--heads", "model.heads", Kind::Int, "attention heads (must divide d-model)"},
@@ -140,6 +149,12 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--freeze", "model.frozen", Kind::List, "comma-separated parameter names to freeze"},
       {"--unused-parameter", "model.unused_parameter", Kind::Bool,
        "add a parameter the forward never uses (DDP corner case)"},
+  };
+}
+
+// The optimizer and its schedule.
+std::vector<FlagSpec> optimizer_flag_specs() {
+  return {
       {"--optimizer", "optimizer.name", Kind::String, "adamw or sgd"},
       {"--lr", "optimizer.lr", Kind::Double, "peak learning rate"},
       {"--weight-decay", "optimizer.weight_decay", Kind::Double, "decoupled weight decay"},
@@ -152,6 +167,12 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--min-lr-ratio", "optimizer.min_lr_ratio", Kind::Double, "decay floor as a fraction of lr"},
       {"--clip-grad-norm", "optimizer.clip_grad_norm", Kind::Double,
        "clip the global gradient norm (0: off)"},
+  };
+}
+
+// The strategy's options, its layout, and what is recorded.
+std::vector<FlagSpec> strategy_flag_specs() {
+  return {
       {"--bucket-mb", "strategy_options.bucket_mb", Kind::Double,
        "DDP bucket cap in MiB (0: DDP's default, 25 with a 1 MiB first bucket)"},
       {"--no-overlap", "strategy_options.overlap", Kind::BoolOff,
@@ -207,6 +228,12 @@ const std::vector<FlagSpec>& run_flag_specs() {
       {"--no-device-tracing", "device_tracing", Kind::BoolOff,
        "on a GPU: record host spans but no kernels (CUPTI adds about 20 us to each kernel "
        "launch; docs/running-on-a-gpu.md)"},
+  };
+}
+
+// Faults to inject, checkpoints, and the weights a run starts from.
+std::vector<FlagSpec> recovery_flag_specs() {
+  return {
       {"--inject-fault", "inject_fault", Kind::String,
        "make a rank fail: rank=R,step=S,kind=throw|exit|hang|stop (not throw: --mode processes)"},
       {"--checkpoint-every", "checkpoint_every", Kind::Int,
@@ -222,6 +249,19 @@ const std::vector<FlagSpec>& run_flag_specs() {
        "start every rank and the reference from this name -> tensor file instead of the seed's "
        "weights: torch.save(model.state_dict(), f) or .safetensors (fp32, fp16, bf16 or fp64)"},
   };
+}
+
+}  // namespace
+
+const std::vector<FlagSpec>& run_flag_specs() {
+  static const std::vector<FlagSpec> specs = [] {
+    std::vector<FlagSpec> all;
+    for (auto group : {placement_flag_specs, model_flag_specs, optimizer_flag_specs,
+                       strategy_flag_specs, recovery_flag_specs}) {
+      for (FlagSpec& spec : group()) all.push_back(std::move(spec));
+    }
+    return all;
+  }();
   return specs;
 }
 

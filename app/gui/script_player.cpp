@@ -124,38 +124,12 @@ void ScriptPlayer::move_onto_event(GuiSession& session, const ScriptAction& a, b
   wait_frames_ = 2;  // hover shows in the next frames
 }
 
-void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
+// mouse, click, drag, wheel and key: what a person does with the mouse and keyboard, queued for
+// the frames to come. Returns false for any other verb.
+bool ScriptPlayer::apply_pointer(const ScriptAction& a) {
   const auto& v = a.verb;
   const auto& args = a.args;
-  if (v == "open") {
-    if (!session.open_trace(args[0])) throw std::runtime_error(session.message);
-  } else if (v == "save") {
-    if (!session.save_trace(args[0])) throw std::runtime_error(session.message);
-  } else if (v == "tab") {
-    session.requested_tab = tab_named(args[0]);
-    wait_frames_ = 1;
-  } else if (v == "run-select") {
-    session.select_run(static_cast<int>(number(args[0])));
-  } else if (v == "range") {
-    session.timeline.request_range(number(args[0]), number(args[1]));
-  } else if (v == "measure") {
-    session.timeline.request_measure(number(args[0]), number(args[1]));
-    wait_frames_ = 1;
-  } else if (v == "lens") {
-    // lens measured | lens device [HARDWARE]
-    analysis::Lens lens;
-    if (args.empty() || (args[0] != "measured" && args[0] != "device"))
-      throw std::runtime_error("lens: measured or device [HARDWARE]");
-    lens.measured = args[0] == "measured";
-    if (args.size() > 1) lens.hardware = args[1];
-    session.set_lens(lens);
-  } else if (v == "fit") {
-    session.timeline.request_fit_all();
-  } else if (v == "fit-step") {
-    session.timeline.request_fit_step(static_cast<int>(number(args[0])));
-  } else if (v == "search") {
-    session.timeline.search = args.empty() ? "" : args[0];
-  } else if (v == "mouse") {
+  if (v == "mouse") {
     pending_moves_.push_back({float(number(args[0])), float(number(args[1])), -1, false});
   } else if (v == "click") {
     const float x = float(number(args[0])), y = float(number(args[1]));
@@ -192,22 +166,93 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     pending_keys_.push_back(key->second);
     pending_ctrl_.push_back(args[0].rfind("Ctrl+", 0) == 0);
     wait_frames_ = 2;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// fold R / pin R: what a click / Shift+click on rank R's name does.
+void ScriptPlayer::toggle_rank(GuiSession& session, const std::string& v, const std::string& rank) {
+  const LoadedRun* run = session.current_run();
+  const int wanted = static_cast<int>(number(rank));
+  int index = -1;
+  for (size_t r = 0; run != nullptr && r < run->trace.ranks.size(); ++r)
+    if (run->trace.ranks[r].rank == wanted) index = static_cast<int>(r);
+  if (index < 0) throw std::runtime_error(v + ": no rank " + rank + " in the open run");
+  if (v == "fold") {
+    session.timeline.toggle_folded(index);
+  } else {
+    session.timeline.toggle_pinned(index);
+  }
+  wait_frames_ = 1;
+}
+
+// project [HARDWARE [SCALE [PRECISION]]]: the What-if tab's projection of the open run.
+void ScriptPlayer::request_projection(GuiSession& session, const std::vector<std::string>& args) {
+  session.requested_tab = "What-if";
+  if (!args.empty()) {
+    auto& names = session.what_if.hardware_names;
+    auto it = std::find(names.begin(), names.end(), args[0]);
+    if (names.empty() || it == names.end()) {
+      // Names are listed on the What-if tab's first frame; try again after it.
+      if (!retried_) {
+        retried_ = true;
+        --next_;
+        wait_frames_ = 1;
+        return;
+      }
+      throw std::runtime_error("no hardware profile '" + args[0] + "'");
+    }
+    session.what_if.hardware = static_cast<int>(it - names.begin());
+  }
+  if (args.size() > 1) session.what_if.compute_scale = static_cast<float>(number(args[1]));
+  if (args.size() > 2) {
+    if (args[2] != "fp32" && args[2] != "bf16")
+      throw std::runtime_error("project: precision must be fp32 or bf16, got '" + args[2] + "'");
+    session.what_if.price_fp32 = args[2] == "fp32";
+  }
+  retried_ = false;
+  session.what_if.project_requested = true;
+  wait_frames_ = 1;
+}
+
+void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
+  const auto& v = a.verb;
+  const auto& args = a.args;
+  if (v == "open") {
+    if (!session.open_trace(args[0])) throw std::runtime_error(session.message);
+  } else if (v == "save") {
+    if (!session.save_trace(args[0])) throw std::runtime_error(session.message);
+  } else if (v == "tab") {
+    session.requested_tab = tab_named(args[0]);
+    wait_frames_ = 1;
+  } else if (v == "run-select") {
+    session.select_run(static_cast<int>(number(args[0])));
+  } else if (v == "range") {
+    session.timeline.request_range(number(args[0]), number(args[1]));
+  } else if (v == "measure") {
+    session.timeline.request_measure(number(args[0]), number(args[1]));
+    wait_frames_ = 1;
+  } else if (v == "lens") {
+    // lens measured | lens device [HARDWARE]
+    analysis::Lens lens;
+    if (args.empty() || (args[0] != "measured" && args[0] != "device"))
+      throw std::runtime_error("lens: measured or device [HARDWARE]");
+    lens.measured = args[0] == "measured";
+    if (args.size() > 1) lens.hardware = args[1];
+    session.set_lens(lens);
+  } else if (v == "fit") {
+    session.timeline.request_fit_all();
+  } else if (v == "fit-step") {
+    session.timeline.request_fit_step(static_cast<int>(number(args[0])));
+  } else if (v == "search") {
+    session.timeline.search = args.empty() ? "" : args[0];
+  } else if (apply_pointer(a)) {
   } else if (v == "hover" || v == "select") {
     move_onto_event(session, a, v == "select");
   } else if (v == "fold" || v == "pin") {
-    // fold R / pin R: what a click / Shift+click on rank R's name does.
-    const LoadedRun* run = session.current_run();
-    const int wanted = static_cast<int>(number(args[0]));
-    int index = -1;
-    for (size_t r = 0; run != nullptr && r < run->trace.ranks.size(); ++r)
-      if (run->trace.ranks[r].rank == wanted) index = static_cast<int>(r);
-    if (index < 0) throw std::runtime_error(v + ": no rank " + args[0] + " in the open run");
-    if (v == "fold") {
-      session.timeline.toggle_folded(index);
-    } else {
-      session.timeline.toggle_pinned(index);
-    }
-    wait_frames_ = 1;
+    toggle_rank(session, v, args[0]);
   } else if (v == "set") {
     set_launch_field(session, args[0], args[1]);
   } else if (v == "project-config") {  // HARDWARE [NODES]: the Launch form's configuration
@@ -224,31 +269,7 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
   } else if (v == "resume") {
     session.message = "queued #" + std::to_string(session.launches.resume(int(number(args[0]))));
   } else if (v == "project") {
-    session.requested_tab = "What-if";
-    if (!args.empty()) {
-      auto& names = session.what_if.hardware_names;
-      auto it = std::find(names.begin(), names.end(), args[0]);
-      if (names.empty() || it == names.end()) {
-        // Names are listed on the What-if tab's first frame; try again after it.
-        if (!retried_) {
-          retried_ = true;
-          --next_;
-          wait_frames_ = 1;
-          return;
-        }
-        throw std::runtime_error("no hardware profile '" + args[0] + "'");
-      }
-      session.what_if.hardware = static_cast<int>(it - names.begin());
-    }
-    if (args.size() > 1) session.what_if.compute_scale = static_cast<float>(number(args[1]));
-    if (args.size() > 2) {
-      if (args[2] != "fp32" && args[2] != "bf16")
-        throw std::runtime_error("project: precision must be fp32 or bf16, got '" + args[2] + "'");
-      session.what_if.price_fp32 = args[2] == "fp32";
-    }
-    retried_ = false;
-    session.what_if.project_requested = true;
-    wait_frames_ = 1;
+    request_projection(session, args);
   } else if (v == "frames") {
     wait_frames_ = std::max(0, static_cast<int>(number(args[0])));
   } else if (v == "screenshot") {

@@ -43,6 +43,9 @@ class ScriptPlayer {
   static double number(const std::string& s);
   void move_onto_event(GuiSession& session, const ScriptAction& a, bool click);
   void apply(const ScriptAction& a, GuiSession& session);
+  bool apply_pointer(const ScriptAction& a);
+  void toggle_rank(GuiSession& session, const std::string& verb, const std::string& rank);
+  void request_projection(GuiSession& session, const std::vector<std::string>& args);
 
   std::vector<ScriptAction> actions_;
   size_t next_ = 0;

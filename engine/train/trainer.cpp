@@ -137,6 +137,62 @@ void throw_if_any_loss_diverged(const torch::Tensor& per_rank, int step, bool ch
   }
 }
 
+// The fault a run was asked to inject, when this rank reaches its step.
+void inject_fault_if_due(const Config& config, int rank, int step) {
+  if (!config.fault.enabled() || config.fault.rank != rank || config.fault.step != step) return;
+  // exit and hang are for rank processes (validation keeps them out of threads mode): a
+  // process that vanishes mid-run, and one that never answers again.
+  if (config.fault.kind == "exit") std::_Exit(3);
+  // A process stopped (SIGSTOP, a debugger) while it holds the shared device's turn.
+  if (config.fault.kind == "stop") std::raise(SIGSTOP);
+  if (config.fault.kind == "hang") {
+    // A hung rank stalls its peers only through the collectives it never joins: on its own
+    // device it would not hold up theirs, so it gives the shared device's turn up.
+    DeviceTurns::Release give_up_the_device;
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  throw std::runtime_error("injected fault (kind=throw) at step " + std::to_string(step));
+}
+
+// One optimizer step's forward and backward passes, gradient sync and update; returns this rank's
+// loss (the mean over its micro-batches).
+double run_step(RankContext& ctx, Strategy& strategy, int step, double lr) {
+  using profiling::MemoryKind;
+  using profiling::set_memory_phase;
+  const Config& config = *ctx.config;
+  profiling::RankEventLog* log = profiling::current_rank_log();
+  const double scale = 1.0 / config.grad_accum;
+  profiling::ScopedSpan step_span(profiling::Category::kStep, "step " + std::to_string(step));
+  strategy.zero_grad();
+  // The losses are read after the optimizer step, not as each micro-batch ends: reading one
+  // makes the host wait for the device, and the host would then dispatch the optimizer only
+  // once backward has run, where a plain loop dispatches it while backward runs.
+  std::vector<torch::Tensor> losses;
+  for (int micro = 0; micro < config.grad_accum; ++micro) {
+    if (log) log->set_position(step, micro);
+    profiling::ScopedSpan micro_span(profiling::Category::kMicroBatch,
+                                     strategy.accumulation_span_name(micro));
+    Batch batch = to_device(ctx.sampler->micro_batch(step, ctx.rank, micro), ctx.device);
+    set_memory_phase(MemoryKind::kActivations);
+    losses.push_back(
+        strategy.forward_backward(batch, micro == config.grad_accum - 1, scale).detach());
+    set_memory_phase(MemoryKind::kTemporaries);
+  }
+  if (log) log->set_position(step, -1);
+  {
+    profiling::ScopedSpan sync_span(profiling::Category::kGradSync, "gradient sync");
+    strategy.sync_gradients();
+  }
+  profiling::ScopedSpan optimizer_span(profiling::Category::kOptimizer, "optimizer step");
+  if (config.optimizer.clip_grad_norm > 0) strategy.clip_gradients(config.optimizer.clip_grad_norm);
+  set_memory_phase(MemoryKind::kOptimizerState);
+  strategy.optimizer_step(lr);
+  set_memory_phase(MemoryKind::kTemporaries);
+  double local_loss = 0.0;
+  for (const auto& loss : losses) local_loss += loss.item<double>() * scale;
+  return local_loss;
+}
+
 }  // namespace
 
 RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& on_step) {
@@ -161,55 +217,11 @@ RankResult train_rank(RankContext& ctx, Strategy& strategy, const StepCallback& 
   HangTimeout hang(ctx);
 
   for (int step = first_step; step < config.steps; ++step) {
-    if (config.fault.enabled() && config.fault.rank == ctx.rank && config.fault.step == step) {
-      // exit and hang are for rank processes (validation keeps them out of threads mode): a
-      // process that vanishes mid-run, and one that never answers again.
-      if (config.fault.kind == "exit") std::_Exit(3);
-      // A process stopped (SIGSTOP, a debugger) while it holds the shared device's turn.
-      if (config.fault.kind == "stop") std::raise(SIGSTOP);
-      if (config.fault.kind == "hang") {
-        // A hung rank stalls its peers only through the collectives it never joins: on its own
-        // device it would not hold up theirs, so it gives the shared device's turn up.
-        DeviceTurns::Release give_up_the_device;
-        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-      }
-      throw std::runtime_error("injected fault (kind=throw) at step " + std::to_string(step));
-    }
+    inject_fault_if_due(config, ctx.rank, step);
     const int64_t t0 = profiling::now_ns();
     if (log) log->set_position(step, -1);
-    double local_loss = 0.0;
     const double lr = learning_rate(config.optimizer, step, config.steps);
-    const double scale = 1.0 / config.grad_accum;
-    {
-      profiling::ScopedSpan step_span(profiling::Category::kStep, "step " + std::to_string(step));
-      strategy.zero_grad();
-      // The losses are read after the optimizer step, not as each micro-batch ends: reading one
-      // makes the host wait for the device, and the host would then dispatch the optimizer only
-      // once backward has run, where a plain loop dispatches it while backward runs.
-      std::vector<torch::Tensor> losses;
-      for (int micro = 0; micro < config.grad_accum; ++micro) {
-        if (log) log->set_position(step, micro);
-        profiling::ScopedSpan micro_span(profiling::Category::kMicroBatch,
-                                         strategy.accumulation_span_name(micro));
-        Batch batch = to_device(ctx.sampler->micro_batch(step, ctx.rank, micro), ctx.device);
-        set_memory_phase(MemoryKind::kActivations);
-        losses.push_back(
-            strategy.forward_backward(batch, micro == config.grad_accum - 1, scale).detach());
-        set_memory_phase(MemoryKind::kTemporaries);
-      }
-      if (log) log->set_position(step, -1);
-      {
-        profiling::ScopedSpan sync_span(profiling::Category::kGradSync, "gradient sync");
-        strategy.sync_gradients();
-      }
-      profiling::ScopedSpan optimizer_span(profiling::Category::kOptimizer, "optimizer step");
-      if (config.optimizer.clip_grad_norm > 0)
-        strategy.clip_gradients(config.optimizer.clip_grad_norm);
-      set_memory_phase(MemoryKind::kOptimizerState);
-      strategy.optimizer_step(lr);
-      set_memory_phase(MemoryKind::kTemporaries);
-      for (const auto& loss : losses) local_loss += loss.item<double>() * scale;
-    }
+    const double local_loss = run_step(ctx, strategy, step, lr);
     const double local_time = (profiling::now_ns() - t0) * 1e-9;
 
     // One small all_gather gives every rank the mean loss (over the ranks that have one), the
