@@ -117,6 +117,9 @@ TEST(Config, ParsesFaultInjection) {
   EXPECT_EQ(f.step, 3);
   EXPECT_THROW(parse_fault("step=3"), ConfigError);
   EXPECT_THROW(parse_fault("rank=x"), ConfigError);
+  // Past an int: refused with the field named, not std::stoi's out_of_range.
+  EXPECT_THROW(parse_fault("rank=99999999999"), ConfigError);
+  EXPECT_THROW(parse_fault("rank=0,step=4294967296"), ConfigError);
 }
 
 }  // namespace
