@@ -41,11 +41,12 @@ double gemm_flops(int64_t m, int64_t n, int64_t k, int64_t batch) {
 
 namespace {
 
-double gemm_seconds_at(const GpuCompute& gpu, double tflops, int64_t m, int64_t n, int64_t k,
-                       int64_t batch, int bytes) {
+double gemm_seconds_at(const GpuCompute& gpu, double tflops, double k_overhead, int64_t m,
+                       int64_t n, int64_t k, int64_t batch, int bytes) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  const double k_share = double(k) / (double(k) + k_overhead);
   const double compute =
-      gemm_flops(m, n, k, batch) / (tflops * 1e12 * wave_efficiency(gpu, m, n, batch));
+      gemm_flops(m, n, k, batch) / (tflops * 1e12 * wave_efficiency(gpu, m, n, batch) * k_share);
   const double moved = double(bytes) * batch * (double(m) * k + double(k) * n + double(m) * n);
   return std::max(floor_of_a_gemm(gpu) + compute, memory_seconds(gpu, moved));
 }
@@ -54,13 +55,14 @@ double gemm_seconds_at(const GpuCompute& gpu, double tflops, int64_t m, int64_t 
 
 double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch,
                     int bytes) {
-  return gemm_seconds_at(gpu, gpu.matmul_tflops, m, n, k, batch, bytes);
+  return gemm_seconds_at(gpu, gpu.matmul_tflops, gpu.gemm_k_overhead, m, n, k, batch, bytes);
 }
 
 double fp32_gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch) {
   const double rate = gpu.fp32_matmul_tflops > 0 ? gpu.fp32_matmul_tflops : gpu.fp32_tflops;
   if (!(rate > 0)) throw std::logic_error("no fp32 rate in this GPU's profile");
-  return gemm_seconds_at(gpu, rate, m, n, k, batch, 4);
+  // The fp32 sweep's kernels (no tensor cores) were not measured for it: every k at the rate.
+  return gemm_seconds_at(gpu, rate, 0, m, n, k, batch, 4);
 }
 
 GpuCompute::HostCosts GpuCompute::host_costs() const {

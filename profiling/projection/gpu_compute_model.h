@@ -28,6 +28,11 @@ struct GpuCompute {
   // The least a GEMM takes, measured on the smallest shapes of a sweep (a GEMM's set-up, its
   // pipeline filling and draining, its epilogue); 0: kernel_us.
   double gemm_floor_us = 0;
+  // What each output tile of a bf16 GEMM spends outside its loop over k (loading its first
+  // operands, writing its result), in steps of that loop: a GEMM of inner size k runs at
+  // k / (k + gemm_k_overhead) of the rate its waves allow. The least-squares value over a
+  // measured GEMM sweep's large GEMMs at matmul_tflops; 0: unmeasured, every k at the full rate.
+  double gemm_k_overhead = 0;
   // Host time to dispatch one operator (PyTorch eager); a device waits when kernels are shorter.
   double dispatch_us = 0;
   // Of a collective started beside a GEMM on another stream, the fraction of the shorter of the
@@ -74,8 +79,9 @@ struct GpuCompute {
 // Seconds of a batched GEMM C[m x n] = A[m x k] B[k x n] in `bytes`-byte elements: the GEMM's
 // floor (gemm_floor_us) plus its tiles' time. The tiles (128 x 256 down to 64 x 64, whichever
 // leaves the fewest SMs idle, as cuBLAS's heuristics pick) run in waves over the SMs at the
-// measured large-GEMM rate, so a GEMM whose last wave is partly empty pays for the whole wave;
-// one that moves more bytes than it can compute on in that time runs at memory speed.
+// measured large-GEMM rate, so a GEMM whose last wave is partly empty pays for the whole wave,
+// each tile for the time it spends outside its k loop (gemm_k_overhead), so a short k runs
+// slower; one that moves more bytes than it can compute on in that time runs at memory speed.
 double gemm_seconds(const GpuCompute& gpu, int64_t m, int64_t n, int64_t k, int64_t batch = 1,
                     int bytes = 2);
 // The same GEMM in fp32 on CUDA cores, at the measured large-GEMM fp32 rate where the profile

@@ -116,6 +116,10 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
                              ": 'fp32_matmul_tflops' needs an fp32_tflops at least as high");
   gpu.dispatch_us = optional_non_negative(j, "dispatch_us", where);
   gpu.gemm_floor_us = optional_non_negative(j, "gemm_floor_us", where);
+  gpu.gemm_k_overhead = optional_non_negative(j, "gemm_k_overhead", where);
+  if (gpu.gemm_k_overhead > 1e5)
+    throw std::runtime_error(where + ": 'gemm_k_overhead' is in steps of a GEMM's k loop; " +
+                             std::to_string(gpu.gemm_k_overhead) + " is no GPU's");
   gpu.collective_hidden_beside_gemm =
       optional_fraction(j, "collective_hidden_beside_gemm", where, "");
   gpu.gemm_rate_beside_collective =
