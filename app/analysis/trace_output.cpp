@@ -1,6 +1,7 @@
 #include "app/analysis/trace_output.h"
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -40,6 +41,25 @@ std::string native_trace_in(const std::string& directory) {
   return (fs::path(directory) / "trace.sst").string();
 }
 
+namespace {
+
+// Whether a rank file names shardscope near its start (Kineto's traceName, a Chakra trace's
+// metadata), as every one we write does: only those are ours to remove.
+bool written_by_shardscope(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(4096, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return head.find("shardscope") != std::string::npos;
+}
+
+}  // namespace
+
+bool written_into_trace_directory(const std::string& file_name) {
+  static const std::regex rank_file(R"(rank-\d+\.(json|et))");
+  return file_name == "trace.sst" || std::regex_match(file_name, rank_file);
+}
+
 std::string write_trace(const profiling::Trace& trace, const std::string& target) {
   if (!is_trace_directory(target)) {
     write_file_atomically(target, profiling::serialise_trace(trace, target));
@@ -47,6 +67,7 @@ std::string write_trace(const profiling::Trace& trace, const std::string& target
   }
   const fs::path dir(target);
   fs::create_directories(dir);
+  std::error_code ec;
   std::set<std::string> written;
   int chakra = 0;
   for (const auto& rank : trace.ranks) {
@@ -59,11 +80,12 @@ std::string write_trace(const profiling::Trace& trace, const std::string& target
     written.insert(et);
     ++chakra;
   }
-  // Rank files of an earlier, wider run would read as ranks of this one.
-  const std::regex rank_file(R"(rank-\d+\.(json|et))");
+  // Rank files of an earlier, wider run of ours would read as ranks of this one.
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (std::regex_match(name, rank_file) && written.count(name) == 0) fs::remove(entry.path());
+    if (entry.is_regular_file(ec) && written_into_trace_directory(name) && name != "trace.sst" &&
+        written.count(name) == 0 && written_by_shardscope(entry.path().string()))
+      fs::remove(entry.path());
   }
   const std::string native = native_trace_in(target);
   write_file_atomically(native, profiling::to_native(trace));

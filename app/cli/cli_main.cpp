@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "app/analysis/trace_open.h"
 #include "app/analysis/trace_output.h"
 #include "app/cli/bench_command.h"
 #include "app/cli/calibrate_command.h"
@@ -337,6 +338,22 @@ std::optional<int> parse_args(CLI::App& app, const std::vector<CLI::App*>& with_
   return std::nullopt;
 }
 
+// The first option of the command line given an empty value (--trace ""), which would otherwise
+// read as the option left out: an output silently not written, a screenshot that never ends.
+std::optional<std::string> option_given_empty(const CLI::App& app) {
+  std::vector<const CLI::App*> apps = {&app};
+  for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
+  for (const CLI::App* a : apps) {
+    for (const CLI::Option* opt : a->get_options()) {
+      if (opt->count() == 0 || opt->get_type_size() == 0) continue;
+      for (const std::string& value : opt->results()) {
+        if (value.empty()) return opt->get_name();
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 // `gui`, `view` or no subcommand at all.
 int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std::ostream& err) {
   if (app.got_subcommand("view")) {
@@ -356,6 +373,22 @@ int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std:
       err << "error: --size: expected WIDTHxHEIGHT, got '" << gui_args.size << "'\n";
       return kExitBadInput;
     }
+  }
+  // What the app writes at its end, checked as a run's outputs are: never over what it reads,
+  // never a FIFO it would block on, a folder or a device.
+  std::vector<OutputClaim> claims;  // held while the app runs
+  try {
+    const gui::GuiOptions& o = gui_args.options;
+    std::vector<std::string> traces = o.open_files;
+    traces.insert(traces.end(), o.open_job.begin(), o.open_job.end());
+    std::vector<InputFile> inputs = trace_inputs(traces);
+    inputs.push_back({"--script", o.script});
+    std::error_code ec;
+    if (std::filesystem::exists(o.hardware, ec)) inputs.push_back({"--hardware", o.hardware});
+    claims = check_outputs({{"--screenshot", o.screenshot}, {"--state", o.state_out}}, inputs);
+  } catch (const ConfigError& e) {
+    err << "error: " << e.what() << "\n";
+    return kExitBadInput;
   }
   std::string why;
   if (app.get_subcommands().empty() && !gui::have_display(&why)) {
@@ -385,6 +418,15 @@ int dispatch_perf(PerfArgs& perf_args, std::ostream& out, std::ostream& err) {
   } catch (const std::exception& e) {
     err << "error: --device: " << e.what() << "\n";
     return kExitBadInput;
+  }
+  if (!perf_args.options.trace.empty()) {
+    // A trace that does not open is bad input, found before the suite starts.
+    try {
+      analysis::open_trace_path(perf_args.options.trace);
+    } catch (const std::exception& e) {
+      err << "error: --trace: " << e.what() << "\n";
+      return kExitBadInput;
+    }
   }
   perf_args.options.progress = [&err](const std::string& line) { err << line << "\n"; };
   try {
@@ -465,6 +507,11 @@ int cli_main(const std::vector<std::string>& args, std::ostream& out, std::ostre
            cmd.project.app, cmd.calibrate.app, cmd.gui.gui_app, cmd.gui.view_app, cmd.perf.app},
           args, out, err)) {
     return *done;
+  }
+  if (const std::optional<std::string> empty = option_given_empty(app)) {
+    err << "error: " << *empty
+        << ": given an empty value, which names nothing (leave it out for its default)\n";
+    return kExitBadInput;
   }
 
   if (app.got_subcommand("gui") || app.got_subcommand("view") || app.get_subcommands().empty()) {

@@ -95,8 +95,9 @@ int collect_command(const CollectOptions& options, std::ostream& out, std::ostre
   }
   const double tolerance = options.tolerance >= 0 ? options.tolerance : default_tolerance(config);
   const OutputFiles& outputs = options.outputs;
+  std::vector<OutputClaim> claims;  // held until the outputs are written
   try {
-    check_output_files(outputs);
+    claims = check_output_files(outputs);
   } catch (const ConfigError& e) {
     err << "error: " << e.what() << "\n";
     return kExitBadInput;

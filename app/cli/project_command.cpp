@@ -7,12 +7,15 @@
 #include "app/analysis/node_placement.h"
 #include "app/analysis/trace_figures.h"
 #include "app/analysis/trace_open.h"
+#include "app/analysis/trace_output.h"
 #include "app/analysis/trace_projection.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -51,7 +54,8 @@ std::string pad(const std::string& s, size_t width) {
 }
 
 int project_collective(const ProjectOptions& o, const profiling::HardwareProfile& hw,
-                       std::ostream& out) {
+                       std::ostream& printed) {
+  std::ostringstream out;  // printed whole once every row is priced: an error prints no table
   if (o.ranks_given && o.ranks < 2)
     throw std::invalid_argument("--ranks must be at least 2, got " + std::to_string(o.ranks));
   const int ranks = o.ranks_given ? o.ranks : hw.gpus();
@@ -72,11 +76,18 @@ int project_collective(const ProjectOptions& o, const profiling::HardwareProfile
         << pad(profiling::format_gbps(e.busbw_gbps), 12) << pad(e.algorithm, 14)
         << profiling::protocol_name(e.protocol) << "\n";
   }
+  printed << out.str();
   return 0;
 }
 
 int project_memory(const ProjectOptions& o, const Config& config,
-                   const profiling::HardwareProfile& hw, std::ostream& out) {
+                   const profiling::HardwareProfile& hw, std::ostream& printed) {
+  // The model as a run would have it (heads that divide its width, at most 1024 layers, ...).
+  validate_structure(config);
+  if (o.micro_batch < 1) throw ConfigError("micro_batch", "must be at least 1");
+  if (o.micro_batches < 0)
+    throw ConfigError("strategy_options.micro_batches", "must not be negative");
+  std::ostringstream out;  // printed whole once every row is projected
   const ModelConfig& m = config.model;
   const profiling::ModelShape shape = model_shape(m);
   const int n = hw.gpus();
@@ -121,7 +132,17 @@ int project_memory(const ProjectOptions& o, const Config& config,
           << (p.total() <= hw.gpu_memory_gib * gib ? "yes" : "NO (out of memory)") << "\n";
     }
   }
+  printed << out.str();
   return 0;
+}
+
+// What project reads, so that --out never writes over it: the traces and a --hardware profile
+// given as a file.
+std::vector<InputFile> project_inputs(const ProjectOptions& o) {
+  std::vector<InputFile> inputs = trace_inputs(o.traces);
+  std::error_code ec;
+  if (std::filesystem::exists(o.hardware, ec)) inputs.push_back({"--hardware", o.hardware});
+  return inputs;
 }
 
 int project_trace(const ProjectOptions& o, const std::string& precision,
@@ -157,6 +178,9 @@ int project_trace(const ProjectOptions& o, const std::string& precision,
     throw std::invalid_argument(
         "--precision prices the compute kernel by kernel, which --compute-scale replaces: give "
         "one of them");
+  // Before any work: a projection that ends in a refused write was wasted.
+  std::vector<OutputClaim> claims;  // held until the projection is written
+  if (!o.out.empty()) claims = check_output_file("--out", o.out, project_inputs(o));
   const profiling::Trace measured = analysis::open_trace_paths(o.traces);
   std::string named;  // the paths as given, for the reader
   for (const auto& path : o.traces) named += (named.empty() ? "" : " ") + path;
@@ -214,7 +238,11 @@ int project_trace(const ProjectOptions& o, const std::string& precision,
 int project_configured(const ProjectOptions& o, const Config& config,
                        const profiling::HardwareProfile& hw, std::ostream& out) {
   if (o.nodes < 0) throw ConfigError("nodes", "must be at least 1");
-  if (!o.out.empty()) check_output_file("--out", o.out);
+  if (config.world < 1) throw ConfigError("world", "must be at least 1");
+  if (config.global_batch < 0) throw ConfigError("global_batch", "must not be negative");
+  if (config.micro_batch < 1) throw ConfigError("micro_batch", "must be at least 1");
+  std::vector<OutputClaim> claims;  // held until the projection is written
+  if (!o.out.empty()) claims = check_output_file("--out", o.out, project_inputs(o));
   if (o.search) {
     std::string refused;
     const auto layouts = analysis::search_layouts(config, hw, o.nodes, &refused);

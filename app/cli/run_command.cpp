@@ -73,6 +73,7 @@ int run_command(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
                 std::ostream& err) {
   Config config;
   std::string backend_choice;
+  std::vector<OutputClaim> claims;  // held until the outputs are written
   try {
     config = config_from_json(flags.config_overrides(outputs.config_file));
     if (no_reference) config.reference = false;
@@ -85,7 +86,7 @@ int run_command(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
     backend_choice = check_environment(config);
     // "auto" and "synthetic" name built-in corpora, not files.
     const bool data_is_file = config.data != "auto" && config.data != "synthetic";
-    check_output_files(outputs.files, {{"--data", data_is_file ? config.data : ""},
+    claims = check_output_files(outputs.files, {{"--data", data_is_file ? config.data : ""},
                                        {"--config", outputs.config_file},
                                        {"--init-weights", config.init_weights},
                                        {"--resume", config.resume}});

@@ -18,6 +18,7 @@
 #include "engine/state/weights_file.h"
 #include "engine/train/config.h"
 #include "engine/train/run.h"
+#include "profiling/io/kineto_reader.h"
 
 namespace shardscope::cli {
 namespace {
@@ -59,6 +60,8 @@ std::string temporary_name_problem(const std::string& path) {
 
 // Why the file `path` cannot be written, or "".
 std::string file_problem(const std::string& path) {
+  if (!path.empty() && path.back() == '/')
+    return path + " names a folder (it ends in /): name a file";
   struct stat s {};
   if (lstat(path.c_str(), &s) == 0) {
     if (S_ISDIR(s.st_mode)) return path + " is a directory, not a file";
@@ -85,23 +88,44 @@ std::string canonical(const std::string& path) {
   return ec ? path : p.string();
 }
 
+// Where an output lands: the file, or for a trace directory the directory, whose files of
+// write_trace's names it writes or removes.
+struct Claim {
+  std::string flag, path, canonical;
+  bool directory = false;
+};
+
+// Whether writing `a` would write over (or remove) what `b` names, a file.
+bool lands_on(const Claim& a, const Claim& b) {
+  if (a.canonical == b.canonical) return true;
+  if (!a.directory || b.directory) return false;
+  const fs::path file(b.canonical);
+  return file.parent_path().string() == a.canonical &&
+         analysis::written_into_trace_directory(file.filename().string());
+}
+
 // Two outputs on one file, or an output over an input: refused before anything is written.
-void require_distinct(const OutputFiles& files, const std::vector<InputFile>& inputs) {
-  std::vector<InputFile> outputs;
-  if (!files.json.empty()) outputs.push_back({"--json", files.json});
-  if (!files.weights.empty()) outputs.push_back({"--export-weights", files.weights});
-  if (!files.trace.empty()) outputs.push_back({"--trace", files.trace});
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    const std::string mine = canonical(outputs[i].path);
+void require_distinct(const std::vector<OutputFile>& outputs,
+                      const std::vector<InputFile>& inputs) {
+  std::vector<Claim> claims;
+  for (const OutputFile& o : outputs) {
+    if (o.path.empty()) continue;
+    const bool directory = o.trace && analysis::is_trace_directory(o.path);
+    std::string where = canonical(o.path);
+    while (where.size() > 1 && where.back() == '/') where.pop_back();
+    claims.push_back({o.flag, o.path, where, directory});
+  }
+  for (size_t i = 0; i < claims.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (canonical(outputs[j].path) == mine)
-        throw ConfigError(outputs[i].flag, outputs[i].path + " is also " + outputs[j].flag +
-                                               "'s output: give each output its own file");
+      if (lands_on(claims[i], claims[j]) || lands_on(claims[j], claims[i]))
+        throw ConfigError(claims[i].flag, claims[i].path + " is also " + claims[j].flag +
+                                              "'s output: give each output its own file");
     }
     for (const InputFile& input : inputs) {
-      if (!input.path.empty() && canonical(input.path) == mine)
-        throw ConfigError(outputs[i].flag, outputs[i].path + " is the run's " + input.flag +
-                                               " input: an output would overwrite it");
+      if (input.path.empty()) continue;
+      if (lands_on(claims[i], {input.flag, input.path, canonical(input.path), false}))
+        throw ConfigError(claims[i].flag, claims[i].path + " is the " + input.flag +
+                                              " input: an output would overwrite it");
     }
   }
 }
@@ -112,20 +136,54 @@ void require_writable(const std::string& flag, const std::string& problem) {
 
 }  // namespace
 
-void check_output_files(const OutputFiles& files, const std::vector<InputFile>& inputs) {
-  require_distinct(files, inputs);
-  if (!files.json.empty()) require_writable("--json", file_problem(files.json));
-  if (!files.weights.empty()) require_writable("--export-weights", file_problem(files.weights));
-  if (files.trace.empty()) return;
-  require_writable("--trace", analysis::trace_target_problem(files.trace));
-  require_writable("--trace", analysis::is_trace_directory(files.trace)
-                                  ? folder_problem(files.trace)
-                                  : file_problem(files.trace));
+std::vector<OutputClaim> check_outputs(const std::vector<OutputFile>& outputs,
+                                       const std::vector<InputFile>& inputs) {
+  require_distinct(outputs, inputs);
+  for (const OutputFile& o : outputs) {
+    if (o.path.empty()) continue;
+    if (!o.trace) {
+      require_writable(o.flag, file_problem(o.path));
+      continue;
+    }
+    require_writable(o.flag, analysis::trace_target_problem(o.path));
+    require_writable(o.flag, analysis::is_trace_directory(o.path) ? folder_problem(o.path)
+                                                                  : file_problem(o.path));
+  }
+  std::vector<OutputClaim> claims;
+  for (const OutputFile& o : outputs) {
+    if (o.path.empty()) continue;
+    const bool directory = o.trace && analysis::is_trace_directory(o.path);
+    try {
+      claims.emplace_back(directory ? analysis::native_trace_in(o.path) : o.path);
+    } catch (const std::runtime_error& e) {
+      throw ConfigError(o.flag, e.what());
+    }
+  }
+  return claims;
 }
 
-void check_output_file(const std::string& flag, const std::string& path) {
-  require_writable(flag, analysis::trace_target_problem(path));
-  require_writable(flag, file_problem(path));
+std::vector<InputFile> trace_inputs(const std::vector<std::string>& traces) {
+  std::vector<InputFile> inputs;
+  std::error_code ec;
+  for (const auto& path : traces) {
+    inputs.push_back({"trace", path});
+    if (!fs::is_directory(path, ec)) continue;
+    inputs.push_back({"trace", analysis::native_trace_in(path)});
+    for (const auto& file : profiling::kineto_files_in(path)) inputs.push_back({"trace", file});
+  }
+  return inputs;
+}
+
+std::vector<OutputClaim> check_output_files(const OutputFiles& files,
+                                            const std::vector<InputFile>& inputs) {
+  return check_outputs(
+      {{"--json", files.json}, {"--export-weights", files.weights}, {"--trace", files.trace, true}},
+      inputs);
+}
+
+std::vector<OutputClaim> check_output_file(const std::string& flag, const std::string& path,
+                                           const std::vector<InputFile>& inputs) {
+  return check_outputs({{flag, path, false}}, inputs);
 }
 
 std::vector<std::string> write_output_files(const OutputFiles& files, const RunSummary& summary,

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/state/atomic_file.h"
+
 namespace shardscope {
 struct RunSummary;
 }
@@ -29,10 +31,30 @@ struct InputFile {
 // a file, or in a folder that cannot be written is refused, and so is one whose name (with the
 // temporary ".partial" an output is first written under) is too long; an existing path that is
 // not a regular file (a symlink, a FIFO, a device) is refused; two outputs naming one file, or an
-// output naming an input, are refused. Throws ConfigError naming the flag.
-void check_output_files(const OutputFiles& files, const std::vector<InputFile>& inputs = {});
-// The same checks for one other output file, named by its flag (project --out).
-void check_output_file(const std::string& flag, const std::string& path);
+// output naming an input, are refused. Each output is then claimed for this process
+// (OutputClaim: a second run writing the same file at the same time is refused); hold what is
+// returned until the outputs are written. Throws ConfigError naming the flag.
+[[nodiscard]] std::vector<OutputClaim> check_output_files(
+    const OutputFiles& files, const std::vector<InputFile>& inputs = {});
+// One output of another command, by its flag: a trace (a file, or DIR/ for Holistic Trace
+// Analysis; project --out) or any other file (view's --screenshot and --state).
+struct OutputFile {
+  std::string flag;
+  std::string path;
+  bool trace = false;
+};
+// The same checks for those outputs, with the files the command reads.
+[[nodiscard]] std::vector<OutputClaim> check_outputs(const std::vector<OutputFile>& outputs,
+                                                     const std::vector<InputFile>& inputs);
+// The traces a command reads, as inputs an output must not overwrite: each path, and in a trace
+// directory the files its reader reads (trace.sst, the PyTorch profiler's .json files).
+std::vector<InputFile> trace_inputs(const std::vector<std::string>& traces);
+
+// One output file (not a trace directory), named by its flag (project --out), and what the
+// command reads.
+[[nodiscard]] std::vector<OutputClaim> check_output_file(const std::string& flag,
+                                                         const std::string& path,
+                                                         const std::vector<InputFile>& inputs = {});
 
 // Writes every output, each on its own: one that fails (a full disk) does not keep the others
 // from being written. `written` receives a line per file written; the return value one line per

@@ -179,9 +179,18 @@ c10::intrusive_ptr<c10d::TCPStore> connect_to_store(const Config& config,
   options.waitWorkers = false;
   options.timeout = timeout;
   c10::intrusive_ptr<c10d::TCPStore> store;
+  if (options.isServer) {
+    // Rank 0 listens on MASTER_ADDR alone, not on every interface of its host. A port another
+    // process holds (or an address not this host's) is the launch's bad input, not a failure of
+    // the job.
+    try {
+      options.masterListenFd = listen_on(env.master_addr, options.port);
+    } catch (const std::runtime_error& e) {
+      throw ConfigError("MASTER_PORT",
+                        std::string(e.what()) + " (choose a free MASTER_PORT, or MASTER_ADDR)");
+    }
+  }
   try {
-    // Rank 0 listens on MASTER_ADDR alone, not on every interface of its host.
-    if (options.isServer) options.masterListenFd = listen_on(env.master_addr, options.port);
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::runtime_error& e) {
     outcome.failure = RankFailure{env.rank, e.what(), profiling::now_ns()};

@@ -26,6 +26,7 @@
 #include "engine/state/atomic_file.h"
 #include "engine/state/checkpoint_retention.h"
 #include "engine/state/hashing.h"
+#include "engine/state/torch_zip_reader.h"
 
 namespace shardscope {
 namespace {
@@ -97,17 +98,26 @@ std::string inspect(const std::string& folder, CheckpointInfo& info) {
   }
   try {
     info.directory = folder;
-    info.step = manifest.at("step").get<int>();
-    info.world = manifest.at("world").get<int>();
+    const int64_t step = manifest.at("step").get<int64_t>();
+    if (step < 1 || step > 999999999) return "its manifest says step " + std::to_string(step);
+    info.step = static_cast<int>(step);
+    const int64_t world = manifest.at("world").get<int64_t>();
+    if (world < 1 || world > (1 << 20)) return "its manifest says world " + std::to_string(world);
+    info.world = static_cast<int>(world);
     // A manifest is data from disk: its numbers and names are checked before anything trusts
     // them (a resumed run starts at its step; its file names are opened in this folder).
     if (info.step < 1) return "its manifest says step " + std::to_string(info.step);
     const std::string base = folder.substr(folder.rfind('/') + 1);
     if (base.rfind("step-", 0) == 0 && base != checkpoint_step_directory("", info.step).substr(1))
       return "its manifest says step " + std::to_string(info.step) + ", its folder " + base;
-    if (info.world < 1) return "its manifest says world " + std::to_string(info.world);
     info.strategy = manifest.at("strategy").get<std::string>();
-    info.config_json = manifest.at("config").dump();
+    // The configuration it was trained with, as this build reads one (check_resumable compares
+    // its fields).
+    try {
+      info.config_json = to_json(config_from_json(manifest.at("config"))).dump();
+    } catch (const ConfigError& e) {
+      return std::string("its manifest's config is not a configuration: ") + e.what();
+    }
     info.shards.clear();
     for (const json& shard : manifest.at("shards")) {
       const std::string file = shard.at("file").get<std::string>();
@@ -124,6 +134,10 @@ std::string inspect(const std::string& folder, CheckpointInfo& info) {
                shard.at("bytes").dump();
       if (checksum_text(bytes) != shard.at("fnv1a").get<std::string>())
         return file + " does not match its checksum (corrupted)";
+      // The manifest's checksum can be redone by whoever changed the shard; the zip's own
+      // CRC-32s, and its being whole, are checked too.
+      if (const std::string why = torch_zip_problem(folder + "/" + file); !why.empty())
+        return file + ": " + why;
       info.shards.push_back(folder + "/" + file);
     }
   } catch (const json::exception& e) {

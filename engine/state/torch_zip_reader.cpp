@@ -456,6 +456,23 @@ std::string first_line(const std::string& text) {
 
 }  // namespace
 
+std::string torch_zip_problem(const std::string& path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader zip(path);
+    const std::map<std::string, uint32_t> checksums = zip_record_checksums(path);
+    for (const std::string& record : zip.getAllRecords()) {
+      auto [data, size] = zip.getRecord(record);
+      check_record_checksum(checksums, record, data.get(), size);
+    }
+    return "";
+  } catch (const WeightsFileError& e) {
+    return e.what();
+  } catch (const c10::Error& e) {
+    return "not a readable PyTorch file (truncated or corrupt?): " +
+           first_line(e.what_without_backtrace());
+  }
+}
+
 NamedTensors read_torch_zip(const std::string& path) {
   try {
     caffe2::serialize::PyTorchStreamReader zip(path);

@@ -15,4 +15,9 @@ namespace shardscope {
 // in the dict's order. Throws WeightsFileError naming `path` (see engine/state/weights_file.h).
 NamedTensors read_torch_zip(const std::string& path);
 
+// Why the PyTorch zip at `path` cannot be trusted, or "": a container LibTorch cannot open
+// (truncated, not a zip), or a record whose bytes do not match the CRC-32 its directory declares
+// (LibTorch reads without checking them, so a flipped byte would load silently).
+std::string torch_zip_problem(const std::string& path);
+
 }  // namespace shardscope

@@ -53,6 +53,13 @@ void validate_model(const Config& c) {
   require(m.experts == 0 || (m.top_k >= 1 && m.top_k <= m.experts), "model.top_k",
           "must be between 1 and the " + std::to_string(m.experts) + " experts");
   require(m.layers <= 1024, "model.layers", "at most 1024, got " + std::to_string(m.layers));
+  // Far past any model trained (a 1T GPT is 25 600 wide, 2048 long, 51 200 words), and short of
+  // where a projection's sizes would overflow.
+  require(m.d_model <= (1 << 20), "model.d_model",
+          "at most 1048576, got " + std::to_string(m.d_model));
+  require(m.seq <= (1 << 22), "model.seq", "at most 4194304, got " + std::to_string(m.seq));
+  require(m.vocab <= (1 << 24), "model.vocab", "at most 16777216, got " + std::to_string(m.vocab));
+  require(m.mlp_ratio <= 64, "model.mlp_ratio", "at most 64, got " + std::to_string(m.mlp_ratio));
   require(is_attention_kernel(m.attention), "model.attention",
           "unknown kernel '" + m.attention + "' (sdpa or unfused)");
   require(!attention_settings(m).unfused || c.strategy_options.context_parallel <= 1,

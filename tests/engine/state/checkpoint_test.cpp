@@ -120,6 +120,49 @@ TEST_F(CheckpointFiles, ACorruptedOrTruncatedShardIsSkipped) {
   EXPECT_NE(skipped[1].find("bytes"), std::string::npos) << skipped[1];
 }
 
+// The FNV-1a of a shard, as a forger would redo it in the manifest.
+std::string fnv1a_text(const std::string& bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
+
+// A shard changed with its manifest's size and checksum redone to match: the zip's own CRC-32s
+// (a flipped byte) and its being whole (a cut) still give it away, before any rank loads it.
+TEST_F(CheckpointFiles, AShardChangedBehindItsManifestIsSkipped) {
+  const std::string path = shard(3, 0),
+                    manifest_path = checkpoint_step_directory(dir_, 3) + "/manifest.json";
+  for (const bool cut : {false, true}) {
+    std::string bytes;
+    {
+      std::ifstream in(path, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    if (cut) {
+      bytes.resize(bytes.size() / 2);
+    } else {
+      bytes[bytes.size() / 2] ^= 0x40;  // inside a tensor's record
+    }
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+    nlohmann::json manifest;
+    std::ifstream(manifest_path) >> manifest;
+    for (auto& s : manifest.at("shards")) {
+      if (s.at("file") == "rank-0.ckpt") {
+        s["bytes"] = bytes.size();
+        s["fnv1a"] = fnv1a_text(bytes);
+      }
+    }
+    std::ofstream(manifest_path, std::ios::trunc) << manifest.dump();
+    std::vector<std::string> skipped;
+    EXPECT_EQ(find_checkpoint(dir_, &skipped).step, 2);
+    ASSERT_EQ(skipped.size(), 1u);
+    EXPECT_NE(skipped[0].find(cut ? "not a readable PyTorch file" : "CRC-32"), std::string::npos)
+        << skipped[0];
+  }
+}
+
 // The newest manifest edited as a hostile user would; it must be skipped with its reason and the
 // checkpoint before it taken, never trusted or crashed on.
 class HostileManifest : public CheckpointFiles,
@@ -149,6 +192,10 @@ INSTANTIATE_TEST_SUITE_P(
         std::make_pair(R"({"shards":[{"file":".","bytes":1,"fnv1a":"0"}]})", "outside it ('.')"),
         std::make_pair(R"({"shards":[{"file":"../step-000002/rank-0.ckpt"}]})", "outside it"),
         std::make_pair(R"({"shards":[{"file":"","bytes":1,"fnv1a":"0"}]})", "outside it"),
+        std::make_pair(R"({"world":1099511627776})", "says world 1099511627776"),
+        std::make_pair(R"({"step":4294967299})", "says step 4294967299"),
+        std::make_pair(R"({"config":"x"})", "config is not a configuration"),
+        std::make_pair(R"({"config":{"model":{"layers":"two"}}})", "config is not a configuration"),
         std::make_pair(R"({"step":"three"})", "malformed"),
         std::make_pair(R"({"shards":7})", "malformed")));
 
