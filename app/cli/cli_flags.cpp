@@ -48,8 +48,11 @@ nlohmann::json parse_value(const FlagSpec& spec, const std::string& text) {
       std::stringstream parts(text);
       std::string part;
       while (std::getline(parts, part, ',')) {
-        if (!part.empty()) list.push_back(part);
+        if (part.empty()) fail("expected comma-separated names, none of them empty");
+        list.push_back(part);
       }
+      if (list.empty() || text.back() == ',')
+        fail("expected comma-separated names, none of them empty");
       return list;
     }
     case Kind::String:

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -109,11 +110,19 @@ struct Subcommands {
 };
 
 // The non-empty names of a comma-separated list, appended to `names`.
-void split_commas(const std::string& list, std::vector<std::string>* names) {
+// "a,b" into its names; false (said on `err`, naming `flag`) when a name is empty (",,", "a,"),
+// which would otherwise read as the flag left out: every section, every strategy.
+bool split_commas(const char* flag, const std::string& list, std::vector<std::string>* names,
+                  std::ostream& err) {
   std::stringstream stream(list);
-  for (std::string name; std::getline(stream, name, ',');) {
-    if (!name.empty()) names->push_back(name);
+  for (std::string name; std::getline(stream, name, ',');) names->push_back(name);
+  const bool empty_name = std::find(names->begin(), names->end(), "") != names->end();
+  if (!list.empty() && (empty_name || list.back() == ',')) {
+    err << "error: " << flag << ": expected comma-separated names, none of them empty, got '"
+        << list << "'\n";
+    return false;
   }
+  return true;
 }
 
 void add_run_subcommand(CLI::App& app, RunArgs* run) {
@@ -385,7 +394,9 @@ int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std:
     inputs.push_back({"--script", o.script});
     std::error_code ec;
     if (std::filesystem::exists(o.hardware, ec)) inputs.push_back({"--hardware", o.hardware});
-    claims = check_outputs({{"--screenshot", o.screenshot}, {"--state", o.state_out}}, inputs);
+    claims = check_outputs(
+        {{"--screenshot", o.screenshot, false, false}, {"--state", o.state_out, false, false}},
+        inputs);
   } catch (const ConfigError& e) {
     err << "error: " << e.what() << "\n";
     return kExitBadInput;
@@ -403,7 +414,8 @@ int dispatch_perf(PerfArgs& perf_args, std::ostream& out, std::ostream& err) {
     err << "error: --format: unknown format '" << perf_args.format << "' (table, markdown, json)\n";
     return kExitBadInput;
   }
-  split_commas(perf_args.only, &perf_args.options.sections);
+  if (!split_commas("--only", perf_args.only, &perf_args.options.sections, err))
+    return kExitBadInput;
   try {
     // The engine section's device and precision, checked as `run` checks them, before any work.
     Config config =
@@ -443,8 +455,9 @@ int dispatch_perf(PerfArgs& perf_args, std::ostream& out, std::ostream& err) {
 }
 
 int dispatch_bench(BenchArgs& bench, std::ostream& out, std::ostream& err) {
-  split_commas(bench.strategies, &bench.options.strategies);
-  split_commas(bench.schedules, &bench.options.schedules);
+  if (!split_commas("--strategies", bench.strategies, &bench.options.strategies, err) ||
+      !split_commas("--schedules", bench.schedules, &bench.options.schedules, err))
+    return kExitBadInput;
   // Progress redraws one line in place, which only a terminal shows as meant.
   bench.options.live_progress = &err == &std::cerr && isatty(STDERR_FILENO);
   return bench_command(bench.flags, bench.options, out, err);

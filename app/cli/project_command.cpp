@@ -184,8 +184,17 @@ int project_trace(const ProjectOptions& o, const std::string& precision,
   const profiling::Trace measured = analysis::open_trace_paths(o.traces);
   std::string named;  // the paths as given, for the reader
   for (const auto& path : o.traces) named += (named.empty() ? "" : " ") + path;
-  const analysis::TraceProjection t =
-      analysis::project_recorded_trace(measured, hw, o.compute_scale, precision);
+  // What the replay finds wrong in a trace the reader took (a negative size, a schedule that
+  // cannot have run, a collective some rank never issued) is named with the trace.
+  const analysis::TraceProjection t = [&] {
+    try {
+      return analysis::project_recorded_trace(measured, hw, o.compute_scale, precision);
+    } catch (const ConfigError&) {
+      throw;  // a flag's, named by it
+    } catch (const std::exception& e) {
+      throw std::runtime_error(named + ": " + e.what());
+    }
+  }();
   if (precision_given) analysis::require_priced_precision(t, hw);
   if (o.json) {
     // Both traces' figures (trace_figures.h), machine-readable: what was measured and what the

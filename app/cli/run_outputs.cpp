@@ -59,7 +59,7 @@ std::string temporary_name_problem(const std::string& path) {
 }
 
 // Why the file `path` cannot be written, or "".
-std::string file_problem(const std::string& path) {
+std::string file_problem(const std::string& path, bool make_folders = true) {
   if (!path.empty() && path.back() == '/')
     return path + " names a folder (it ends in /): name a file";
   struct stat s {};
@@ -74,6 +74,8 @@ std::string file_problem(const std::string& path) {
   }
   if (is_directory(path)) return path + " is a directory, not a file";
   const fs::path parent = fs::path(path).parent_path();
+  if (!make_folders && !parent.empty() && !is_directory(parent.string()))
+    return "no folder " + parent.string();
   if (std::string why = folder_problem(parent.empty() ? "." : parent.string()); !why.empty())
     return why;
   if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
@@ -142,7 +144,7 @@ std::vector<OutputClaim> check_outputs(const std::vector<OutputFile>& outputs,
   for (const OutputFile& o : outputs) {
     if (o.path.empty()) continue;
     if (!o.trace) {
-      require_writable(o.flag, file_problem(o.path));
+      require_writable(o.flag, file_problem(o.path, o.make_folders));
       continue;
     }
     require_writable(o.flag, analysis::trace_target_problem(o.path));

@@ -42,6 +42,9 @@ struct OutputFile {
   std::string flag;
   std::string path;
   bool trace = false;
+  // Whether missing folders above it are made (a run's outputs), or refused (the app's, which
+  // may end without writing them).
+  bool make_folders = true;
 };
 // The same checks for those outputs, with the files the command reads.
 [[nodiscard]] std::vector<OutputClaim> check_outputs(const std::vector<OutputFile>& outputs,

@@ -100,6 +100,9 @@ void validate_training(const Config& c) {
           "must not be negative (0: adaptive, from the step times)");
   require(std::isfinite(c.memory_limit_mb) && c.memory_limit_mb >= 0, "memory_limit_mb",
           "must be 0 (no limit) or a positive number of MB");
+  // A limit below one byte would round to 0, which means none.
+  require(c.memory_limit_mb == 0 || c.memory_limit_mb * 1024 * 1024 >= 1, "memory_limit_mb",
+          "must be 0 (no limit) or at least one byte's worth of MB");
   require(c.memory_limit_mb == 0 || c.device == "cpu", "memory_limit_mb",
           "simulates a device's capacity on the CPU; on a GPU the device's own limit applies");
   require(c.checkpoint_every >= 0, "checkpoint_every",

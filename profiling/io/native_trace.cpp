@@ -163,9 +163,11 @@ Trace from_native(const std::string& bytes) {
   }
   if (header_size != kHeaderSize) throw TraceFormatError("corrupt trace: bad header size");
   if (payload_size != bytes.size() - kHeaderSize) {
-    throw TraceFormatError("truncated trace: header promises " + std::to_string(payload_size) +
-                           " payload bytes, file has " +
-                           std::to_string(bytes.size() - kHeaderSize));
+    throw TraceFormatError(
+        std::string(payload_size > bytes.size() - kHeaderSize ? "truncated trace"
+                                                              : "trace with bytes after its end") +
+        ": header promises " + std::to_string(payload_size) + " payload bytes, file has " +
+        std::to_string(bytes.size() - kHeaderSize));
   }
   const char* payload = bytes.data() + kHeaderSize;
   if (fnv1a(payload, payload_size, version == 1 ? kVersion1Offset : kFnvOffset) != checksum) {
@@ -212,6 +214,8 @@ Trace from_native(const std::string& bytes) {
       if (e.lane >= lanes)
         throw TraceFormatError("corrupt trace: event on a lane that does not exist");
       if (e.t1_ns < e.t0_ns) throw TraceFormatError("corrupt trace: event ends before it starts");
+      // No event moves fewer than no bytes; a negative count would project as a negative size.
+      if (e.bytes < 0) throw TraceFormatError("corrupt trace: event moves a negative number of bytes");
     }
     const uint64_t counters = r.get_count(kCounterRecord, "counter");
     rank.counters.resize(counters);

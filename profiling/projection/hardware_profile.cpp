@@ -129,7 +129,7 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
   if ((gpu.gemm_rate_beside_collective > 0) != (gpu.collective_rate_beside_gemm > 0))
     throw std::runtime_error(where +
                              ": 'gemm_rate_beside_collective' and 'collective_rate_beside_gemm' "
-                             "are measured together: give both or neither");
+                             "are measured together: give both, each above 0, or neither");
   if (j.contains("host")) {
     const std::string in = where + ".host";
     const json& h = object_field(j, "host", where, "view_us, op_us, autograd_op_us, ...");

@@ -104,6 +104,22 @@ TEST(HostileOtherOutputs, AnEmptyValueIsRefusedNotTakenForNone) {
     EXPECT_EQ(r.code, 2) << args[0] << ": " << r.err;
     EXPECT_NE(r.err.find("empty value"), std::string::npos) << r.err;
   }
+  // A list whose names are empty reads as none given: every strategy, every section.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"run", "--preset", "tiny", "--freeze", ",,"},
+           {"bench", "--strategies", ",,"},
+           {"bench", "--strategies", "ddp_bucketed,"},
+           {"perf", "--only", "gui,,engine"}}) {
+    const test::CliResult r = test::cli(args);
+    EXPECT_EQ(r.code, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("none of them empty"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(args[args.size() - 2]), std::string::npos) << r.err;
+  }
+  // A memory limit below one byte would round to none.
+  const test::CliResult tiny_limit =
+      test::cli({"run", "--preset", "tiny", "--memory-limit-mb", "1e-300"});
+  EXPECT_EQ(tiny_limit.code, 2) << tiny_limit.err;
+  EXPECT_NE(tiny_limit.err.find("--memory-limit-mb"), std::string::npos) << tiny_limit.err;
 }
 
 TEST(HostileOtherOutputs, ATraceDirectorySharesNoFileWithTheJsonAndKeepsOthersRankFiles) {

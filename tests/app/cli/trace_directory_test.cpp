@@ -23,8 +23,10 @@ namespace fs = std::filesystem;
 TEST(CliTraceDirectory, WritesARankFilePerRankAndTheNativeTraceForReport) {
   const fs::path dir = test::test_temp_dir() / "run";
   fs::create_directories(dir);
-  // Left by an earlier run with more ranks: HTA would read it as this run's rank 5.
-  std::ofstream(dir / "rank-5.json") << "{}";
+  // Left by an earlier run of ours with more ranks: HTA would read it as this run's rank 5.
+  std::ofstream(dir / "rank-5.json") << R"({"schemaVersion": 1, "traceName": "shardscope rank 5"})";
+  // A file of the same form that is not ours stays: only what we wrote is ours to remove.
+  std::ofstream(dir / "rank-6.json") << "{}";
   std::ofstream(dir / "notes.txt") << "kept";
   auto r = cli({"run", "--strategy", "ddp_bucketed", "--world", "2", "--preset", "tiny", "--steps",
                 "2", "--no-reference", "--trace", dir.string()});
@@ -33,6 +35,7 @@ TEST(CliTraceDirectory, WritesARankFilePerRankAndTheNativeTraceForReport) {
   EXPECT_TRUE(fs::exists(dir / "rank-0.json"));
   EXPECT_TRUE(fs::exists(dir / "rank-1.json"));
   EXPECT_FALSE(fs::exists(dir / "rank-5.json"));
+  EXPECT_TRUE(fs::exists(dir / "rank-6.json"));
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
   auto report = cli({"report", dir.string()});
   ASSERT_EQ(report.code, 0) << report.err;

@@ -31,7 +31,7 @@ TEST(GuiHostile, ScriptsAndStatePathsAreCheckedBeforeTheWindow) {
            {{"gui", "--script", script.string(), "--state", fifo.string()},
             "--state: " + fifo.string() + " is not a regular file"},
            {{"gui", "--script", script.string(), "--state", dir.string()},
-            "--state: " + dir.string() + " is not a regular file"},
+            "--state: " + dir.string() + " is a directory"},
        }) {
     const test::CliResult r = test::cli(c.args);
     EXPECT_EQ(r.code, 2) << r.err;

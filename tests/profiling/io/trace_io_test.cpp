@@ -115,6 +115,29 @@ TEST(NativeTrace, CorruptionIsDetected) {
 }
 
 // A hostile file with a valid checksum but absurd counts must not allocate or read past the end.
+// A file whose checksum is whole but whose event moves a negative number of bytes (nothing we
+// write) is refused on reading, before a report prints "-0.00 MB" or a replay "negative size".
+TEST(NativeTrace, AnEventOfNegativeBytesIsCorrupt) {
+  Trace t = test::sample_trace();
+  ASSERT_FALSE(t.ranks.at(0).events.empty());
+  t.ranks[0].events[0].bytes = -5;
+  try {
+    from_native(to_native(t));
+    ADD_FAILURE() << "read an event of -5 bytes";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("negative number of bytes"), std::string::npos)
+        << e.what();
+  }
+  // After its end, bytes are named as such, not as a cut.
+  const std::string whole = to_native(test::sample_trace());
+  try {
+    from_native(whole + "xx");
+    ADD_FAILURE() << "read a trace with bytes after its end";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("bytes after its end"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NativeTrace, HostileCountsAreRejectedBeforeAllocating) {
   Trace t;
   t.ranks.push_back({});

@@ -190,7 +190,7 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
   h200["gpu"]["collective_hidden_beside_gemm"] = 0.41;
   for (const auto& [field, value, named] :
        {std::tuple{"gemm_rate_beside_collective", 1.2, "gemm_rate_beside_collective"},
-        {"collective_rate_beside_gemm", 0.0, "give both or neither"}}) {
+        {"collective_rate_beside_gemm", 0.0, "give both, each above 0, or neither"}}) {
     nlohmann::json bad = h200;
     bad["gpu"][field] = value;
     try {
