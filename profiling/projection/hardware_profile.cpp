@@ -69,13 +69,30 @@ const json& object_field(const json& object, const char* key, const std::string&
   return object[key];
 }
 
+// A key the profile's reader does not know is a misspelling whose figure would silently go
+// unused (matmul_tflop for matmul_tflops): refused, naming it and what the object takes.
+void refuse_unknown_keys(const json& object, std::initializer_list<const char*> known,
+                         const std::string& where) {
+  for (const auto& [key, value] : object.items()) {
+    if (std::find_if(known.begin(), known.end(), [&](const char* k) { return key == k; }) !=
+        known.end())
+      continue;
+    std::string names;
+    for (const char* k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+    const std::string shown = key.size() <= 60 ? key : key.substr(0, 60) + "...";
+    throw std::runtime_error(where + ": unknown key '" + shown + "' (known: " + names + ")");
+  }
+}
+
 Link parse_link(const json& j, const std::string& where) {
+  refuse_unknown_keys(j, {"kind", "bandwidth_gbps", "efficiency", "hw_latency_us"}, where);
   Link link;
   link.kind = optional_text(j, "kind", where);
   link.bandwidth_gbps = positive(j, "bandwidth_gbps", where);
   link.efficiency = positive(j, "efficiency", where);
   if (link.efficiency > 1) throw std::runtime_error(where + ": 'efficiency' is at most 1");
   const json& lat = object_field(j, "hw_latency_us", where, "ll, ll128, simple");
+  refuse_unknown_keys(lat, {"ll", "ll128", "simple"}, where + ".hw_latency_us");
   link.hw_latency_us[0] = positive(lat, "ll", where + ".hw_latency_us");
   link.hw_latency_us[1] = positive(lat, "ll128", where + ".hw_latency_us");
   link.hw_latency_us[2] = positive(lat, "simple", where + ".hw_latency_us");
@@ -87,6 +104,14 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
   const std::string where = origin + ": gpu";
   const json& j = object_field(profile, "gpu", origin,
                                "sms, matmul_tflops, memory_gbps, memory_efficiency, ...");
+  refuse_unknown_keys(
+      j,
+      {"sms", "matmul_tflops", "memory_gbps", "memory_efficiency", "attention_forward_fraction",
+       "attention_backward_fraction", "kernel_us", "fp32_tflops", "fp32_matmul_tflops",
+       "fp32_attention_forward_fraction", "fp32_attention_backward_fraction", "dispatch_us",
+       "gemm_floor_us", "gemm_k_overhead", "collective_hidden_beside_gemm",
+       "gemm_rate_beside_collective", "collective_rate_beside_gemm", "host", "sources"},
+      where);
   GpuCompute gpu;
   gpu.sms = positive_whole(j, "sms", where);
   gpu.peak_tflops = hw.peak_bf16_tflops;
@@ -133,6 +158,10 @@ GpuCompute parse_gpu(const json& profile, const HardwareProfile& hw, const std::
   if (j.contains("host")) {
     const std::string in = where + ".host";
     const json& h = object_field(j, "host", where, "view_us, op_us, autograd_op_us, ...");
+    refuse_unknown_keys(
+        h,
+        {"view_us", "op_us", "autograd_op_us", "matmul_us", "node_us", "adamw_tensor_us", "mm_us"},
+        in);
     gpu.host.view_us = positive(h, "view_us", in);
     gpu.host.op_us = positive(h, "op_us", in);
     gpu.host.autograd_op_us = positive(h, "autograd_op_us", in);
@@ -223,6 +252,11 @@ HardwareProfile parse_hardware_profile(const std::string& text, const std::strin
     throw std::runtime_error(origin + ": not valid JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw std::runtime_error(origin + ": not a JSON object");
+  refuse_unknown_keys(j,
+                      {"name", "description", "device_names", "gpus_per_node", "nodes",
+                       "gpu_memory_gib", "compute", "peak_bf16_tflops", "matmul_tflops",
+                       "launch_us", "protocols", "base_latency_us", "intra", "inter", "gpu"},
+                      origin);
   HardwareProfile hw;
   hw.name = optional_text(j, "name", origin);
   if (hw.name.empty()) throw std::runtime_error(origin + ": 'name' is missing");

@@ -209,6 +209,28 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
   EXPECT_DOUBLE_EQ(from_share.compute_rate, 1 / (2 - 0.41));
   EXPECT_DOUBLE_EQ(from_share.collective_rate, 1 / (2 - 0.41));
   EXPECT_FALSE(load_hardware_profile("8xA100").gpu.contention().measured);
+  // A misspelt key would leave its figure unused without a word: refused, naming it, at every
+  // level of the profile.
+  const nlohmann::json h100 = nlohmann::json::parse(
+      std::ifstream(std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/hardware/8xH100.json"));
+  for (const nlohmann::json& typo :
+       {nlohmann::json::parse(R"({"gpus_per_nod": 8})"),
+        nlohmann::json::parse(R"({"gpu": {"matmul_tflop": 9}})"),
+        nlohmann::json::parse(R"({"gpu": {"host": {"op": 1}}})"),
+        nlohmann::json::parse(R"({"intra": {"bandwith_gbps": 1}})"),
+        nlohmann::json::parse(R"({"inter": {"hw_latency_us": {"LL": 1}}})")}) {
+    nlohmann::json bad = h100;
+    bad.merge_patch(typo);
+    const std::string key = typo.flatten().begin().key();
+    const std::string last = key.substr(key.rfind('/') + 1);
+    try {
+      parse_hardware_profile(bad.dump(), "h.json");
+      ADD_FAILURE() << "accepted " << typo.dump();
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("unknown key '" + last + "'"), std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // Issue 33: a hand-written profile with a field of the wrong type is told which field, in our
