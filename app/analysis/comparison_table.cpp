@@ -83,7 +83,8 @@ std::string step_cell(const ComparisonRow& r) {
   return cell;
 }
 
-// Against the fastest row: a difference within the two rows' spread over steps is "same".
+// Against the fastest row: a difference within the two rows' spread over steps cannot be told
+// from the recording's noise, and says so ("within spread"), not that the rows are the same.
 std::string vs_fastest(const ComparisonRow& r, const std::vector<ComparisonRow>& rows) {
   const ComparisonRow* fastest = nullptr;
   for (const auto& other : rows) {
@@ -92,7 +93,7 @@ std::string vs_fastest(const ComparisonRow& r, const std::vector<ComparisonRow>&
   }
   if (fastest == nullptr || r.step_s <= 0) return "";
   if (fastest == &r) return "fastest";
-  if (r.step_min_s <= fastest->step_max_s) return "same";
+  if (r.step_min_s <= fastest->step_max_s) return "within spread";
   return "+" + fixed(100.0 * (r.step_s / fastest->step_s - 1), 0) + " %";
 }
 

@@ -171,7 +171,8 @@ void category_lines(const LoadedRun& run) {
     ImGui::SliderInt("##memory_categories", &chosen, 0, ranks - 1);
     ImGui::SameLine();
   }
-  ImGui::Text("rank %d by category over time (ms)", run.trace.ranks[chosen].rank);
+  ImGui::Text("rank %d by category over time (ms of the measured wall clock)",
+              run.trace.ranks[chosen].rank);
   std::vector<ChartSeries> series;
   for (MemoryKind k : kStacked) {
     ChartSeries s;
@@ -206,6 +207,25 @@ void draw_memory_window(GuiSession& session) {
       "(per pipeline stage). DDP keeps 16 bytes per parameter on every rank (fp32 Adam); ZeRO-1 "
       "divides the purple optimizer state by N, ZeRO-2 the green gradients too, FSDP the blue "
       "parameters as well.");
+  // A trace with no memory samples (a projection, or a run recorded without them) has nothing
+  // to stack: bars of 0.00 MB would claim the ranks held nothing.
+  const bool sampled =
+      std::any_of(run->trace.ranks.begin(), run->trace.ranks.end(),
+                  [](const profiling::RankTrace& r) { return !r.counters.empty(); });
+  if (!sampled) {
+    ImGui::Text("%s", run->label.c_str());
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextDisabled(
+        "%s",
+        run->trace.run.projected
+            ? "This trace is a projection: nothing ran, so no memory was sampled. The memory "
+              "each GPU would hold, by category, is in `shardscope project`'s output and, for a "
+              "configuration, on the Launch tab's projection."
+            : "This trace holds no memory samples (recorded with --no-tracing, or by a tool that "
+              "records none), so there is nothing to draw here.");
+    ImGui::PopTextWrapPos();
+    return;
+  }
   legend();
   ImGui::Text("%s: per rank at its peak", run->label.c_str());
   if (!run->memory_peaks.empty() && !run->trace.ranks.empty()) {
@@ -238,7 +258,10 @@ void draw_memory_window(GuiSession& session) {
   for (const auto& s : run->index.steps)
     steps.push_back({static_cast<float>((s.t0_ns - run->index.t_min) * 1e-6),
                      "step " + std::to_string(s.step)});
-  ImGui::Text("memory over time (ms), each step marked where it began");
+  // Allocations are sampled on the measured clock; device time moves work, not samples.
+  ImGui::Text(
+      "memory over time (ms of the measured wall clock, not the timeline's device time), each "
+      "step marked where it began");
   line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB", "ms", steps);
   category_lines(*run);
 

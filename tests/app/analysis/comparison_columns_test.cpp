@@ -1,6 +1,6 @@
 // Compare's columns say what is true: what crosses the wire per rank as busbw counts it (ZeRO-2
 // moves what DDP moves), the slowest rank's overlap beside the median, a step time's spread with
-// differences inside it marked "same", and a row's layout.
+// differences inside it marked "within spread", and a row's layout.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -85,7 +85,7 @@ TEST(ComparisonColumns, StepTimesShowTheirSpreadAndDifferencesInsideItAreTheSame
              c = comparison_cells(rows[2], rows);
   EXPECT_EQ(a[column("step ms")], "5.90 (5.00-7.00)");
   EXPECT_EQ(a[column("vs fastest")], "fastest");
-  EXPECT_EQ(b[column("vs fastest")], "same");  // 6.1 ms is inside a's 5.0-7.0
+  EXPECT_EQ(b[column("vs fastest")], "within spread");  // 6.1 ms is inside a's 5.0-7.0
   EXPECT_EQ(c[column("vs fastest")], "+103 %");
   // The rank that overlaps least, beside the median of all.
   EXPECT_EQ(a[column("overlap worst rank / median")], "29 % / 89 %");
