@@ -55,7 +55,9 @@ std::vector<Intervals> pipeline_idle(const Trace& trace) {
     Intervals compute, waits, window;
     for (const auto& e : r.events) {
       if (e.step < 0) continue;
-      if (is_compute(e.category)) compute.emplace_back(e.t0_ns, e.t1_ns);
+      // A stage's optimizer step while later stages drain is work, not bubble (step_metrics).
+      if (is_compute(e.category) || e.category == Category::kOptimizer)
+        compute.emplace_back(e.t0_ns, e.t1_ns);
       // As step_metrics counts it: a host blocked inside a forward or backward computes nothing.
       if (e.lane == kHostLane && e.category == Category::kWait)
         waits.emplace_back(e.t0_ns, e.t1_ns);

@@ -18,15 +18,23 @@ int64_t total(const Intervals& disjoint) {
 // Where an event counts toward a rank's compute (less the host's waits inside it) and its
 // communication: one definition for a step's figures and a range's.
 struct RankIntervals {
-  Intervals compute, comm, waits;
+  Intervals compute, comm, waits, optimizer;
   void add(const Event& e) {
     if (is_compute(e.category)) compute.push_back({e.t0_ns, e.t1_ns});
+    if (e.category == Category::kOptimizer) optimizer.push_back({e.t0_ns, e.t1_ns});
     if (is_communication(e.category)) comm.push_back({e.t0_ns, e.t1_ns});
     // A host span that blocked (on a peer, or for its turn on the device) computed nothing
     // meanwhile, though it sits inside a forward or backward span.
     if (e.lane == kHostLane && e.category == Category::kWait) waits.push_back({e.t0_ns, e.t1_ns});
   }
   Intervals computing() const { return difference(merged(compute), merged(waits)); }
+  // What keeps a pipeline stage from idling: its passes, and an optimizer step it runs while
+  // later stages still drain (work, not bubble), less its waits.
+  Intervals pipeline_busy() const {
+    Intervals busy = compute;
+    busy.insert(busy.end(), optimizer.begin(), optimizer.end());
+    return difference(merged(std::move(busy)), merged(waits));
+  }
 };
 
 }  // namespace
@@ -128,7 +136,7 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       m.idle_ns = m.span_ns - union_length(both);
       if (auto w = windows.find(step); w != windows.end()) {
         m.micro_span_ns = w->second.second - w->second.first;
-        m.micro_compute_ns = intersection_length(compute, Intervals{w->second});
+        m.micro_compute_ns = intersection_length(raw.pipeline_busy(), Intervals{w->second});
       }
       out.push_back(m);
     }

@@ -25,8 +25,9 @@ struct StepMetrics {
   int64_t idle_ns = 0;
   // The step's pipeline window, from the first micro-batch span of any rank to the end of the
   // last one (forward and backward of the micro-batches, where a pipeline's stages wait for
-  // each other until the flush): its length and this rank's compute within it. The pipeline
-  // bubble is the rest: 1 - micro_compute / micro_span.
+  // each other until the flush): its length and this rank's compute within it (its passes, and
+  // an optimizer step run while later stages still drain). The pipeline bubble is the rest:
+  // 1 - micro_compute / micro_span.
   int64_t micro_span_ns = 0;
   int64_t micro_compute_ns = 0;
   double overlap_fraction() const { return comm_ns > 0 ? double(overlap_ns) / comm_ns : 0.0; }
