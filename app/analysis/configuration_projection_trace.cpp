@@ -42,6 +42,12 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
   t.run.device = p.hardware;
   t.run.backend = "nccl";
   t.run.projected = profiling::RecordedProjection{p.hardware, 0};
+  if (l.pipelined && l.pp > 1) {
+    t.run.projected->pipeline_stages = l.pp;
+    t.run.projected->micro_batches = l.m;
+    t.run.projected->stages_per_rank = l.v;
+    t.run.projected->schedule = l.schedule;
+  }
   const bool split = pipeline::splits_backward(l.schedule);
   const std::string kind = l.pipelined ? l.schedule : "gpipe";
   for (int r = 0; r < l.pp; ++r) {
@@ -124,6 +130,14 @@ profiling::Trace step_trace(const Config& config, const Layout& l,
         const int to = pipeline::stage_rank(kind, next, l.pp, l.v);
         if (to != r) transfer(r, to, a.end, a.action.micro);
       }
+    }
+    // The rank's micro-batches, its first pass to its last, as one span (a run records one a
+    // micro-batch; here 64 such spans would stack over the passes): together the ranks' spans
+    // bound the pipeline's window, in which the app shades the bubble.
+    if (!timed[r].empty()) {
+      double first = timed[r].front().start, last = timed[r].front().end;
+      for (const auto& a : timed[r]) first = std::min(first, a.start), last = std::max(last, a.end);
+      add(r, "micro-batches", profiling::Category::kMicroBatch, first, last, -1);
     }
     if (p.data_comm_s > 0)
       add(r, p.data_comm_what, profiling::Category::kGradSync, span, span + p.data_comm_s, -1);

@@ -9,8 +9,33 @@
 
 namespace shardscope::analysis {
 
+namespace {
+
+// A projected configuration's pipeline, whose drawn rank r is stage r.
+std::optional<RunPipeline> projected_pipeline(const profiling::RecordedProjection& projected) {
+  if (projected.pipeline_stages <= 1 || projected.micro_batches < 1) return std::nullopt;
+  try {
+    RunPipeline p;
+    p.stages = projected.pipeline_stages;
+    p.micro_batches = projected.micro_batches;
+    p.schedule = projected.schedule;
+    p.stages_per_rank = std::max(1, projected.stages_per_rank);
+    p.formula = pipeline::bubble_formula(p.schedule, p.stages, p.micro_batches, p.stages_per_rank);
+    for (int r = 0; r < p.stages; ++r) {
+      p.stage_of_rank.push_back(r);
+      p.stages_held.push_back(pipeline::rank_stages(p.schedule, r, p.stages, p.stages_per_rank));
+    }
+    return p;
+  } catch (const std::exception&) {
+    return std::nullopt;  // a schedule this version does not know
+  }
+}
+
+}  // namespace
+
 std::optional<RunPipeline> pipeline_of_run(const profiling::RunRecord& run) {
   const std::optional<Config> recorded = recorded_config(run);
+  if (!recorded && run.projected) return projected_pipeline(*run.projected);
   if (!recorded) return std::nullopt;  // not ours, or another version's configuration
   const Config& config = *recorded;
   try {

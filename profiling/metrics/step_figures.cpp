@@ -52,9 +52,12 @@ std::vector<Intervals> pipeline_idle(const Trace& trace) {
   const auto windows = pipeline_windows(trace);
   std::vector<Intervals> out;
   for (const auto& r : trace.ranks) {
-    Intervals compute, waits, window;
+    Intervals compute, waits, window, group_comm;
     for (const auto& e : r.events) {
       if (e.step < 0) continue;
+      // A group's collective (a tensor group's inside a pass) keeps a stage busy, as in
+      // step_metrics; only sends and receives, or nothing, are waits on another stage.
+      if (is_collective_within_a_stage(trace, e)) group_comm.emplace_back(e.t0_ns, e.t1_ns);
       // A stage's optimizer step while later stages drain is work, not bubble (step_metrics).
       if (is_compute(e.category) || e.category == Category::kOptimizer)
         compute.emplace_back(e.t0_ns, e.t1_ns);
@@ -63,8 +66,9 @@ std::vector<Intervals> pipeline_idle(const Trace& trace) {
         waits.emplace_back(e.t0_ns, e.t1_ns);
     }
     for (const auto& [step, w] : windows) window.push_back(w);
-    const Intervals busy = difference(merged(std::move(compute)), merged(std::move(waits)));
-    out.push_back(difference(merged(std::move(window)), busy));
+    Intervals busy = difference(merged(std::move(compute)), merged(std::move(waits)));
+    busy.insert(busy.end(), group_comm.begin(), group_comm.end());
+    out.push_back(difference(merged(std::move(window)), merged(std::move(busy))));
   }
   return out;
 }

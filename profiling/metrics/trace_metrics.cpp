@@ -18,10 +18,13 @@ int64_t total(const Intervals& disjoint) {
 // Where an event counts toward a rank's compute (less the host's waits inside it) and its
 // communication: one definition for a step's figures and a range's.
 struct RankIntervals {
-  Intervals compute, comm, waits, optimizer;
-  void add(const Event& e) {
+  Intervals compute, comm, waits, optimizer, group_comm;
+  // `within_a_stage`: a collective of a group inside one pipeline stage
+  // (is_collective_within_a_stage).
+  void add(const Event& e, bool within_a_stage = false) {
     if (is_compute(e.category)) compute.push_back({e.t0_ns, e.t1_ns});
     if (e.category == Category::kOptimizer) optimizer.push_back({e.t0_ns, e.t1_ns});
+    if (within_a_stage) group_comm.push_back({e.t0_ns, e.t1_ns});
     if (is_communication(e.category)) comm.push_back({e.t0_ns, e.t1_ns});
     // A host span that blocked (on a peer, or for its turn on the device) computed nothing
     // meanwhile, though it sits inside a forward or backward span.
@@ -29,15 +32,29 @@ struct RankIntervals {
   }
   Intervals computing() const { return difference(merged(compute), merged(waits)); }
   // What keeps a pipeline stage from idling: its passes, and an optimizer step it runs while
-  // later stages still drain (work, not bubble), less its waits.
+  // later stages still drain (work, not bubble), less its waits; and its collectives within its
+  // own group (a tensor group's inside a pass), which it waits on beside its peers, not on
+  // another stage. Waiting for another stage (a receive, a collective of the whole world such as
+  // the step's loss, or nothing) is bubble.
   Intervals pipeline_busy() const {
     Intervals busy = compute;
     busy.insert(busy.end(), optimizer.begin(), optimizer.end());
-    return difference(merged(std::move(busy)), merged(waits));
+    busy = difference(merged(std::move(busy)), merged(waits));
+    busy.insert(busy.end(), group_comm.begin(), group_comm.end());
+    return merged(std::move(busy));
   }
 };
 
 }  // namespace
+
+bool is_collective_within_a_stage(const Trace& trace, const Event& e) {
+  if (!is_communication(e.category)) return false;
+  const std::string& name = trace.str(e.name);
+  if (name.find("send") != std::string::npos || name.find("recv") != std::string::npos)
+    return false;  // a hand-over between stages
+  const int world = trace.run.world > 0 ? trace.run.world : int(trace.ranks.size());
+  return e.group_size > 1 && e.group_size < world;
+}
 
 Intervals merged(Intervals v) {
   std::sort(v.begin(), v.end());
@@ -117,7 +134,7 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       }
       raw.first = std::min(raw.first, e.t0_ns);
       raw.last = std::max(raw.last, e.t1_ns);
-      raw.add(e);
+      raw.add(e, is_collective_within_a_stage(trace, e));
     }
     for (auto& [step, raw] : steps) {
       const int64_t first = raw.first, last = raw.last;

@@ -37,6 +37,11 @@ struct StepMetrics {
 };
 std::vector<StepMetrics> step_metrics(const Trace& trace);
 
+// Whether `e` is a collective of a group smaller than the world and not a send or receive: a
+// tensor (or data-parallel) group's, among ranks of one pipeline stage. Waiting on it is not
+// pipeline bubble; waiting on another stage (a receive, a collective of the whole world) is.
+bool is_collective_within_a_stage(const Trace& trace, const Event& e);
+
 // The same definitions over any stretch of time [t0, t1] (a range the user measures on the
 // timeline), per rank: compute, communication, and the communication no compute hides.
 struct RangeMetrics {

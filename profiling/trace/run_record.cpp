@@ -251,9 +251,16 @@ RunRecord run_record_of(const json& j) {
   run.turns_drain_device = get(j, "turns_drain_device", false);
   if (const json& result = member(j, "result"); result.is_object())
     run.result = run_result_of(result);
-  if (const json& p = member(j, "projected"); p.is_object())
-    run.projected =
-        RecordedProjection{get(p, "hardware", std::string()), get(p, "compute_scale", 0.0)};
+  if (const json& p = member(j, "projected"); p.is_object()) {
+    RecordedProjection projected{get(p, "hardware", std::string()), get(p, "compute_scale", 0.0)};
+    if (const json& pipe = member(p, "pipeline"); pipe.is_object()) {
+      projected.pipeline_stages = get(pipe, "stages", 0);
+      projected.micro_batches = get(pipe, "micro_batches", 0);
+      projected.stages_per_rank = get(pipe, "stages_per_rank", 1);
+      projected.schedule = get(pipe, "schedule", std::string());
+    }
+    run.projected = projected;
+  }
   return run;
 }
 
@@ -275,9 +282,15 @@ json run_record_json(const RunRecord& run) {
   if (!run.device_name.empty()) out["device_name"] = run.device_name;
   if (run.turns_drain_device) out["turns_drain_device"] = true;
   if (run.result) out["result"] = run_result_json(*run.result);
-  if (run.projected)
+  if (run.projected) {
     out["projected"] = {{"hardware", run.projected->hardware},
                         {"compute_scale", run.projected->compute_scale}};
+    if (run.projected->pipeline_stages > 1)
+      out["projected"]["pipeline"] = {{"stages", run.projected->pipeline_stages},
+                                      {"micro_batches", run.projected->micro_batches},
+                                      {"stages_per_rank", run.projected->stages_per_rank},
+                                      {"schedule", run.projected->schedule}};
+  }
   return out;
 }
 

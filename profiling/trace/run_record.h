@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -96,8 +97,15 @@ struct RunResult {
 
 // The timing a replayed trace was given (profiling/projection/trace_replay.h).
 struct RecordedProjection {
+  RecordedProjection() = default;
+  RecordedProjection(std::string hardware_name, double scale)
+      : hardware(std::move(hardware_name)), compute_scale(scale) {}
   std::string hardware;
   double compute_scale = 0;
+  // A projected configuration's pipeline, whose one drawn rank a stage is rank `stage` (none:
+  // stages 0 or 1): so the app shades its bubble and gives its formula as for a run's.
+  int pipeline_stages = 0, micro_batches = 0, stages_per_rank = 1;
+  std::string schedule;
 };
 
 // RunRecord::mode of a trace read from the PyTorch profiler's files: its ProfilerStep#N spans are
