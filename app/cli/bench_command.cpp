@@ -3,6 +3,7 @@
 #include "app/analysis/comparison_table.h"
 #include "app/analysis/device_time_lens.h"
 #include "app/analysis/trace_projection.h"
+#include "app/cli/run_outputs.h"
 
 #include <unistd.h>
 #include <algorithm>
@@ -156,7 +157,16 @@ struct BenchPlan {
   Config base;
   std::vector<BenchEntry> entries;
   analysis::Lens lens;
+  std::vector<OutputClaim> claims;  // each entry's trace under --out, held until written
 };
+
+// Where an entry's trace goes under --out.
+std::string entry_trace_path(const std::string& out_dir, const BenchEntry& entry) {
+  std::string name = entry.label();
+  std::replace(name.begin(), name.end(), ' ', '_');
+  std::replace(name.begin(), name.end(), '+', '_');
+  return out_dir + "/" + name + ".sst";
+}
 
 // The runs to make; none when the options are bad input (said on `err`).
 std::optional<BenchPlan> plan_bench(const RunFlags& flags, const BenchOptions& options,
@@ -212,6 +222,17 @@ std::optional<BenchPlan> plan_bench(const RunFlags& flags, const BenchOptions& o
       err << "error: --out: " << why << "\n";
       return std::nullopt;
     }
+    // Each trace it will write, checked as a run's outputs are (never a folder, a FIFO or a
+    // symlink of that name, never two runs of bench at once), before any strategy trains.
+    std::vector<OutputFile> traces;
+    for (const BenchEntry& entry : plan.entries)
+      traces.push_back({"--out", entry_trace_path(options.out_dir, entry), false, false});
+    try {
+      plan.claims = check_outputs(traces, {});
+    } catch (const ConfigError& e) {
+      err << "error: " << e.what() << "\n";
+      return std::nullopt;
+    }
   }
   plan.lens.measured = options.measured;
   plan.lens.hardware = options.hardware;
@@ -265,13 +286,18 @@ RunSummary run_entry(const Config& config, const BenchEntry& entry, size_t k, si
   return s;
 }
 
-void write_entry_trace(const std::string& out_dir, const BenchEntry& entry,
-                       const profiling::Trace& trace) {
-  std::string name = entry.label();
-  std::replace(name.begin(), name.end(), ' ', '_');
-  std::replace(name.begin(), name.end(), '+', '_');
-  const std::string path = out_dir + "/" + name + ".sst";
-  write_file_atomically(path, profiling::serialise_trace(trace, path));
+// Writes an entry's trace; a write that fails (a full disk) is said on `err` and counted, and
+// the bench goes on.
+bool write_entry_trace(const std::string& out_dir, const BenchEntry& entry,
+                       const profiling::Trace& trace, std::ostream& err) {
+  const std::string path = entry_trace_path(out_dir, entry);
+  try {
+    write_file_atomically(path, profiling::serialise_trace(trace, path));
+    return true;
+  } catch (const std::exception& e) {
+    err << "error: cannot write --out " << path << ": " << e.what() << "\n";
+    return false;
+  }
 }
 
 struct BenchResults {
@@ -312,7 +338,8 @@ BenchResults run_entries(const BenchPlan& plan, const TrainedReference& referenc
     results.rows.push_back(measure(entry.strategy, s, plan.lens));
     // The layout the row ran as: bench's own where it had to choose one, else the recorded one.
     if (!layout.empty()) results.rows.back().layout = layout;
-    if (!options.out_dir.empty()) write_entry_trace(options.out_dir, entry, s.trace);
+    if (!options.out_dir.empty() && !write_entry_trace(options.out_dir, entry, s.trace, err))
+      ++results.failed;
   }
   return results;
 }

@@ -9,6 +9,7 @@
 
 #include <torch/torch.h>
 
+#include "app/cli/run_outputs.h"
 #include "engine/comm/comm.h"
 #include "engine/launch/launcher.h"
 #include "engine/state/atomic_file.h"
@@ -56,6 +57,18 @@ double matmul_tflops(int repetitions) {
 }  // namespace
 
 int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::ostream& err) {
+  const std::string path = options.out.empty()
+                               ? profiling::hardware_profile_directory() + "/this-machine.json"
+                               : options.out;
+  // Checked before measuring, as a run's outputs are: never a folder, a FIFO or a symlink, never
+  // two calibrations writing it at once.
+  std::vector<OutputClaim> claims;
+  try {
+    claims = check_output_file("--out", path);
+  } catch (const ConfigError& e) {
+    err << "error: calibrate: " << e.what() << "\n";
+    return 2;
+  }
   try {
     profiling::CalibrationPoints c;
     c.small_world = 2;
@@ -75,9 +88,6 @@ int calibrate_command(const CalibrateOptions& options, std::ostream& out, std::o
         c, "this-machine",
         "this machine as calibrated: ranks are threads sharing its cores and memory, collectives "
         "are Gloo over loopback; peak_bf16_tflops holds its measured fp32 matmul rate");
-    const std::string path = options.out.empty()
-                                 ? profiling::hardware_profile_directory() + "/this-machine.json"
-                                 : options.out;
     write_file_atomically(path, profiling::profile_json(hw));
     char line[256];
     std::snprintf(line, sizeof(line),

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "app/cli/run_outputs.h"
 #include "app/cli/worker_command.h"
 #include "app/gui/gui_app.h"
+#include "app/gui/gui_script.h"
 #include "app/perf/busbw_ranks.h"
 #include "app/perf/perf_suite.h"
 #include "engine/state/weights.h"
@@ -31,6 +33,7 @@
 #include "engine/train/config.h"
 #include "engine/train/run.h"
 #include "engine/train/strategy_registry.h"
+#include "profiling/io/input_file.h"
 #include "profiling/io/trace_io.h"
 
 namespace shardscope::cli {
@@ -363,6 +366,21 @@ std::optional<std::string> option_given_empty(const CLI::App& app) {
   return std::nullopt;
 }
 
+// The actions of the script at `path`, or none where it cannot be read or parsed.
+std::vector<gui::ScriptAction> script_actions(const std::string& path) {
+  if (path.empty() ||
+      !profiling::input_file_problem(path, profiling::kMaxTextInputBytes, "script").empty())
+    return {};
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return gui::parse_script(text.str());
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 // `gui`, `view` or no subcommand at all.
 int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std::ostream& err) {
   if (app.got_subcommand("view")) {
@@ -390,13 +408,22 @@ int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std:
     const gui::GuiOptions& o = gui_args.options;
     std::vector<std::string> traces = o.open_files;
     traces.insert(traces.end(), o.open_job.begin(), o.open_job.end());
+    std::vector<OutputFile> outputs = {{"--screenshot", o.screenshot, false, false},
+                                       {"--state", o.state_out, false, false}};
+    // A script's own outputs (screenshot, state, save) and the traces it opens, checked the same
+    // way; a script that cannot be read or parsed is the app's to refuse, naming its line.
+    for (const gui::ScriptAction& a : script_actions(o.script)) {
+      if (a.args.empty()) continue;
+      if (a.verb == "open") traces.push_back(a.args[0]);
+      if (a.verb == "screenshot" || a.verb == "state" || a.verb == "save")
+        outputs.push_back({"--script line " + std::to_string(a.line) + " (" + a.verb + ")",
+                           a.args[0], false, false});
+    }
     std::vector<InputFile> inputs = trace_inputs(traces);
     inputs.push_back({"--script", o.script});
     std::error_code ec;
     if (std::filesystem::exists(o.hardware, ec)) inputs.push_back({"--hardware", o.hardware});
-    claims = check_outputs(
-        {{"--screenshot", o.screenshot, false, false}, {"--state", o.state_out, false, false}},
-        inputs);
+    claims = check_outputs(outputs, inputs);
   } catch (const ConfigError& e) {
     err << "error: " << e.what() << "\n";
     return kExitBadInput;

@@ -1,6 +1,8 @@
 #include "app/cli/collect_command.h"
 #include "app/cli/run_outputs.h"
+#include "profiling/io/input_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -26,8 +28,17 @@ class BadFolder : public std::runtime_error {
 };
 
 nlohmann::json read_json(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+    throw BadFolder(path + ": missing (" + what + ")");
+  // A FIFO would block the read forever, a folder would throw from inside the stream: refused by
+  // what they are first.
+  if (const std::string why =
+          profiling::input_file_problem(path, profiling::kMaxTextInputBytes, what);
+      !why.empty())
+    throw BadFolder(why);
   std::ifstream file(path);
-  if (!file) throw BadFolder(path + ": missing (" + what + ")");
+  if (!file) throw BadFolder(path + ": cannot be read (" + what + ")");
   auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object())
     throw BadFolder(path + ": not a JSON object (" + what + ")");
@@ -67,6 +78,10 @@ void check_rank_files(const std::string& dir, int world) {
       throw BadFolder(base + ".weights: missing (rank " + std::to_string(r) + "'s weights)");
     if (json.contains("result")) {
       // The tail only: the weights themselves are read once, when the run is summarised.
+      if (const std::string why = profiling::input_file_problem(
+              base + ".weights", profiling::kMaxWeightsBytes, "rank's weights");
+          !why.empty())
+        throw BadFolder(why + " (rank " + std::to_string(r) + "'s weights)");
       if (const std::string why = weights_file_problem(base + ".weights"); !why.empty())
         throw BadFolder(why + " (rank " + std::to_string(r) + "'s weights)");
     }
@@ -93,11 +108,23 @@ int collect_command(const CollectOptions& options, std::ostream& out, std::ostre
     err << "error: " << dir << "/config.json: " << e.what() << "\n";
     return kExitBadInput;
   }
+  if (std::isnan(options.tolerance)) {
+    err << "error: --tolerance: must be a finite number\n";
+    return kExitBadInput;
+  }
   const double tolerance = options.tolerance >= 0 ? options.tolerance : default_tolerance(config);
   const OutputFiles& outputs = options.outputs;
   std::vector<OutputClaim> claims;  // held until the outputs are written
   try {
-    claims = check_output_files(outputs);
+    // The folder's files are the inputs: no output may write over one (a summary over
+    // config.json, a trace directory over the rank files).
+    std::vector<InputFile> inputs;
+    inputs.push_back({"folder", dir + "/config.json"});
+    for (int r = 0; r < config.world; ++r) {
+      for (const char* ext : {".json", ".weights"})
+        inputs.push_back({"folder", dir + "/rank-" + std::to_string(r) + ext});
+    }
+    claims = check_output_files(outputs, inputs);
   } catch (const ConfigError& e) {
     err << "error: " << e.what() << "\n";
     return kExitBadInput;

@@ -12,6 +12,7 @@
 #include "engine/launch/stop_request.h"
 #include "engine/state/atomic_file.h"
 #include "engine/train/config.h"
+#include "profiling/io/input_file.h"
 
 namespace shardscope::cli {
 namespace {
@@ -39,6 +40,12 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
   try {
     const RankEnvironment env = rank_environment_from_env();
     who = "rank " + std::to_string(env.rank);
+    // A FIFO would block the read forever (SIGTERM only restarts the open), a folder would throw
+    // from inside the stream: refused by what they are first.
+    if (const std::string why = profiling::input_file_problem(
+            config_file, profiling::kMaxTextInputBytes, "config file");
+        !why.empty())
+      throw ConfigError("config", why);
     std::ifstream file(config_file);
     if (!file) throw ConfigError("config", "cannot read '" + config_file + "'");
     auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);

@@ -87,6 +87,10 @@ std::vector<int> saved_steps(const std::string& root) {
 // Reads and checks one step's folder; returns why it is not valid, or "" with `info` filled.
 std::string inspect(const std::string& folder, CheckpointInfo& info) {
   std::string text;
+  // A FIFO would block the read forever, a folder would throw from inside the stream.
+  if (struct stat entry{};
+      stat((folder + "/manifest.json").c_str(), &entry) == 0 && !S_ISREG(entry.st_mode))
+    return "its manifest.json is not a regular file";
   if (!read_bytes(folder + "/manifest.json", text))
     return "it has no manifest (it was interrupted while being written)";
   json manifest = json::parse(text, nullptr, false);

@@ -4,6 +4,8 @@
 // refused with the file named.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -178,6 +180,36 @@ TEST(SchedulerWorkers, TakeTheWorldFromWorldSizeWhenTheConfigHasNone) {
             std::string::npos)
       << truncated.err;
   EXPECT_EQ(truncated.err.find("miniz"), std::string::npos) << truncated.err;
+
+  // The folder's files are collect's inputs: no output writes over one, and none of them that is
+  // a folder or a FIFO is read (one aborted, the other hung).
+  const std::string config_bytes = slurp(out / "config.json");
+  for (const std::vector<std::string>& outputs :
+       std::vector<std::vector<std::string>>{{"--json", (out / "config.json").string()},
+                                             {"--json", (out / "rank-0.json").string()},
+                                             {"--trace", (out / "rank-1.weights").string()},
+                                             {"--trace", out.string() + "/"}}) {
+    const CliResult over = cli({"collect", out.string(), outputs[0], outputs[1]});
+    EXPECT_EQ(over.code, cli::kExitBadInput) << outputs[1] << ": " << over.err;
+    EXPECT_NE(over.err.find("is the folder input"), std::string::npos) << over.err;
+  }
+  EXPECT_EQ(slurp(out / "config.json"), config_bytes);
+  EXPECT_EQ(cli({"collect", out.string()}).code, cli::kExitOk);
+  EXPECT_EQ(cli({"collect", out.string(), "--reference", "--tolerance", "nan"}).code,
+            cli::kExitBadInput);
+  for (const bool fifo : {false, true}) {
+    const auto odd = dir / (fifo ? "fifo" : "folder");
+    std::filesystem::copy(out, odd);
+    std::filesystem::remove(odd / "config.json");
+    if (fifo) {
+      ASSERT_EQ(mkfifo((odd / "config.json").c_str(), 0644), 0);
+    } else {
+      std::filesystem::create_directory(odd / "config.json");
+    }
+    const CliResult r = cli({"collect", odd.string()});
+    EXPECT_EQ(r.code, cli::kExitBadInput) << r.err;
+    EXPECT_NE(r.err.find("config.json"), std::string::npos) << r.err;
+  }
 
   // Quiet when our own launcher shows the progress.
   const auto quiet_log = dir / "quiet.log";

@@ -10,6 +10,9 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/state/atomic_file.h"
 #include "tests/support/cli_runner.h"
@@ -93,6 +96,47 @@ TEST(HostileOtherOutputs, AScreenshotOrStateNeverWritesOverATraceOrEachOther) {
   EXPECT_FALSE(fs::exists(png));
 }
 
+TEST(HostileOtherOutputs, AScriptsOwnOutputsAreCheckedAsTheFlagsAre) {
+  const fs::path dir = test::test_temp_dir();
+  const fs::path trace = dir / "t.sst", fifo = dir / "f", script = dir / "s.script";
+  fs::copy_file(shipped_trace(), trace);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  const std::string bytes = read(trace);
+  for (const auto& [text, phrase] : std::vector<std::pair<std::string, std::string>>{
+           {"open " + trace.string() + "\nscreenshot " + trace.string() + "\n",
+            "is the trace input"},
+           {"save " + script.string() + "\n", "is the --script input"},
+           {"state " + fifo.string() + "\n", "not a regular file"},
+           {"screenshot " + (dir / "x.png").string() + "\nstate " + (dir / "x.png").string() + "\n",
+            "also --script line 1 (screenshot)"}}) {
+    std::ofstream(script) << text;
+    // Refused before the app starts: no display is needed.
+    expect_refused(test::cli({"gui", "--script", script.string()}), "--script line", phrase);
+  }
+  EXPECT_EQ(read(trace), bytes);
+  EXPECT_TRUE(fs::is_fifo(fifo));
+}
+
+TEST(HostileOtherOutputs, CalibrateAndBenchCheckTheirOutputsBeforeMeasuring) {
+  const fs::path dir = test::test_temp_dir();
+  const fs::path fifo = dir / "f";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  for (const std::string& out : {fifo.string(), dir.string()}) {
+    const test::CliResult r = test::cli({"calibrate", "--quick", "--out", out});
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("calibrating"), std::string::npos) << "measured first:\n" << r.out;
+  }
+  // A folder where bench would write a strategy's trace: refused before any strategy trains (it
+  // once aborted after the whole bench).
+  fs::create_directories(dir / "b" / "torch_ddp.sst");
+  const test::CliResult r = test::cli({"bench", "--quick", "--world", "2", "--steps", "2",
+                                       "--strategies", "torch_ddp", "--out", (dir / "b").string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("torch_ddp.sst is a directory"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::is_directory(dir / "b" / "torch_ddp.sst"));
+}
+
 TEST(HostileOtherOutputs, AnEmptyValueIsRefusedNotTakenForNone) {
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{{"run", "--preset", "tiny", "--trace", ""},
@@ -105,11 +149,11 @@ TEST(HostileOtherOutputs, AnEmptyValueIsRefusedNotTakenForNone) {
     EXPECT_NE(r.err.find("empty value"), std::string::npos) << r.err;
   }
   // A list whose names are empty reads as none given: every strategy, every section.
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"run", "--preset", "tiny", "--freeze", ",,"},
-           {"bench", "--strategies", ",,"},
-           {"bench", "--strategies", "ddp_bucketed,"},
-           {"perf", "--only", "gui,,engine"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"run", "--preset", "tiny", "--freeze", ",,"},
+                                             {"bench", "--strategies", ",,"},
+                                             {"bench", "--strategies", "ddp_bucketed,"},
+                                             {"perf", "--only", "gui,,engine"}}) {
     const test::CliResult r = test::cli(args);
     EXPECT_EQ(r.code, 2) << args[0] << ": " << r.err;
     EXPECT_NE(r.err.find("none of them empty"), std::string::npos) << r.err;

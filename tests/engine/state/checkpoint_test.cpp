@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <unistd.h>
 #include <csignal>
 
@@ -160,6 +162,24 @@ TEST_F(CheckpointFiles, AShardChangedBehindItsManifestIsSkipped) {
     ASSERT_EQ(skipped.size(), 1u);
     EXPECT_NE(skipped[0].find(cut ? "not a readable PyTorch file" : "CRC-32"), std::string::npos)
         << skipped[0];
+  }
+}
+
+// A manifest that is a FIFO once blocked --resume forever (SIGTERM could not stop it); a folder
+// threw from inside the stream. Both are skipped, said why.
+TEST_F(CheckpointFiles, AManifestThatIsNotAFileIsSkippedNotWaitedOn) {
+  for (const bool fifo : {true, false}) {
+    const std::string path = checkpoint_step_directory(dir_, 3) + "/manifest.json";
+    fs::remove_all(path);
+    if (fifo) {
+      ASSERT_EQ(mkfifo(path.c_str(), 0644), 0);
+    } else {
+      fs::create_directory(path);
+    }
+    std::vector<std::string> skipped;
+    EXPECT_EQ(find_checkpoint(dir_, &skipped).step, 2);
+    ASSERT_EQ(skipped.size(), 1u);
+    EXPECT_NE(skipped[0].find("not a regular file"), std::string::npos) << skipped[0];
   }
 }
 
