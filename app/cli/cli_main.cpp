@@ -368,14 +368,9 @@ std::optional<std::string> option_given_empty(const CLI::App& app) {
 
 // The actions of the script at `path`, or none where it cannot be read or parsed.
 std::vector<gui::ScriptAction> script_actions(const std::string& path) {
-  if (path.empty() ||
-      !profiling::input_file_problem(path, profiling::kMaxTextInputBytes, "script").empty())
-    return {};
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
+  if (path.empty()) return {};
   try {
-    return gui::parse_script(text.str());
+    return gui::read_script_file(path);
   } catch (const std::exception&) {
     return {};
   }
@@ -421,8 +416,7 @@ int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std:
     }
     std::vector<InputFile> inputs = trace_inputs(traces);
     inputs.push_back({"--script", o.script});
-    std::error_code ec;
-    if (std::filesystem::exists(o.hardware, ec)) inputs.push_back({"--hardware", o.hardware});
+    add_hardware_input(o.hardware, inputs);
     claims = check_outputs(outputs, inputs);
   } catch (const ConfigError& e) {
     err << "error: " << e.what() << "\n";

@@ -140,8 +140,7 @@ int project_memory(const ProjectOptions& o, const Config& config,
 // given as a file.
 std::vector<InputFile> project_inputs(const ProjectOptions& o) {
   std::vector<InputFile> inputs = trace_inputs(o.traces);
-  std::error_code ec;
-  if (std::filesystem::exists(o.hardware, ec)) inputs.push_back({"--hardware", o.hardware});
+  add_hardware_input(o.hardware, inputs);
   return inputs;
 }
 

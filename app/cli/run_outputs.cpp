@@ -164,6 +164,12 @@ std::vector<OutputClaim> check_outputs(const std::vector<OutputFile>& outputs,
   return claims;
 }
 
+void add_hardware_input(const std::string& name_or_path, std::vector<InputFile>& inputs) {
+  std::error_code ec;
+  if (!name_or_path.empty() && fs::exists(name_or_path, ec))
+    inputs.push_back({"--hardware", name_or_path});
+}
+
 std::vector<InputFile> trace_inputs(const std::vector<std::string>& traces) {
   std::vector<InputFile> inputs;
   std::error_code ec;

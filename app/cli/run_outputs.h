@@ -52,6 +52,8 @@ struct OutputFile {
 // The traces a command reads, as inputs an output must not overwrite: each path, and in a trace
 // directory the files its reader reads (trace.sst, the PyTorch profiler's .json files).
 std::vector<InputFile> trace_inputs(const std::vector<std::string>& traces);
+// `--hardware NAME_OR_PATH` as an input, where it names a file (a profile's name reads none).
+void add_hardware_input(const std::string& name_or_path, std::vector<InputFile>& inputs);
 
 // One output file (not a trace directory), named by its flag (project --out), and what the
 // command reads.

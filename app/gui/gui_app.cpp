@@ -172,21 +172,8 @@ struct StartUp {
 };
 
 bool read_script(const std::string& path, std::vector<ScriptAction>* actions, std::ostream& err) {
-  if (const std::string why =
-          profiling::input_file_problem(path, profiling::kMaxTextInputBytes, "script");
-      !why.empty()) {
-    err << "error: --script: " << why << "\n";
-    return false;
-  }
-  std::ifstream in(path);
-  if (!in) {
-    err << "error: --script: cannot read " << path << "\n";
-    return false;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    *actions = parse_script(text.str());
+    *actions = read_script_file(path);
   } catch (const std::exception& e) {
     err << "error: --script: " << e.what() << "\n";
     return false;

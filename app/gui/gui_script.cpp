@@ -1,5 +1,11 @@
 #include "app/gui/gui_script.h"
 
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "profiling/io/input_file.h"
+
 #include <cmath>
 #include <iomanip>
 #include <map>
@@ -81,6 +87,18 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
     actions.push_back(std::move(action));
   }
   return actions;
+}
+
+std::vector<ScriptAction> read_script_file(const std::string& path) {
+  if (const std::string why =
+          profiling::input_file_problem(path, profiling::kMaxTextInputBytes, "script");
+      !why.empty())
+    throw std::runtime_error(why);
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_script(text.str());
 }
 
 }  // namespace shardscope::gui

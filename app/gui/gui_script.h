@@ -25,5 +25,8 @@ struct ScriptAction {
 };
 // Throws std::runtime_error naming the line for an unknown verb or wrong argument count.
 std::vector<ScriptAction> parse_script(const std::string& text);
+// The script in the file at `path`, checked first for what it is (a FIFO, a folder, too large):
+// throws std::runtime_error saying why it cannot be read, or naming the line.
+std::vector<ScriptAction> read_script_file(const std::string& path);
 
 }  // namespace shardscope::gui
