@@ -57,8 +57,11 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
     std::error_code ec;
     std::filesystem::create_directories(out_dir, ec);
     if (ec) throw ConfigError("out", "cannot create '" + out_dir + "': " + ec.message());
-    if (env.rank == 0 && config.world == env.world) keep_run_config(config_file, out_dir, config);
     RankProcessReports reports;
+    // Only once joined: a stray rank 0 (another job's, or one started after this job ended) must
+    // not replace the config the job's own rank 0 kept.
+    if (env.rank == 0 && config.world == env.world)
+      reports.joined = [&] { keep_run_config(config_file, out_dir, config); };
     if (!env.launcher_reports) {
       if (env.rank == 0) {
         print_run_header(config, err);

@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <thread>
 #include <utility>
 
+#include <c10/util/Logging.h>
 #include <nlohmann/json.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -35,9 +38,12 @@ int int_from_env(const char* name, bool required, int fallback) {
     return fallback;
   }
   try {
+    // Digits only: stoi would also take "+1", " 1" or "1e3"'s "1".
+    const std::string digits = text;
     size_t used = 0;
-    const int value = std::stoi(text, &used);
-    if (used == std::string(text).size() && value >= 0) return value;
+    const int value = std::stoi(digits, &used);
+    if (used == digits.size() && std::isdigit(static_cast<unsigned char>(digits[0])) && value >= 0)
+      return value;
   } catch (const std::exception&) {
   }
   throw ConfigError(name, "expected a non-negative integer, got '" + std::string(text) + "'");
@@ -61,6 +67,16 @@ LaunchSpec rank_launch_spec(const Config& config, const RankEnvironment& env,
   if (spec.take_turns && config.world > 1)
     DeviceTurns::instance().share_across_processes(out_dir + "/.device.turns", env.rank);
   return spec;
+}
+
+// What a worker that never joined its job says of the rank file it leaves alone (see
+// write_rank_outcome_unless_present): nothing when it joined or there is none.
+std::string kept_note(bool joined, const std::string& out_dir, int rank) {
+  std::error_code ec;
+  const std::string path = rank_outcome_path(out_dir, rank);
+  if (joined || !std::filesystem::exists(path, ec)) return "";
+  return " (" + path + " left as it was: this process never joined the job as rank " +
+         std::to_string(rank) + ")";
 }
 
 // A keeper thread puts what this rank has recorded on disk while it trains, so that a rank
@@ -106,20 +122,25 @@ struct Keeper {
   const std::chrono::seconds timeout;     // the setup timeout
   const std::string master;               // MASTER_ADDR:MASTER_PORT
   std::atomic<bool> finished{false};
-  std::atomic<bool> met{false};  // every rank connected: training has begun
+  std::atomic<bool> joined{false};  // the job took this process as its rank
+  std::atomic<bool> met{false};     // every rank connected: training has begun
 
   void write_partial(const std::string& why, const std::string& failure = "") const {
     RankOutcome partial;
     partial.partial = why;
     if (!failure.empty()) partial.failure = RankFailure{env.rank, failure, profiling::now_ns()};
     try {
-      write_rank_outcome(out_dir, env.rank, partial, log);
+      if (joined.load())
+        write_rank_outcome(out_dir, env.rank, partial, log);
+      else
+        write_rank_outcome_unless_present(out_dir, env.rank, partial, log);
     } catch (const std::exception&) {
       // Best effort: the rank's own outcome, if it gets that far, is what counts.
     }
   }
 
-  [[noreturn]] void give_up(const std::string& why) const {
+  [[noreturn]] void give_up(const std::string& reason) const {
+    const std::string why = reason + kept_note(joined.load(), out_dir, env.rank);
     write_partial(kPartialAskedToStop, why);
     if (reports.failed) reports.failed(RankFailure{env.rank, why, profiling::now_ns()});
     std::fflush(stderr);
@@ -164,6 +185,22 @@ struct Keeper {
   }
 };
 
+// While a client waits for the store to listen, LibTorch logs each retry, and its giving up, with
+// its exception's whole stack (a dozen "frame #" lines each); this rank's own line says why it
+// gave up (the keeper's, or the constructor's error without its stack). So LibTorch's log is kept
+// quiet for that wait, unless the user chose a level (TORCH_CPP_LOG_LEVEL).
+struct QuietStoreRetries {
+  static constexpr int kFatalOnly = 3;  // c10's levels: 0 info, 1 warning, 2 error, 3 fatal
+  const int was = FLAGS_caffe2_log_level;
+  QuietStoreRetries() {
+    if (std::getenv("TORCH_CPP_LOG_LEVEL") == nullptr)
+      FLAGS_caffe2_log_level = std::max(was, kFatalOnly);
+  }
+  ~QuietStoreRetries() { FLAGS_caffe2_log_level = was; }
+  QuietStoreRetries(const QuietStoreRetries&) = delete;
+  QuietStoreRetries& operator=(const QuietStoreRetries&) = delete;
+};
+
 // Connects to the job's TCPStore (rank 0 hosts it unless its launcher does). Returns null, with
 // the reason in `outcome.failure`, when it cannot.
 c10::intrusive_ptr<c10d::TCPStore> connect_to_store(const Config& config,
@@ -185,12 +222,16 @@ c10::intrusive_ptr<c10d::TCPStore> connect_to_store(const Config& config,
     // the job.
     try {
       options.masterListenFd = listen_on(env.master_addr, options.port);
-    } catch (const std::runtime_error& e) {
-      throw ConfigError("MASTER_PORT",
-                        std::string(e.what()) + " (choose a free MASTER_PORT, or MASTER_ADDR)");
+    } catch (const ListenError& e) {
+      if (e.address)
+        throw ConfigError("MASTER_ADDR", std::string(e.what()) +
+                                             " (rank 0 listens on MASTER_ADDR: "
+                                             "an address of this host)");
+      throw ConfigError("MASTER_PORT", std::string(e.what()) + " (choose a free MASTER_PORT)");
     }
   }
   try {
+    QuietStoreRetries quiet;
     store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, options);
   } catch (const std::runtime_error& e) {
     outcome.failure = RankFailure{env.rank, e.what(), profiling::now_ns()};
@@ -297,7 +338,11 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       connect_to_store(config, env, timeout, master, outcome);
   const c10::intrusive_ptr<c10d::Store> job_store =
       join_job_store(config, env, store, timeout, master, outcome);
-  if (job_store) publish_rank_process(*job_store, env.rank);
+  if (job_store) {
+    keeping.joined = true;
+    publish_rank_process(*job_store, env.rank);
+    if (reports.joined) reports.joined();
+  }
   if (job_store)
     outcome.failure = run_rank(
         spec, env.rank, job_store, &log, outcome.peak_allocated_bytes, [&](RankContext& ctx) {
@@ -318,6 +363,8 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
         gone_peers_note(*job_store, env.world, env.rank, outcome.failure->message);
     if (!gone.empty()) outcome.failure->message = gone.substr(2) + ": " + outcome.failure->message;
   }
+  if (outcome.failure)
+    outcome.failure->message += kept_note(job_store != nullptr, out_dir, env.rank);
   if (outcome.failure && reports.failed) reports.failed(*outcome.failure);
   keeping.finished = true;
   keeper.join();  // before the final write, which shares its temporary file name
@@ -328,7 +375,10 @@ int run_rank_process(const Config& config, const RankEnvironment& env, const std
       // A device that failed the run fails the flush too: the rank's outcome still goes back.
     }
   }
-  write_rank_outcome(out_dir, env.rank, outcome, log);
+  if (job_store)
+    write_rank_outcome(out_dir, env.rank, outcome, log);
+  else
+    write_rank_outcome_unless_present(out_dir, env.rank, outcome, log);
   return outcome.failure ? 1 : 0;
 }
 

@@ -34,6 +34,9 @@ RankEnvironment rank_environment_from_env();
 struct RankProcessReports {
   StepCallback on_step;                            // this rank's steps as they finish
   std::function<void(const RankFailure&)> failed;  // why this rank failed
+  // Once the job took this process as its rank (a stray or refused worker never gets here): what
+  // only the job's own rank may write, it writes then.
+  std::function<void()> joined;
 };
 
 // Trains rank `env.rank` of `config` in this process: meets the others through the TCPStore,

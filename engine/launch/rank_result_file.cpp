@@ -1,5 +1,6 @@
 #include "engine/launch/rank_result_file.h"
 
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -88,6 +89,18 @@ void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& out
   out["spans"] = std::move(spans);
   out["memory_samples"] = std::move(memory);
   write_file_atomically(path_of(dir, rank, ".json"), out.dump());
+}
+
+bool write_rank_outcome_unless_present(const std::string& dir, int rank, const RankOutcome& outcome,
+                                       const profiling::RankEventLog& log) {
+  std::error_code ec;
+  if (std::filesystem::exists(rank_outcome_path(dir, rank), ec)) return false;
+  write_rank_outcome(dir, rank, outcome, log);
+  return true;
+}
+
+std::string rank_outcome_path(const std::string& dir, int rank) {
+  return path_of(dir, rank, ".json");
 }
 
 bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,

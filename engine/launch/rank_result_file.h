@@ -38,6 +38,13 @@ StepRecord step_record_of(const nlohmann::json& json);
 // last and atomically, so its presence means the whole outcome is there.
 void write_rank_outcome(const std::string& dir, int rank, const RankOutcome& outcome,
                         const profiling::RankEventLog& log);
+// The same, unless `dir`/rank-R.json is already there: a worker that never joined its job (a
+// stray duplicate started after the job ended, one that never reached the store) is not that
+// rank, and must not write its failure over the outcome the rank left. False when it kept it.
+bool write_rank_outcome_unless_present(const std::string& dir, int rank, const RankOutcome& outcome,
+                                       const profiling::RankEventLog& log);
+// Where rank R's outcome is written in `dir`.
+std::string rank_outcome_path(const std::string& dir, int rank);
 // Reads it back into `outcome` and `log`; false when the rank left no (complete) file.
 bool read_rank_outcome(const std::string& dir, int rank, RankOutcome& outcome,
                        profiling::RankEventLog& log);

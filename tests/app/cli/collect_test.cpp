@@ -393,6 +393,73 @@ TEST(SchedulerWorkers, ASecondWorkerForTheSameRankIsRefused) {
   EXPECT_NE(refused.find("has already joined"), std::string::npos) << refused;
 }
 
+// A stray worker for a rank of a job that has ended (its store gone) once wrote its failure over
+// that rank's finished rank-N.json after its timeout, and a stray rank 0 the config rank 0 kept.
+// Neither joined the job: both fail saying so and leave the job's files as they were.
+TEST(SchedulerWorkers, AStrayWorkerAfterTheJobLeavesItsFilesAsTheyWere) {
+  const auto dir = test::test_temp_dir();
+  nlohmann::json config = to_json(tiny_run());
+  config["collective_timeout_s"] = 3;
+  const auto config_file = write_config(dir, config);
+  const auto out = dir / "out";
+  ASSERT_EQ(start_workers_like_a_scheduler(2, config_file, out, dir / "job.log"), 0)
+      << slurp(dir / "job.log");
+  const std::string rank1 = slurp(out / "rank-1.json"), rank0 = slurp(out / "rank-0.json"),
+                    kept_config = slurp(out / "config.json");
+  nlohmann::json other = config;
+  other["seed"] = 7;  // a stray rank 0 of another config must not replace the kept one either
+  const auto other_file = write_config(dir, other, "other.json");
+  const int port = free_port();
+  const std::string env = "WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port);
+  const int stray1 = shell("RANK=1 " + env + " " SHARDSCOPE_BINARY " worker --config " +
+                               config_file.string() + " --out " + out.string(),
+                           dir / "stray1.log");
+  const int stray0 = shell("RANK=0 " + env + " " SHARDSCOPE_BINARY " worker --config " +
+                               other_file.string() + " --out " + out.string(),
+                           dir / "stray0.log");
+  EXPECT_EQ(stray1, 1) << slurp(dir / "stray1.log");
+  EXPECT_EQ(stray0, 1) << slurp(dir / "stray0.log");
+  EXPECT_NE(slurp(dir / "stray1.log").find("rank-1.json left as it was"), std::string::npos)
+      << slurp(dir / "stray1.log");
+  // One line says why; LibTorch's retries once added a stack dump each.
+  EXPECT_EQ(slurp(dir / "stray1.log").find("frame #"), std::string::npos)
+      << slurp(dir / "stray1.log");
+  EXPECT_EQ(slurp(out / "rank-1.json"), rank1);
+  EXPECT_EQ(slurp(out / "rank-0.json"), rank0);
+  EXPECT_EQ(slurp(out / "config.json"), kept_config);
+  const CliResult r = cli({"collect", out.string()});
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// What a scheduler's environment gets wrong is refused at once (exit 2), naming the variable:
+// "+1" was taken as rank 1; a wildcard MASTER_ADDR had rank 0's store listen on every interface;
+// an address not this host's was blamed on MASTER_PORT.
+TEST(SchedulerWorkers, AWrongLaunchEnvironmentIsRefusedNamingTheVariable) {
+  const auto dir = test::test_temp_dir();
+  const auto config = write_config(dir, to_json(tiny_run()));
+  const std::string port = std::to_string(free_port());
+  const struct {
+    std::string env, variable, says;
+  } cases[] = {
+      {"RANK=+1 MASTER_ADDR=127.0.0.1", "RANK", "non-negative integer, got '+1'"},
+      {"RANK=' 1' MASTER_ADDR=127.0.0.1", "RANK", "non-negative integer"},
+      {"RANK=0 MASTER_ADDR=0.0.0.0", "MASTER_ADDR", "every interface"},
+      {"RANK=0 MASTER_ADDR=::", "MASTER_ADDR", "every interface"},
+      {"RANK=0 MASTER_ADDR=192.0.2.1", "MASTER_ADDR", "Cannot assign requested address"},
+  };
+  for (const auto& c : cases) {
+    const auto log = dir / "worker.log";
+    const int code = shell(c.env + " WORLD_SIZE=2 MASTER_PORT=" + port +
+                               " " SHARDSCOPE_BINARY " worker --config " + config.string() +
+                               " --out " + (dir / "out").string(),
+                           log);
+    EXPECT_EQ(code, 2) << c.env << ": " << slurp(log);
+    EXPECT_NE(slurp(log).find("error: " + c.variable + ": "), std::string::npos)
+        << c.env << ": " << slurp(log);
+    EXPECT_NE(slurp(log).find(c.says), std::string::npos) << c.env << ": " << slurp(log);
+  }
+}
+
 // MASTER_PORT held by a program that accepts connections and never answers: rank 1 once waited
 // until that program went away (98 s, 400 s), past its timeout and a SIGTERM; rank 0 failed with
 // a stack dump. Rank 1 now gives up within its timeout saying why, and rank 0 says in one line
