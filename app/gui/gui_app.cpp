@@ -425,8 +425,10 @@ int run_session(const GuiOptions& options, StartUp& start, GLFWwindow* window, s
     if (!render_frame(session, player, &loop, err)) break;
   }
   if (player.failed()) {
+    // What the script asked cannot be done on what it opened: the user's input, as a malformed
+    // script is at parse time.
     err << "error: " << player.error() << "\n";
-    loop.exit_code = 1;
+    loop.exit_code = 2;  // bad input, as prepare() returns for a malformed script
   }
   if (!options.state_out.empty()) {
     std::ofstream state(options.state_out);

@@ -43,6 +43,19 @@ void check_range(const ScriptAction& action) {
   }
 }
 
+// `frames N`: a whole number of frames up to a minute's (3600); 100000 once held the app for half
+// an hour, and "-5" or "abc" failed only once the window was up.
+void check_frames(const ScriptAction& action) {
+  const std::string& s = action.args[0];
+  const bool digits =
+      !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoi(s) > 3600) {
+    throw std::runtime_error("script line " + std::to_string(action.line) +
+                             ": 'frames' takes a whole number of frames from 0 to 3600, got '" + s +
+                             "'");
+  }
+}
+
 }  // namespace
 
 std::vector<ScriptAction> parse_script(const std::string& text) {
@@ -84,6 +97,7 @@ std::vector<ScriptAction> parse_script(const std::string& text) {
                                " arguments");
     }
     if (action.verb == "range" || action.verb == "measure") check_range(action);
+    if (action.verb == "frames") check_frames(action);
     actions.push_back(std::move(action));
   }
   return actions;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <stdexcept>
@@ -13,6 +14,10 @@
 
 namespace shardscope::gui {
 namespace {
+
+// Bounds of a script's counts: a rank, run, event or step index; nodes of a projection; frames to
+// wait (a minute at 60 frames a second: `frames 100000` once held the app for half an hour).
+constexpr int kMostIndex = 1 << 24, kMostNodes = 4096, kMostFrames = 3600;
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -97,19 +102,40 @@ void ScriptPlayer::before_frame(GuiSession& session) {
 }
 
 double ScriptPlayer::number(const std::string& s) {
+  constexpr double kLargest = 1e9;
   size_t used = 0;
-  const double v = std::stod(s, &used);
-  if (used != s.size()) throw std::runtime_error("not a number: '" + s + "'");
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != s.size() || !std::isfinite(v) || std::fabs(v) > kLargest)
+    throw std::runtime_error("expected a finite number of magnitude at most 1e9, got '" + s + "'");
   return v;
+}
+
+int ScriptPlayer::whole(const std::string& s, int lo, int hi) {
+  double v = 0.5;
+  try {
+    v = number(s);
+  } catch (const std::runtime_error&) {
+    // said below, with the range this count takes
+  }
+  if (v != std::floor(v) || v < lo || v > hi) {
+    throw std::runtime_error("expected a whole number from " + std::to_string(lo) + " to " +
+                             std::to_string(hi) + ", got '" + s + "'");
+  }
+  return static_cast<int>(v);
 }
 
 void ScriptPlayer::move_onto_event(GuiSession& session, const ScriptAction& a, bool click) {
   LoadedRun* run = session.current_run();
   if (run == nullptr) throw std::runtime_error("no run is loaded");
-  const int k = a.args.size() > 2 ? static_cast<int>(number(a.args[2])) : 0;
+  const int k = a.args.size() > 2 ? whole(a.args[2], 0, kMostIndex) : 0;
   const ShownRun view = session.shown(*run);
   const EventRef ref =
-      TimelineView::find_event(*view.trace, static_cast<int>(number(a.args[0])), a.args[1], k);
+      TimelineView::find_event(*view.trace, whole(a.args[0], 0, kMostIndex), a.args[1], k);
   if (!ref.valid()) throw std::runtime_error("no event '" + a.args[1] + "' #" + std::to_string(k));
   float x = 0, y = 0;
   if (!session.timeline.screen_position(*view.index, ref, &x, &y)) {
@@ -175,7 +201,7 @@ bool ScriptPlayer::apply_pointer(const ScriptAction& a) {
 // fold R / pin R: what a click / Shift+click on rank R's name does.
 void ScriptPlayer::toggle_rank(GuiSession& session, const std::string& v, const std::string& rank) {
   const LoadedRun* run = session.current_run();
-  const int wanted = static_cast<int>(number(rank));
+  const int wanted = whole(rank, 0, kMostIndex);
   int index = -1;
   for (size_t r = 0; run != nullptr && r < run->trace.ranks.size(); ++r)
     if (run->trace.ranks[r].rank == wanted) index = static_cast<int>(r);
@@ -206,7 +232,12 @@ void ScriptPlayer::request_projection(GuiSession& session, const std::vector<std
     }
     session.what_if.hardware = static_cast<int>(it - names.begin());
   }
-  if (args.size() > 1) session.what_if.compute_scale = static_cast<float>(number(args[1]));
+  if (args.size() > 1) {
+    const double scale = number(args[1]);
+    if (scale != 0 && !(scale >= 1e-6 && scale <= 1e6))
+      throw std::runtime_error("project: a compute scale is 0 (calibrated) or 1e-6 to 1e6");
+    session.what_if.compute_scale = static_cast<float>(scale);
+  }
   if (args.size() > 2) {
     if (args[2] != "fp32" && args[2] != "bf16")
       throw std::runtime_error("project: precision must be fp32 or bf16, got '" + args[2] + "'");
@@ -228,7 +259,7 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
     session.requested_tab = tab_named(args[0]);
     wait_frames_ = 1;
   } else if (v == "run-select") {
-    session.select_run(static_cast<int>(number(args[0])));
+    session.select_run(whole(args[0], 0, kMostIndex));
   } else if (v == "range") {
     session.timeline.request_range(number(args[0]), number(args[1]));
   } else if (v == "measure") {
@@ -245,7 +276,7 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
   } else if (v == "fit") {
     session.timeline.request_fit_all();
   } else if (v == "fit-step") {
-    session.timeline.request_fit_step(static_cast<int>(number(args[0])));
+    session.timeline.request_fit_step(whole(args[0], 0, kMostIndex));
   } else if (v == "search") {
     session.timeline.search = args.empty() ? "" : args[0];
   } else if (apply_pointer(a)) {
@@ -256,7 +287,7 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
   } else if (v == "set") {
     set_launch_field(session, args[0], args[1]);
   } else if (v == "project-config") {  // HARDWARE [NODES]: the Launch form's configuration
-    const int nodes = args.size() > 1 ? static_cast<int>(number(args[1])) : 1;
+    const int nodes = args.size() > 1 ? whole(args[1], 1, kMostNodes) : 1;
     if (!project_launch_form(session, args[0], nodes)) throw std::runtime_error(session.message);
   } else if (v == "run") {
     if (!start_launch(session)) throw std::runtime_error(session.message);
@@ -267,11 +298,12 @@ void ScriptPlayer::apply(const ScriptAction& a, GuiSession& session) {
   } else if (v == "stop") {
     session.launches.stop_all();
   } else if (v == "resume") {
-    session.message = "queued #" + std::to_string(session.launches.resume(int(number(args[0]))));
+    session.message =
+        "queued #" + std::to_string(session.launches.resume(whole(args[0], 0, kMostIndex)));
   } else if (v == "project") {
     request_projection(session, args);
   } else if (v == "frames") {
-    wait_frames_ = std::max(0, static_cast<int>(number(args[0])));
+    wait_frames_ = whole(args[0], 0, kMostFrames);
   } else if (v == "screenshot") {
     screenshot_ = args[0];
   } else if (v == "state") {

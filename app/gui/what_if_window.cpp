@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 
 #include <imgui.h>
@@ -92,6 +93,10 @@ void draw_what_if_window(GuiSession& session) {
   ImGui::SameLine();
   ImGui::SetNextItemWidth(120);
   ImGui::InputFloat("compute scale (0: calibrated)", &w.compute_scale, 0, 0, "%.4g");
+  // What `project --compute-scale` takes: 0 (calibrated) or 1e-6 to 1e6; a typed -1 or 1e30
+  // becomes the nearest of those, NaN the calibrated default.
+  if (!(w.compute_scale >= 0)) w.compute_scale = 0;
+  if (w.compute_scale > 0) w.compute_scale = std::clamp(w.compute_scale, 1e-6f, 1e6f);
   ImGui::SameLine();
   // A given scale replaces the kernel-by-kernel pricing, and with it any precision.
   ImGui::BeginDisabled(w.compute_scale > 0);

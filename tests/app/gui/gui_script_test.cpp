@@ -46,5 +46,20 @@ TEST(GuiScript, ARangeOfNoFiniteTimesIsRefusedByLine) {
   EXPECT_EQ(parse_script("range 97 111\n").size(), 1u);
 }
 
+// `frames N` waits N frames: a whole number up to a minute's; 100000 once held the app for half an
+// hour, and "-5" or "abc" failed only once the window was up.
+TEST(GuiScript, FramesTakeAWholeNumberUpToAMinutesWorth) {
+  for (const char* bad : {"frames -5", "frames abc", "frames 1e9", "frames 3601", "frames 2.5",
+                          "frames 100000", "frames +3"}) {
+    try {
+      parse_script(std::string("fit\n") + bad + "\n");
+      FAIL() << bad;
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), testing::HasSubstr("line 2: 'frames' takes a whole number")) << bad;
+    }
+  }
+  EXPECT_EQ(parse_script("frames 0\nframes 3600\n").size(), 2u);
+}
+
 }  // namespace
 }  // namespace shardscope::gui
