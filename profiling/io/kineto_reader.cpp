@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "profiling/io/kineto_scan.h"
 #include "profiling/io/trace_io.h"
@@ -286,8 +288,123 @@ Trace read_kineto_text(const std::string& path, const std::string& text) {
 
 namespace {
 
+// A file's events' span on the shared clock, in ns: {first start, last end}; {0, 0} when empty.
+std::pair<int64_t, int64_t> span_ns(const RankFile& f) {
+  double first = 0, last = 0;
+  bool any = false;
+  for (const Raw& r : f.events) {
+    first = any ? std::min(first, r.ts_us) : r.ts_us;
+    last =
+        any ? std::max(last, r.ts_us + std::max(0.0, r.dur_us)) : r.ts_us + std::max(0.0, r.dur_us);
+    any = true;
+  }
+  if (!any) return {0, 0};
+  return {std::llround(first * 1000) + f.base_ns, std::llround(last * 1000) + f.base_ns};
+}
+
+// Several files are the ranks of one job: the same world and backend where they say them, each
+// rank below that world, and their profiled windows close in time. Files of two jobs were once
+// drawn as one run, their collectives matched across jobs.
+void check_one_job(const std::vector<RankFile>& files, const std::vector<std::string>& paths) {
+  constexpr int64_t kFarApartNs = int64_t{600} * 1000 * 1000 * 1000;  // ten minutes
+  const auto differ = [&](size_t a, size_t b, const std::string& what) {
+    throw TraceFormatError(paths[a] + " and " + paths[b] + " are not ranks of one job: " + what +
+                           " (give the profiler's files of one run, one a rank)");
+  };
+  for (size_t i = 0; i < files.size(); ++i) {
+    const RankFile& f = files[i];
+    if (f.world > 0 && f.rank >= f.world)
+      throw TraceFormatError(paths[i] + " says rank " + std::to_string(f.rank) + " of world size " +
+                             std::to_string(f.world));
+    for (size_t j = 0; j < i; ++j) {
+      const RankFile& g = files[j];
+      if (f.world > 0 && g.world > 0 && f.world != g.world)
+        differ(j, i, "world sizes " + std::to_string(g.world) + " and " + std::to_string(f.world));
+      if (!f.backend.empty() && !g.backend.empty() && f.backend != g.backend)
+        differ(j, i, "backends " + g.backend + " and " + f.backend);
+      const auto [f0, f1] = span_ns(f);
+      const auto [g0, g1] = span_ns(g);
+      if (f1 > f0 && g1 > g0 && (f0 > g1 + kFarApartNs || g0 > f1 + kFarApartNs)) {
+        const double minutes = double(f0 > g1 ? f0 - g1 : g0 - f1) / 60e9;
+        char gap[64];
+        std::snprintf(gap, sizeof gap, "%.0f minutes", minutes);
+        differ(j, i, std::string("profiled ") + gap + " apart");
+      }
+    }
+  }
+}
+
+// The ranks of one job number each group's collectives alike: the same (group, sequence number)
+// is the same collective on every rank. Files whose numbers name different collectives, or whose
+// collectives in a group they share never meet, are of different jobs.
+void check_collectives_agree(const Trace& trace, const std::vector<std::string>& rank_paths) {
+  struct Seen {
+    size_t rank;
+    uint32_t name;
+  };
+  std::map<std::pair<uint32_t, int64_t>, Seen> first;
+  std::map<uint32_t, std::vector<size_t>> ranks_of_group;
+  std::map<std::pair<uint32_t, size_t>, bool> met;  // (group, rank): shares a collective
+  std::map<uint32_t, int> group_sizes;
+  std::set<std::pair<size_t, size_t>> talks;  // (rank, peer) of point-to-point calls
+  for (size_t r = 0; r < trace.ranks.size(); ++r) {
+    for (const Event& e : trace.ranks[r].events) {
+      if (e.category != Category::kCollective) continue;
+      if (e.peer >= 0) talks.emplace(r, size_t(e.peer));
+      if (e.seq < 0 || e.peer >= 0) continue;
+      group_sizes[e.group] = std::max<int>(group_sizes[e.group], e.group_size);
+      auto& group_ranks = ranks_of_group[e.group];
+      if (group_ranks.empty() || group_ranks.back() != r) group_ranks.push_back(r);
+      const auto [it, fresh] = first.emplace(std::make_pair(e.group, e.seq), Seen{r, e.name});
+      if (fresh || it->second.rank == r) continue;
+      met[{e.group, r}] = met[{e.group, it->second.rank}] = true;
+      if (it->second.name != e.name) {
+        throw TraceFormatError(rank_paths[it->second.rank] + " and " + rank_paths[r] +
+                               " are not ranks of one job: collective #" + std::to_string(e.seq) +
+                               " of group " + trace.str(e.group) + " is " +
+                               trace.str(it->second.name) + " in one and " + trace.str(e.name) +
+                               " in the other (give the profiler's files of one run, one a rank)");
+      }
+    }
+  }
+  const size_t world = trace.ranks.size();
+  // A send has its receive: a rank that talks to a peer hears from it in the same window.
+  for (const auto& [r, peer] : talks) {
+    if (peer < world && talks.count({peer, r}) == 0) {
+      throw TraceFormatError(rank_paths[r] + " is not a rank of the job of " + rank_paths[peer] +
+                             ": it sends to or receives from rank " + std::to_string(peer) +
+                             ", which never answers (give the profiler's files of one run, one a "
+                             "rank)");
+    }
+  }
+  for (const auto& [group, ranks] : ranks_of_group) {
+    // A group of every rank (each file's default group): each of them calls its collectives.
+    if (ranks.size() < world && group_sizes[group] == int(world)) {
+      for (size_t r = 0; r < world; ++r) {
+        if (std::find(ranks.begin(), ranks.end(), r) != ranks.end()) continue;
+        throw TraceFormatError(rank_paths[r] + " is not a rank of the job of " +
+                               rank_paths[ranks[0]] + ": it calls none of the collectives of " +
+                               "group " + trace.str(group) + ", which spans all " +
+                               std::to_string(world) + " ranks (give the profiler's files of one " +
+                               "run, one a rank)");
+      }
+    }
+    if (ranks.size() < 2) continue;
+    for (size_t r : ranks) {
+      if (met.count({group, r}) == 0) {
+        throw TraceFormatError(rank_paths[r] + " is not a rank of the job of " +
+                               rank_paths[ranks[r == ranks[0] ? 1 : 0]] +
+                               ": none of its collectives in group " + trace.str(group) +
+                               " is one of theirs (give the profiler's files of one run, one a "
+                               "rank)");
+      }
+    }
+  }
+}
+
 // The ranks' files as one trace, on one time axis.
 Trace assemble(const std::vector<RankFile>& files, const std::vector<std::string>& paths) {
+  if (files.size() > 1) check_one_job(files, paths);
   // Ranks: as the files say, else by their place; two files of one rank are an error.
   std::map<int, size_t> by_rank;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -320,12 +437,15 @@ Trace assemble(const std::vector<RankFile>& files, const std::vector<std::string
     }
   }
   int index = 0;
+  std::vector<std::string> rank_paths;
   for (const auto& [rank, i] : by_rank) {
     RankBuilder builder(trace, files[i], origin);
     trace.ranks.push_back(builder.build(index++));
+    rank_paths.push_back(paths[i]);
     (void)rank;
   }
   trace.normalise();
+  if (trace.ranks.size() > 1) check_collectives_agree(trace, rank_paths);
   return trace;
 }
 

@@ -129,6 +129,56 @@ TEST(KinetoReader, OneFileIsOneRankAndHostileFilesAreNamed) {
   EXPECT_EQ(odd.ranks[0].events.size(), 4u);
 }
 
+// Files of two jobs given as one (`report a.json b.json`) were once drawn as one run, with
+// nothing matched between them. Each way they can differ is refused naming both files.
+TEST(KinetoReader, FilesOfDifferentJobsAreRefusedNamingThem) {
+  const std::string kineto = std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/kineto/";
+  const auto ddp = kineto_files_in(kineto + "ddp-w2"),
+             pipeline = kineto_files_in(kineto + "pipeline-w2"),
+             fsdp = kineto_files_in(kineto + "fsdp2-w4");
+  const auto refused = [](const std::vector<std::string>& files, const std::string& says) {
+    try {
+      read_kineto_files(files);
+      ADD_FAILURE() << "read " << files[0] << " and " << files[1] << " as one job";
+    } catch (const TraceFormatError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(files[1]), std::string::npos) << e.what();
+    }
+  };
+  // Real files: DDP's rank 0 with the pipeline's rank 1 (world 2 both, 9 s apart), with FSDP2's.
+  refused({ddp[0], pipeline[1]}, "never answers");
+  refused({ddp[0], fsdp[1]}, "world sizes 2 and 4");
+  const fs::path dir = test::test_temp_dir();
+  const auto rank_file = [&](int rank, const std::string& name, const std::string& ops,
+                             int64_t base_ns = 1790857026000000000) {
+    std::string events;
+    double ts = 100;
+    for (const char op : ops) {
+      events += std::string(events.empty() ? "" : ",") +
+                R"({"ph": "X", "cat": "cpu_op", "pid": 1, "tid": 1, "dur": 5, "ts": )" +
+                std::to_string(ts += 10) + R"(, "name": ")" +
+                (op == 'a'   ? "gloo:all_reduce"
+                 : op == 'b' ? "gloo:broadcast"
+                             : "aten::mm") +
+                "\"}";
+    }
+    std::ofstream(dir / name) << R"({"schemaVersion": 1, "baseTimeNanoseconds": )" << base_ns
+                              << R"(, "distributedInfo": {"backend": "gloo", "rank": )" << rank
+                              << R"(, "world_size": 2}, "traceEvents": [)" << events << "]}";
+    return (dir / name).string();
+  };
+  refused({rank_file(0, "a0.json", "aam"), rank_file(1, "b1.json", "abm")},
+          "collective #1 of group 0 is all_reduce in one and broadcast in the other");
+  refused({rank_file(0, "c0.json", "aam"), rank_file(1, "c1.json", "mmm")},
+          "calls none of the collectives of group 0, which spans all 2 ranks");
+  refused({rank_file(0, "d0.json", "aam"),
+           rank_file(1, "d1.json", "aam", 1790857026000000000 + int64_t{3600} * 1000000000)},
+          "profiled 60 minutes apart");
+  const Trace same =
+      read_kineto_files({rank_file(0, "e0.json", "aam"), rank_file(1, "e1.json", "aam")});
+  EXPECT_EQ(same.ranks.size(), 2u);
+}
+
 // A GPU's traces (scripts/kineto-gpu-traces.py on an H200, PyTorch 2.11 with CUDA 13): four rank
 // processes sharing cuda:0 over Gloo. Kernels, copies and memsets on their streams' lanes, each
 // tied to the runtime call that launched it, within one of the rank's steps; the ranks from
