@@ -167,7 +167,12 @@ void print_pipeline_bubble(const profiling::Trace& trace, std::ostream& out) {
       for (size_t i = 0; i < held.size(); ++i) out << (i > 0 ? ", " : "") << held[i];
       out << ")";
     }
-    out << ": " << fixed(100 * f.bubble_fraction, 1) << " %\n";
+    out << ": " << fixed(100 * f.bubble_fraction, 1) << " %";
+    // Time in a receive (or send) before the other stage's call: counted here, not as exposed.
+    if (f.peer_wait_s > 0)
+      out << " (" << fixed(f.peer_wait_s * 1e3, 2)
+          << " ms of it in sends and receives waiting for the other stage)";
+    out << "\n";
   }
   out << "  formula " << pipeline::bubble_formula_text(pipeline->schedule) << ": "
       << fixed(100 * pipeline->formula, 1) << " %\n";

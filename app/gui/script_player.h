@@ -40,8 +40,8 @@ class ScriptPlayer {
     bool press;
   };
 
-  // A script's number: finite and of magnitude at most 1e9 (a coordinate, a scale), or a whole number within
-  // [lo, hi] (an index, a count); throws naming what it got.
+  // A script's number: finite and of magnitude at most 1e9 (a coordinate, a scale), or a whole
+  // number within [lo, hi] (an index, a count); throws naming what it got.
   static double number(const std::string& s);
   static int whole(const std::string& s, int lo, int hi);
   void move_onto_event(GuiSession& session, const ScriptAction& a, bool click);

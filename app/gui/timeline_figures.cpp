@@ -11,8 +11,9 @@
 namespace shardscope::gui {
 
 std::string step_figures_text(const profiling::StepMetrics& m, double bubble_formula, bool compact,
-                              bool in_progress) {
+                              bool in_progress, bool failed) {
   if (in_progress) return compact ? "running" : "step in progress";
+  if (failed) return compact ? "failed" : "the rank failed in this step: its figures end there";
   char buf[160];
   std::string text;
   if (bubble_formula >= 0) {
@@ -26,7 +27,13 @@ std::string step_figures_text(const profiling::StepMetrics& m, double bubble_for
   std::snprintf(buf, sizeof(buf),
                 compact ? "%.0f %% | %.2f ms" : "overlap %.0f %%, exposed comm %.3f ms",
                 100 * m.overlap_fraction(), m.exposed_comm_ns * 1e-6);
-  return text + buf;
+  text += buf;
+  if (!compact && m.peer_wait_ns > 0) {
+    // Sends and receives waiting for the other stage: in the bubble, not the exposed figure.
+    std::snprintf(buf, sizeof(buf), ", %.3f ms waiting for the other stage", m.peer_wait_ns * 1e-6);
+    text += buf;
+  }
+  return text;
 }
 
 const profiling::StepMetrics* draw_figures_row(ImDrawList* dl,
@@ -34,7 +41,7 @@ const profiling::StepMetrics* draw_figures_row(ImDrawList* dl,
                                                const std::vector<StepSpan>& steps,
                                                const TimeWindow& window, const Strip& strip,
                                                double bubble_formula, float mouse_x, float mouse_y,
-                                               int in_progress) {
+                                               int in_progress, int failed_step) {
   const profiling::StepMetrics* hovered = nullptr;
   const int64_t t_hi = window.t_of(strip.canvas_w);
   auto it = std::partition_point(steps.begin(), steps.end(),
@@ -54,9 +61,10 @@ const profiling::StepMetrics* draw_figures_row(ImDrawList* dl,
     if (!label_x(x0, x1, strip.canvas_w, 30, &at)) continue;
     const double room = std::min(x1, double(strip.canvas_w)) - at - 3;
     const bool running = it->step == in_progress;
-    std::string text = step_figures_text(*m, bubble_formula, false, running);
+    const bool failed = it->step == failed_step;
+    std::string text = step_figures_text(*m, bubble_formula, false, running, failed);
     if (ImGui::CalcTextSize(text.c_str()).x > room)
-      text = step_figures_text(*m, bubble_formula, true, running);
+      text = step_figures_text(*m, bubble_formula, true, running, failed);
     dl->AddRectFilled(ImVec2(sx0, strip.y + 1), ImVec2(sx1, strip.y + strip.height - 1),
                       0x30FFFFFF);
     dl->PushClipRect(ImVec2(sx0, strip.y), ImVec2(sx1, strip.y + strip.height), true);

@@ -14,8 +14,10 @@ namespace shardscope::gui {
 // communication (or that there was none), and for a pipeline run (`bubble_formula` >= 0) the
 // bubble next to the formula's. `compact`: the short form for a narrow step. `in_progress`: a live
 // run's step still being recorded, whose communication is not in yet: it says so instead.
+// `failed`: the step in which the rank failed or was stopped, whose figures stop where it did (a
+// rank blocked in a collective that never completed once read "no communication").
 std::string step_figures_text(const profiling::StepMetrics& m, double bubble_formula, bool compact,
-                              bool in_progress = false);
+                              bool in_progress = false, bool failed = false);
 
 // Where a rank's strip is drawn: the canvas' left edge and width, the strip's top and height.
 struct Strip {
@@ -23,14 +25,15 @@ struct Strip {
 };
 
 // One rank's figures row: each step's text over the step's span, at its visible left edge and
-// clipped to the span; `in_progress` (a live run's last step, or -1) says so instead of figures
-// that are not in yet. Returns the figures under (mouse_x, mouse_y), or null.
+// clipped to the span; `in_progress` (a live run's last step, or -1) and `failed_step` (the step a
+// failed rank stopped in, or -1) say so instead of figures that are not in. Returns the figures
+// under (mouse_x, mouse_y), or null.
 const profiling::StepMetrics* draw_figures_row(ImDrawList* dl,
                                                const std::vector<profiling::StepMetrics>& figures,
                                                const std::vector<StepSpan>& steps,
                                                const TimeWindow& window, const Strip& strip,
                                                double bubble_formula, float mouse_x, float mouse_y,
-                                               int in_progress = -1);
+                                               int in_progress = -1, int failed_step = -1);
 
 // A rank's pipeline bubble, shaded over its rows (from strip.y, strip.height tall).
 void draw_bubble(ImDrawList* dl, const profiling::Intervals& idle, const TimeWindow& window,

@@ -76,6 +76,8 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
   TimelineIndex index;
   std::map<int, StepSpan> step_spans;
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  // A send or receive waiting for its neighbour stage is the bubble, not exposed communication.
+  const std::vector<profiling::Intervals> peer_waits = profiling::peer_waits(trace);
   for (size_t r = 0; r < trace.ranks.size(); ++r) {
     const auto& rank = trace.ranks[r];
     std::map<int, std::vector<uint32_t>> by_lane;
@@ -104,7 +106,9 @@ TimelineIndex build_timeline_index(const profiling::Trace& trace) {
     }
     const profiling::Intervals busy = profiling::difference(profiling::merged(std::move(compute)),
                                                             profiling::merged(std::move(waits)));
-    index.exposed_comm.push_back(profiling::difference(profiling::merged(std::move(comm)), busy));
+    index.rank_failed.push_back(!rank.failure.empty());
+    index.exposed_comm.push_back(profiling::difference(
+        profiling::difference(profiling::merged(std::move(comm)), busy), peer_waits[r]));
     for (auto& [lane, ids] : by_lane) pack_lane(rank, static_cast<int>(r), lane, ids, &index.rows);
     index.memory.push_back(memory_over_time(rank));
     int64_t peak = 0;

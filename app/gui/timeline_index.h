@@ -41,8 +41,10 @@ struct TimelineIndex {
   // allocation samples were recorded), sorted by time.
   std::vector<std::vector<std::pair<int64_t, int64_t>>> memory;
   std::vector<int64_t> memory_peak;  // per rank
-  // Per rank: communication not hidden behind compute (HTA's exposed communication), merged.
+  // Per rank: communication not hidden behind compute (HTA's exposed communication), less a send
+  // or receive's wait for its neighbour stage (the bubble: StepMetrics::peer_wait_ns), merged.
   std::vector<profiling::Intervals> exposed_comm;
+  std::vector<bool> rank_failed;  // per rank: it failed or was stopped (RankTrace::failure)
   // By interned name: whether it names a split backward's weight pass, which gets its own colour
   // (the input pass, which the previous stage waits for, keeps backward's).
   std::vector<bool> weight_pass_names;

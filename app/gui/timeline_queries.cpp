@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "app/gui/timeline_figures.h"
 #include "profiling/metrics/trace_metrics.h"
 
 // What scripts and tests ask of the timeline: events by name, their place on screen, the
@@ -174,6 +175,21 @@ nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& inde
          }
          return tops;
        }()},
+      {"step_figures",
+       [&] {  // per rank, each step's figures as the row below its lanes says them
+         nlohmann::json all = nlohmann::json::array();
+         for (size_t r = 0; r < index.step_figures.size(); ++r) {
+           const auto& figures = index.step_figures[r];
+           const bool failed = r < index.rank_failed.size() && index.rank_failed[r];
+           nlohmann::json rank = nlohmann::json::array();
+           for (const auto& m : figures) {
+             rank.push_back(step_figures_text(m, bubble_formula_, false, false,
+                                              failed && m.step == figures.back().step));
+           }
+           all.push_back(rank);
+         }
+         return all;
+       }()},
       {"folded_ranks",
        [&] {
          nlohmann::json folded = nlohmann::json::array();
@@ -190,7 +206,8 @@ nlohmann::json TimelineView::state(const Trace& trace, const TimelineIndex& inde
       totals.push_back({{"rank", m.rank},
                         {"compute_ms", m.compute_ns * 1e-6},
                         {"comm_ms", m.comm_ns * 1e-6},
-                        {"exposed_ms", m.exposed_comm_ns * 1e-6}});
+                        {"exposed_ms", m.exposed_comm_ns * 1e-6},
+                        {"peer_wait_ms", m.peer_wait_ns * 1e-6}});
     }
     s["range_totals"] = totals;
   }

@@ -38,9 +38,12 @@ void TimelineView::draw_range_totals(ImDrawList* dl, const profiling::Trace& tra
     const size_t at = size_t(row - index.rows.begin());
     if (at >= row_top_.size()) continue;
     const profiling::RangeMetrics& m = range_totals_[r];
-    const std::string text = "compute " + format_ms(m.compute_ns * 1e-6) + ", comm " +
-                             format_ms(m.comm_ns * 1e-6) + ", exposed " +
-                             format_ms(m.exposed_comm_ns * 1e-6);
+    std::string text = "compute " + format_ms(m.compute_ns * 1e-6) + ", comm " +
+                       format_ms(m.comm_ns * 1e-6) + ", exposed " +
+                       format_ms(m.exposed_comm_ns * 1e-6);
+    // A receive waiting for the other stage's pass: the bubble, said apart from the exposed.
+    if (m.peer_wait_ns > 0)
+      text += ", waiting for the other stage " + format_ms(m.peer_wait_ns * 1e-6);
     const ImVec2 size = ImGui::CalcTextSize(text.c_str());
     // Below the range's own length, which rank 0's band begins beside; inside the canvas when
     // the range ends near its right edge.

@@ -339,13 +339,17 @@ void TimelineView::draw_step_figures(const Frame& f, const TimelineIndex& index,
                 Strip{canvas_x_, f.canvas_w, band->top + 1, band->host_bottom - band->top - 1});
   }
   if (rank_index < index.step_figures.size()) {
+    const auto& figures = index.step_figures[rank_index];
+    const bool failed = rank_index < index.rank_failed.size() && index.rank_failed[rank_index];
     if (const auto* fig = draw_figures_row(
-            f.dl, index.step_figures[rank_index], index.steps, window_,
-            Strip{canvas_x_, f.canvas_w, y, row_height_}, bubble_formula_, f.mouse.x, f.mouse.y,
-            live_ && !index.steps.empty() ? index.steps.back().step : -1);
+            f.dl, figures, index.steps, window_, Strip{canvas_x_, f.canvas_w, y, row_height_},
+            bubble_formula_, f.mouse.x, f.mouse.y,
+            live_ && !index.steps.empty() ? index.steps.back().step : -1,
+            failed && !figures.empty() ? figures.back().step : -1);
         fig != nullptr && f.hovered) {
       hovered_figures_ = *fig;
       hovered_figures_valid_ = true;
+      hovered_figures_failed_ = failed && fig->step == figures.back().step;
     }
   }
   f.dl->PopClipRect();
@@ -444,9 +448,11 @@ void TimelineView::draw_selection_and_links(const Frame& f, const Trace& trace,
 // The hovered step's figures or event's details in a tooltip; a click without a drag selects.
 void TimelineView::draw_hover(const Frame& f, const Trace& trace, const TimelineIndex& index) {
   if (hovered_figures_valid_ && !hovered_.valid()) {
-    ImGui::SetTooltip("step %d on rank %d: %s\n(medians over steps: shardscope report)",
-                      hovered_figures_.step, hovered_figures_.rank,
-                      step_figures_text(hovered_figures_, bubble_formula_, false).c_str());
+    ImGui::SetTooltip(
+        "step %d on rank %d: %s\n(medians over steps: shardscope report)", hovered_figures_.step,
+        hovered_figures_.rank,
+        step_figures_text(hovered_figures_, bubble_formula_, false, false, hovered_figures_failed_)
+            .c_str());
   }
   if (hovered_.valid() && !ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2.0f)) {
     const auto d = describe(trace, index, hovered_);

@@ -152,6 +152,7 @@ class TimelineView {
   int pinned_ = -1;
   profiling::StepMetrics hovered_figures_;
   bool hovered_figures_valid_ = false;
+  bool hovered_figures_failed_ = false;  // the step its rank failed in
   const profiling::Trace* last_trace_ = nullptr;
   SearchMatches matches_;
   bool focus_search_ = false;

@@ -24,10 +24,11 @@ RunFigures run_figures(const std::vector<StepMetrics>& steps, bool skip_first) {
     std::sort(list.begin(), list.end(),
               [](const StepMetrics* a, const StepMetrics* b) { return a->step < b->step; });
     if (skip_first && list.size() > 1) list.erase(list.begin());
-    std::vector<double> span, exposed, overlap, bubble;
+    std::vector<double> span, exposed, peer_wait, overlap, bubble;
     for (const StepMetrics* m : list) {
       span.push_back(m->span_ns * 1e-9);
       exposed.push_back(m->exposed_comm_ns * 1e-9);
+      peer_wait.push_back(m->peer_wait_ns * 1e-9);
       overlap.push_back(m->overlap_fraction());
       bubble.push_back(m->bubble_fraction());
     }
@@ -36,6 +37,7 @@ RunFigures run_figures(const std::vector<StepMetrics>& steps, bool skip_first) {
     f.steps = static_cast<int>(list.size());
     f.step_s = median(span);
     f.exposed_comm_s = median(exposed);
+    f.peer_wait_s = median(peer_wait);
     f.overlap = median(overlap);
     f.bubble_fraction = median(bubble);
     run.step_s = std::max(run.step_s, f.step_s);

@@ -15,7 +15,8 @@ struct RankFigures {
   int rank = 0;
   int steps = 0;               // how many steps the medians are over
   double step_s = 0;           // the step's span: first event's start to last event's end
-  double exposed_comm_s = 0;   // communication no compute hides
+  double exposed_comm_s = 0;   // communication no compute hides, less peer_wait_s
+  double peer_wait_s = 0;      // sends and receives waiting for a neighbour stage (the bubble's)
   double overlap = 0;          // |compute ∩ communication| / |communication|, 0 without any
   double bubble_fraction = 0;  // idle share of the pipeline window (StepMetrics::bubble_fraction)
 };

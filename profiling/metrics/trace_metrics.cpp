@@ -4,6 +4,7 @@
 #include <map>
 #include <tuple>
 
+#include "profiling/metrics/comm_links.h"
 #include "profiling/trace/device_work.h"
 
 namespace shardscope::profiling {
@@ -18,7 +19,7 @@ int64_t total(const Intervals& disjoint) {
 // Where an event counts toward a rank's compute (less the host's waits inside it) and its
 // communication: one definition for a step's figures and a range's.
 struct RankIntervals {
-  Intervals compute, comm, waits, optimizer, group_comm;
+  Intervals compute, comm, waits, optimizer, group_comm, peer_wait;
   // `within_a_stage`: a collective of a group inside one pipeline stage
   // (is_collective_within_a_stage).
   void add(const Event& e, bool within_a_stage = false) {
@@ -31,6 +32,12 @@ struct RankIntervals {
     if (e.lane == kHostLane && e.category == Category::kWait) waits.push_back({e.t0_ns, e.t1_ns});
   }
   Intervals computing() const { return difference(merged(compute), merged(waits)); }
+  // Communication no compute hides, split: waiting for a peer's call (peer_wait) and the rest.
+  std::pair<Intervals, Intervals> exposed(const Intervals& computing, const Intervals& comm) const {
+    const Intervals unhidden = difference(comm, computing);
+    const Intervals waiting = merged(peer_wait);
+    return {difference(unhidden, waiting), difference(unhidden, difference(unhidden, waiting))};
+  }
   // What keeps a pipeline stage from idling: its passes, and an optimizer step it runs while
   // later stages still drain (work, not bubble), less its waits; and its collectives within its
   // own group (a tensor group's inside a pass), which it waits on beside its peers, not on
@@ -45,7 +52,39 @@ struct RankIntervals {
   }
 };
 
+// Per rank and event: when the other end of a send or receive was issued, where that is after
+// the event's own start (it waited for its peer); 0 otherwise.
+std::vector<std::vector<int64_t>> peer_arrivals(const Trace& trace) {
+  std::vector<std::vector<int64_t>> arrival(trace.ranks.size());
+  for (size_t r = 0; r < trace.ranks.size(); ++r)
+    arrival[r].assign(trace.ranks[r].events.size(), 0);
+  for (const CommLink& link : link_communication(trace)) {
+    if (!link.point_to_point) continue;
+    const Event& a = trace.ranks[link.from_rank].events[link.from_event];
+    const Event& b = trace.ranks[link.to_rank].events[link.to_event];
+    if (b.t0_ns > a.t0_ns) arrival[link.from_rank][link.from_event] = b.t0_ns;
+    if (a.t0_ns > b.t0_ns) arrival[link.to_rank][link.to_event] = a.t0_ns;
+  }
+  return arrival;
+}
+
+void add_peer_wait(RankIntervals& raw, const Event& e, int64_t arrival) {
+  if (arrival > e.t0_ns) raw.peer_wait.push_back({e.t0_ns, std::min(e.t1_ns, arrival)});
+}
+
 }  // namespace
+
+std::vector<Intervals> peer_waits(const Trace& trace) {
+  const auto arrival = peer_arrivals(trace);
+  std::vector<Intervals> out;
+  for (size_t r = 0; r < trace.ranks.size(); ++r) {
+    RankIntervals raw;
+    for (size_t i = 0; i < trace.ranks[r].events.size(); ++i)
+      add_peer_wait(raw, trace.ranks[r].events[i], arrival[r][i]);
+    out.push_back(merged(std::move(raw.peer_wait)));
+  }
+  return out;
+}
 
 bool is_collective_within_a_stage(const Trace& trace, const Event& e) {
   if (!is_communication(e.category)) return false;
@@ -118,13 +157,16 @@ std::map<int, std::pair<int64_t, int64_t>> pipeline_windows(const Trace& trace) 
 std::vector<StepMetrics> step_metrics(const Trace& trace) {
   std::vector<StepMetrics> out;
   const auto windows = pipeline_windows(trace);
-  for (const auto& r : trace.ranks) {
+  const auto arrival = peer_arrivals(trace);
+  for (size_t index = 0; index < trace.ranks.size(); ++index) {
+    const RankTrace& r = trace.ranks[index];
     struct Raw : RankIntervals {
       int64_t first = 0, last = 0;
       bool seen = false;
     };
     std::map<int, Raw> steps;
-    for (const auto& e : r.events) {
+    for (size_t i = 0; i < r.events.size(); ++i) {
+      const Event& e = r.events[i];
       if (e.step < 0) continue;
       Raw& raw = steps[e.step];
       if (!raw.seen) {
@@ -135,6 +177,7 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       raw.first = std::min(raw.first, e.t0_ns);
       raw.last = std::max(raw.last, e.t1_ns);
       raw.add(e, is_collective_within_a_stage(trace, e));
+      add_peer_wait(raw, e, arrival[index][i]);
     }
     for (auto& [step, raw] : steps) {
       const int64_t first = raw.first, last = raw.last;
@@ -149,7 +192,9 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
       m.compute_ns = total(compute);
       m.comm_ns = total(comm);
       m.overlap_ns = intersection_length(compute, comm);
-      m.exposed_comm_ns = m.comm_ns - m.overlap_ns;
+      const auto [exposed, waiting] = raw.exposed(compute, comm);
+      m.exposed_comm_ns = total(exposed);
+      m.peer_wait_ns = total(waiting);
       m.idle_ns = m.span_ns - union_length(both);
       if (auto w = windows.find(step); w != windows.end()) {
         m.micro_span_ns = w->second.second - w->second.first;
@@ -164,10 +209,15 @@ std::vector<StepMetrics> step_metrics(const Trace& trace) {
 std::vector<RangeMetrics> range_metrics(const Trace& trace, int64_t t0_ns, int64_t t1_ns) {
   std::vector<RangeMetrics> out;
   const Intervals range = {{std::min(t0_ns, t1_ns), std::max(t0_ns, t1_ns)}};
-  for (const auto& r : trace.ranks) {
+  const auto arrival = peer_arrivals(trace);
+  for (size_t index = 0; index < trace.ranks.size(); ++index) {
+    const RankTrace& r = trace.ranks[index];
     RankIntervals raw;
-    for (const auto& e : r.events) {
-      if (e.t1_ns > range[0].first && e.t0_ns < range[0].second) raw.add(e);
+    for (size_t i = 0; i < r.events.size(); ++i) {
+      const Event& e = r.events[i];
+      if (e.t1_ns <= range[0].first || e.t0_ns >= range[0].second) continue;
+      raw.add(e);
+      add_peer_wait(raw, e, arrival[index][i]);
     }
     // Clipped to the range: the parts of each that fall inside it.
     auto clipped = [&](const Intervals& disjoint) {
@@ -179,7 +229,9 @@ std::vector<RangeMetrics> range_metrics(const Trace& trace, int64_t t0_ns, int64
     m.rank = r.rank;
     m.compute_ns = total(compute);
     m.comm_ns = total(comm);
-    m.exposed_comm_ns = m.comm_ns - intersection_length(compute, comm);
+    const auto [exposed, waiting] = raw.exposed(compute, comm);
+    m.exposed_comm_ns = total(exposed);
+    m.peer_wait_ns = total(waiting);
     out.push_back(m);
   }
   return out;

@@ -21,7 +21,12 @@ struct StepMetrics {
   int64_t compute_ns = 0;
   int64_t comm_ns = 0;
   int64_t overlap_ns = 0;
-  int64_t exposed_comm_ns = 0;
+  int64_t exposed_comm_ns = 0;  // less peer_wait_ns
+  // A send or receive's time before its other end was issued (a pipeline stage waiting for its
+  // neighbour's pass), where no compute hides it: the bubble (bubble_fraction counts it), not
+  // communication that costs time, so it is not in exposed_comm_ns. It stays in comm_ns and
+  // overlap_ns, which are Holistic Trace Analysis's.
+  int64_t peer_wait_ns = 0;
   int64_t idle_ns = 0;
   // The step's pipeline window, from the first micro-batch span of any rank to the end of the
   // last one (forward and backward of the micro-batches, where a pipeline's stages wait for
@@ -48,7 +53,8 @@ struct RangeMetrics {
   int rank = 0;
   int64_t compute_ns = 0;
   int64_t comm_ns = 0;
-  int64_t exposed_comm_ns = 0;
+  int64_t exposed_comm_ns = 0;  // less peer_wait_ns, as StepMetrics
+  int64_t peer_wait_ns = 0;
 };
 std::vector<RangeMetrics> range_metrics(const Trace& trace, int64_t t0_ns, int64_t t1_ns);
 // Per step, its pipeline window: from the first micro-batch span of any rank to the end of the
@@ -105,5 +111,9 @@ int64_t intersection_length(const Intervals& x, const Intervals& y);
 Intervals difference(const Intervals& x, const Intervals& y);
 // Length of the union of [a, b) intervals.
 int64_t union_length(Intervals intervals);
+
+// Per rank (index into Trace::ranks), the stretches its sends and receives spent before their
+// other end was issued (waiting for a neighbouring stage), merged: see StepMetrics::peer_wait_ns.
+std::vector<Intervals> peer_waits(const Trace& trace);
 
 }  // namespace shardscope::profiling

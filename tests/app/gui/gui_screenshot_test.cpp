@@ -373,6 +373,31 @@ TEST_F(GuiScreenshot, FailedRankIsRedAndTheRankItStoppedIsAmber) {
   EXPECT_FALSE(s.state["runs"][0]["ok"].get<bool>());
   EXPECT_GT(s.image.count(kFailedColour), 100u);
   EXPECT_GT(s.image.count(kStoppedColour), 100u);
+  // The step each rank stopped in says so: its figures end there (a rank blocked in a collective
+  // that never completed once read "no communication").
+  const auto& figures = s.state["timeline"]["step_figures"];
+  ASSERT_EQ(figures.size(), 2u);
+  for (const auto& rank : figures) {
+    ASSERT_FALSE(rank.empty());
+    EXPECT_THAT(rank.back().get<std::string>(), testing::HasSubstr("failed in this step"));
+    if (rank.size() > 1) {
+      EXPECT_THAT(rank.front().get<std::string>(), testing::HasSubstr("overlap"));
+    }
+  }
+}
+
+// A pipeline stage's receive waiting for the other stage's pass is its bubble, said apart from
+// the communication it exposes (which once counted it too).
+TEST_F(GuiScreenshot, APipelineSaysItsReceivesWaitedForTheOtherStage) {
+  const Session s = play("open " + asset("pp-gpipe-w2.sst") + "\ntab timeline\n");
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto& figures = s.state["timeline"]["step_figures"];
+  ASSERT_EQ(figures.size(), 2u);
+  for (const auto& rank : figures) {
+    ASSERT_FALSE(rank.empty());
+    EXPECT_THAT(rank.back().get<std::string>(), testing::HasSubstr("bubble"));
+    EXPECT_THAT(rank.back().get<std::string>(), testing::HasSubstr("waiting for the other stage"));
+  }
 }
 
 TEST_F(GuiScreenshot, LaunchExplainsABadFieldThenRunsAndShowsTheRun) {
