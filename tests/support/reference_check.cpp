@@ -21,6 +21,11 @@ Config tiny_config(const std::string& strategy, int world, int grad_accum) {
   // The equivalence suites run once over the default backend (shm) and once more over Gloo
   // (ctest's EquivalenceOverGloo sets this).
   if (const char* backend = std::getenv("SHARDSCOPE_TEST_BACKEND")) c.backend = backend;
+  // The rerun over Gloo checks the transport: every collective of a step runs in its first two
+  // steps, the second on weights the first updated, and the shm run checks all five. Gloo over
+  // loopback costs 3-4 times shm's time (mostly in the kernel's TCP), which five steps a case
+  // took from the suite's ten minutes.
+  if (const char* steps = std::getenv("SHARDSCOPE_TEST_STEPS")) c.steps = std::atoi(steps);
   finalize(c);
   return c;
 }
