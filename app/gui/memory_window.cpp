@@ -193,6 +193,28 @@ void category_lines(const LoadedRun& run) {
   line_chart("memory_categories", series, ImGui::GetContentRegionAvail().x, 150, "MB", "ms");
 }
 
+// The rank holding the most in each loaded run, side by side: the ZeRO paper's order of the
+// strategies at a glance. Drawn right under this run's peaks, where a 900-pixel-high window still
+// shows it (below the charts it once fell off the bottom).
+void draw_side_by_side(const GuiSession& session) {
+  ImGui::Text("strategies side by side: the rank holding the most, per run");
+  std::vector<Bar> bars;
+  for (const auto& other : session.runs) {
+    Bar best;
+    int64_t most = -1;
+    for (const MemoryBreakdown& peak : other->memory_peaks) {
+      if (peak.total() > most) {
+        most = peak.total();
+        for (int k = 0; k < 6; ++k) best.bytes[k] = peak.of(kStacked[k]);
+      }
+    }
+    best.label = other->row.strategy;
+    best.exact_peak = other->row.peak_max;
+    bars.push_back(best);
+  }
+  draw_bars("side_by_side", bars, 240, 110);
+}
+
 }  // namespace
 
 void draw_memory_window(GuiSession& session) {
@@ -235,6 +257,7 @@ void draw_memory_window(GuiSession& session) {
         peak_moment(run->trace, run->trace.ranks[0], run->memory_peaks[0].t_ns).c_str());
   }
   draw_bars("peak", measured_bars(*run, true), 260);
+  if (session.runs.size() > 1) draw_side_by_side(session);
 
   std::vector<ChartSeries> series;
   for (size_t r = 0; r < run->index.memory.size(); ++r) {
@@ -264,25 +287,6 @@ void draw_memory_window(GuiSession& session) {
       "step marked where it began");
   line_chart("memory_over_time", series, ImGui::GetContentRegionAvail().x, 170, "MB", "ms", steps);
   category_lines(*run);
-
-  if (session.runs.size() > 1) {
-    ImGui::Text("strategies side by side: the rank holding the most, per run");
-    std::vector<Bar> bars;
-    for (const auto& other : session.runs) {
-      Bar best;
-      int64_t most = -1;
-      for (const MemoryBreakdown& peak : other->memory_peaks) {
-        if (peak.total() > most) {
-          most = peak.total();
-          for (int k = 0; k < 6; ++k) best.bytes[k] = peak.of(kStacked[k]);
-        }
-      }
-      best.label = other->row.strategy;
-      best.exact_peak = other->row.peak_max;
-      bars.push_back(best);
-    }
-    draw_bars("side_by_side", bars, 240, 110);
-  }
 }
 
 }  // namespace shardscope::gui
