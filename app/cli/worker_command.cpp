@@ -64,7 +64,10 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
       reports.joined = [&] { keep_run_config(config_file, out_dir, config); };
     if (!env.launcher_reports) {
       if (env.rank == 0) {
-        print_run_header(config, err);
+        // A worker is a rank process, whatever the config's mode says (`run` reads that).
+        Config shown = config;
+        shown.mode = "processes";
+        print_run_header(shown, err);
         print_step_heading(err);
         reports.on_step = [&](const StepRecord& r) {
           print_step(r, err);

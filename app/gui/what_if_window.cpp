@@ -39,6 +39,18 @@ void project(GuiSession& session, LoadedRun& run) {
     if (t.mfu) w.figures["mfu"] = *t.mfu;
     // Every column names its lens: the recording's wall clock beside device time on the target.
     w.figures["measured_lens"] = "measured wall clock";
+    // And, between them, the same run in device time where it was recorded (the timeline's lens):
+    // wall clock to device time is one change, this machine to the target another, and a
+    // student comparing the outer columns alone would credit the hardware with both.
+    if (const ShownRun here = session.shown(run); here.device_time && here.trace != nullptr) {
+      const analysis::StepSummary s = analysis::summarise(*here.trace);
+      const double n = double(here.trace->ranks.size());
+      w.figures["here_lens"] = here.title;
+      w.figures["here_step_ms"] = s.step_s * 1e3;
+      w.figures["here_exposed_ms"] = s.exposed_s * 1e3;
+      w.figures["here_overlap"] = s.overlap;
+      w.figures["here_efficiency"] = s.step_s > 0 ? s.compute_s / (n * s.step_s) : 0.0;
+    }
     w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
     if (!t.compute_model.empty()) {
       w.figures["compute_model"] = t.compute_model;
@@ -126,29 +138,32 @@ void draw_what_if_window(GuiSession& session) {
   }
   ImGui::TextWrapped("%s", f["placement"].get<std::string>().c_str());
   if (f.contains("not_modelled")) error_text(f["not_modelled"].get<std::string>());
-  if (ImGui::BeginTable("figures", 3, ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
+  const bool here = f.contains("here_lens");
+  if (here) ImGui::TextWrapped("device time here: %s", f["here_lens"].get<std::string>().c_str());
+  if (ImGui::BeginTable("figures", here ? 4 : 3,
+                        ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableSetupColumn("");
     ImGui::TableSetupColumn(f["measured_lens"].get<std::string>().c_str());
+    if (here) ImGui::TableSetupColumn("device time here");
     ImGui::TableSetupColumn(("projected: " + f["projected_lens"].get<std::string>()).c_str());
     ImGui::TableHeadersRow();
-    auto line = [&](const char* what, double measured, double projected, const char* format) {
-      char a[48], b[48];
-      std::snprintf(a, sizeof(a), format, measured);
-      std::snprintf(b, sizeof(b), format, projected);
+    // One row: the figure `key` in each column (measured_, here_, projected_), `scale` times.
+    auto line = [&](const char* what, const std::string& key, double scale, const char* format) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(what);
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(a);
-      ImGui::TableNextColumn();
-      ImGui::TextUnformatted(b);
+      for (const char* column : {"measured_", "here_", "projected_"}) {
+        if (!f.contains(column + key)) continue;
+        char text[48];
+        std::snprintf(text, sizeof(text), format, scale * f[column + key].get<double>());
+        ImGui::TableNextColumn();
+        ImGui::TextUnformatted(text);
+      }
     };
-    line("step time (slowest rank)", f["measured_step_ms"], f["projected_step_ms"], "%.3f ms");
-    line("exposed communication", f["measured_exposed_ms"], f["projected_exposed_ms"], "%.3f ms");
-    line("overlap", 100 * f["measured_overlap"].get<double>(),
-         100 * f["projected_overlap"].get<double>(), "%.0f %%");
-    line("scaling efficiency", 100 * f["measured_efficiency"].get<double>(),
-         100 * f["projected_efficiency"].get<double>(), "%.0f %%");
+    line("step time (slowest rank)", "step_ms", 1, "%.3f ms");
+    line("exposed communication", "exposed_ms", 1, "%.3f ms");
+    line("overlap", "overlap", 100, "%.0f %%");
+    line("scaling efficiency", "efficiency", 100, "%.0f %%");
     ImGui::EndTable();
   }
   if (f.contains("mfu"))

@@ -161,6 +161,8 @@ TEST(SchedulerWorkers, TakeTheWorldFromWorldSizeWhenTheConfigHasNone) {
   const auto log = dir / "workers.log";
   ASSERT_EQ(start_workers_like_a_scheduler(2, config_file, out, log), 0) << slurp(log);
   EXPECT_NE(slurp(log).find("\n   1  "), std::string::npos) << slurp(log);
+  // Rank 0's header says what ran: rank processes (it once said "threads", the config's default).
+  EXPECT_NE(slurp(log).find("world 2 (processes, cpu,"), std::string::npos) << slurp(log);
 
   const auto summary = dir / "summary.json";
   const CliResult r = cli({"collect", out.string(), "--json", summary.string()});

@@ -486,6 +486,11 @@ TEST_F(GuiScreenshot, WhatIfProjectsTheRunOntoHardware) {
   EXPECT_GT(s.image.count(category_colour(Category::kForward)), 20u);  // the projected timeline
   // Each column names its lens, and the tab says what the projection leaves out.
   EXPECT_EQ(w["measured_lens"], "measured wall clock");
+  // Between them, the run in device time where it was recorded: the timeline's own lens, so that
+  // the lens and the hardware are two changes, not one.
+  EXPECT_THAT(w["here_lens"].get<std::string>(), testing::HasSubstr("device time"));
+  EXPECT_GT(w["here_step_ms"].get<double>(), w["projected_step_ms"].get<double>());
+  EXPECT_NE(w["here_step_ms"].get<double>(), w["measured_step_ms"].get<double>());
   EXPECT_THAT(w["projected_lens"].get<std::string>(),
               testing::HasSubstr("device time on 8xH100: one device per rank"));
   EXPECT_THAT(w["not_modelled"].get<std::string>(), testing::HasSubstr("launch"));
