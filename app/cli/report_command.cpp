@@ -171,7 +171,7 @@ void print_pipeline_bubble(const profiling::Trace& trace, std::ostream& out) {
     // Time in a receive (or send) before the other stage's call: counted here, not as exposed.
     if (f.peer_wait_s > 0)
       out << " (" << fixed(f.peer_wait_s * 1e3, 2)
-          << " ms of it in sends and receives waiting for the other stage)";
+          << " ms of it in communication waiting for the other stage)";
     out << "\n";
   }
   out << "  formula " << pipeline::bubble_formula_text(pipeline->schedule) << ": "

@@ -53,17 +53,42 @@ struct RankIntervals {
 };
 
 // Per rank and event: when the other end of a send or receive was issued, where that is after
-// the event's own start (it waited for its peer); 0 otherwise.
+// the event's own start (it waited for its peer); 0 otherwise. In a pipeline (a trace with sends
+// and receives), also when the last member of a collective that spans stages arrived (the step's
+// loss gathered over the world waits for the last stage's backward): the same wait, and the bubble
+// counts it the same way (StepMetrics' pipeline window leaves out only a stage's own group).
 std::vector<std::vector<int64_t>> peer_arrivals(const Trace& trace) {
   std::vector<std::vector<int64_t>> arrival(trace.ranks.size());
   for (size_t r = 0; r < trace.ranks.size(); ++r)
     arrival[r].assign(trace.ranks[r].events.size(), 0);
-  for (const CommLink& link : link_communication(trace)) {
+  const std::vector<CommLink> links = link_communication(trace);
+  const auto event = [&](uint32_t rank, uint32_t index) -> const Event& {
+    return trace.ranks[rank].events[index];
+  };
+  bool pipeline = false;
+  for (const CommLink& link : links) {
     if (!link.point_to_point) continue;
-    const Event& a = trace.ranks[link.from_rank].events[link.from_event];
-    const Event& b = trace.ranks[link.to_rank].events[link.to_event];
+    pipeline = true;
+    const Event& a = event(link.from_rank, link.from_event);
+    const Event& b = event(link.to_rank, link.to_event);
     if (b.t0_ns > a.t0_ns) arrival[link.from_rank][link.from_event] = b.t0_ns;
     if (a.t0_ns > b.t0_ns) arrival[link.to_rank][link.to_event] = a.t0_ns;
+  }
+  if (!pipeline) return arrival;
+  // A collective is a star from one member: its last arrival over the star's ends.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<std::pair<uint32_t, uint32_t>>> stars;
+  for (const CommLink& link : links) {
+    if (link.point_to_point) continue;
+    auto& members = stars[{link.from_rank, link.from_event}];
+    if (members.empty()) members.push_back({link.from_rank, link.from_event});
+    members.push_back({link.to_rank, link.to_event});
+  }
+  for (const auto& [centre, members] : stars) {
+    if (is_collective_within_a_stage(trace, event(centre.first, centre.second))) continue;
+    int64_t last = 0;
+    for (const auto& [r, i] : members) last = std::max(last, event(r, i).t0_ns);
+    for (const auto& [r, i] : members)
+      if (event(r, i).t0_ns < last) arrival[r][i] = last;
   }
   return arrival;
 }

@@ -23,7 +23,8 @@ struct StepMetrics {
   int64_t overlap_ns = 0;
   int64_t exposed_comm_ns = 0;  // less peer_wait_ns
   // A send or receive's time before its other end was issued (a pipeline stage waiting for its
-  // neighbour's pass), where no compute hides it: the bubble (bubble_fraction counts it), not
+  // neighbour's pass), and in a pipeline a collective's that spans stages before its last member
+  // arrived, where no compute hides it: the bubble (bubble_fraction counts it), not
   // communication that costs time, so it is not in exposed_comm_ns. It stays in comm_ns and
   // overlap_ns, which are Holistic Trace Analysis's.
   int64_t peer_wait_ns = 0;

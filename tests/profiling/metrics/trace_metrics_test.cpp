@@ -61,7 +61,8 @@ TEST(RangeMetrics, ComputeCommAndExposedClippedToTheRange) {
 
 // Two pipeline stages: stage 1 receives [0, 1100) what stage 0 sends [1000, 1100) after its
 // forward [0, 1000). Stage 1's first 1000 ns waited for stage 0's pass: the bubble (which counts
-// it), not communication that costs time, which the receive's last 100 ns are. Counted as
+// it), not communication that costs time, which the receive's last 100 ns are. So is stage 0's
+// wait in the loss's gather over both stages for stage 1's pass. Counted as
 // exposed communication, the same time once appeared twice, and a pipeline looked bound by its
 // network. HTA's communication and overlap are unchanged.
 TEST(StepMetrics, AReceiveWaitingForTheOtherStageIsNotExposedCommunication) {
@@ -79,23 +80,33 @@ TEST(StepMetrics, AReceiveWaitingForTheOtherStageIsNotExposedCommunication) {
   s0.rank = 0;
   s1.rank = 1;
   s0.lanes = s1.lanes = {"host", "comm"};
-  s0.events = {event(t, "forward", Category::kForward, 0, 1000), p2p("send", 1000, 1100, 1)};
-  s1.events = {p2p("recv", 0, 1100, 0), event(t, "forward", Category::kForward, 1100, 2000)};
+  // Then the step's loss, gathered over the world: stage 0 arrives at 1200, stage 1 at 2000.
+  const auto gather = [&](int64_t t0) {
+    Event e = event(t, "all_gather_into", Category::kCollective, t0, 2100, kCommLane);
+    e.seq = 1;
+    e.group_size = 2;
+    e.group = t.intern("world");
+    return e;
+  };
+  s0.events = {event(t, "forward", Category::kForward, 0, 1000), p2p("send", 1000, 1100, 1),
+               gather(1200)};
+  s1.events = {p2p("recv", 0, 1100, 0), event(t, "forward", Category::kForward, 1100, 2000),
+               gather(2000)};
   t.ranks = {s0, s1};
   const auto m = step_metrics(t);
   ASSERT_EQ(m.size(), 2u);
-  EXPECT_EQ(m[1].comm_ns, 1100);
+  EXPECT_EQ(m[1].comm_ns, 1200);
   EXPECT_EQ(m[1].overlap_ns, 0);
   EXPECT_EQ(m[1].peer_wait_ns, 1000);    // [0, 1000): stage 0 still computing
-  EXPECT_EQ(m[1].exposed_comm_ns, 100);  // [1000, 1100): the transfer
-  EXPECT_EQ(m[0].peer_wait_ns, 0);       // the send found its receive waiting
-  EXPECT_EQ(m[0].exposed_comm_ns, 100);
+  EXPECT_EQ(m[1].exposed_comm_ns, 200);  // [1000, 1100): the transfer; [2000, 2100) the gather
+  EXPECT_EQ(m[0].peer_wait_ns, 800);     // [1200, 2000): the gather waits for stage 1
+  EXPECT_EQ(m[0].exposed_comm_ns, 200);  // the send found its receive waiting; the gather's end
   // A range over the receive says the same; the timeline marks only the transfer as exposed.
   const auto range = range_metrics(t, 500, 1050);
   EXPECT_EQ(range[1].peer_wait_ns, 500);
   EXPECT_EQ(range[1].exposed_comm_ns, 50);
   EXPECT_EQ(peer_waits(t)[1], (Intervals{{0, 1000}}));
-  EXPECT_TRUE(peer_waits(t)[0].empty());
+  EXPECT_EQ(peer_waits(t)[0], (Intervals{{1200, 2000}}));
 }
 
 TEST(StepMetrics, SampleTraceBothRanks) {
