@@ -52,9 +52,16 @@ void draw_compare_window(GuiSession& session) {
     run_of.push_back(static_cast<int>(i));
   }
   if (!run_of.empty()) {
-    // The lens every row is timed through (step ms, overlap, exposed ms).
+    // The lens every row is timed through (step ms, overlap, exposed ms). Its title counts the
+    // first run's ranks ("device time: 4 ranks on ..."), which rows of other worlds do not share.
     const ShownRun view = session.shown(*session.runs[run_of.front()]);
-    ImGui::TextDisabled("times: %s", view.title.c_str());
+    const bool one_world = std::all_of(
+        rows.begin(), rows.end(), [&](const auto& r) { return r.world == rows.front().world; });
+    std::string lens = view.title;
+    const std::string counted = std::to_string(rows.front().world) + " ranks on ";
+    if (const size_t at = lens.find(counted); !one_world && at != std::string::npos)
+      lens.replace(at, counted.size(), "each run's ranks on ");
+    ImGui::TextDisabled("times: %s", lens.c_str());
   }
   const auto shown = analysis::distinguishing_columns(rows);
   const auto headers = analysis::comparison_headers(shown);
