@@ -47,6 +47,9 @@ Layout layout_for(const Config& config, const profiling::HardwareProfile& hw) {
   // Full recompute is priced for every layout, as Megatron runs it, also where our runtime's
   // strategy does not offer it yet (tp, pp, hybrid).
   const StrategyTraits traits = strategy_traits(config.strategy);
+  // Accumulation passes are the projection's to walk (as_run below has one): 2e9 ran out of memory.
+  require(config.grad_accum >= 1 && config.grad_accum <= kMostAccumulation, "grad_accum",
+          "must be from 1 to " + std::to_string(kMostAccumulation));
   Config as_run = config;
   as_run.global_batch = 0;
   as_run.grad_accum = 1;

@@ -2,13 +2,37 @@
 
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
 #include "app/analysis/trace_output.h"
+#include "engine/train/config.h"
 #include "profiling/io/kineto_reader.h"
 #include "profiling/io/trace_io.h"
 
 namespace shardscope::analysis {
+namespace {
 
-profiling::Trace open_trace_path(const std::string& path) {
+// A trace of ours carries the config it ran; one edited to a config that could not have run
+// (heads 0, experts 1e9, a negative width) once divided by zero or ran out of memory in
+// `project`, and drew as if valid elsewhere. Refused naming the trace and the key. A config this
+// version cannot read at all (another version's keys) is read as none, as before.
+void check_recorded_config(const profiling::Trace& trace, const std::string& path) {
+  if (!trace.run.has_config()) return;
+  Config config;
+  try {
+    config = config_from_json(nlohmann::json::parse(trace.run.config_json));
+  } catch (const std::exception&) {
+    return;
+  }
+  try {
+    validate_structure(config);
+  } catch (const ConfigError& e) {
+    throw profiling::TraceFormatError(path +
+                                      ": its recorded config could not have run: " + e.what());
+  }
+}
+
+profiling::Trace read_trace_at(const std::string& path) {
   namespace fs = std::filesystem;
   using profiling::TraceFormatError;
   std::error_code ec;
@@ -35,6 +59,14 @@ profiling::Trace open_trace_path(const std::string& path) {
     return profiling::read_trace_file(file);
   }
   return profiling::read_trace_file(path);
+}
+
+}  // namespace
+
+profiling::Trace open_trace_path(const std::string& path) {
+  profiling::Trace trace = read_trace_at(path);
+  check_recorded_config(trace, path);
+  return trace;
 }
 
 profiling::Trace open_trace_paths(const std::vector<std::string>& paths) {

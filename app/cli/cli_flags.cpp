@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/train/config.h"
+#include "engine/train/config_json.h"
 #include "profiling/io/input_file.h"
 
 namespace shardscope::cli {
@@ -329,34 +330,7 @@ nlohmann::json RunFlags::config_overrides(const std::string& config_file) const 
     }
     std::ifstream in(config_file);
     if (!in) throw ConfigError("config", "cannot read config file '" + config_file + "'");
-    // A key given twice in one object: JSON parsers keep one of them silently ("world": 2,
-    // "world": 64 once ran 64 ranks). One set of keys per object being read.
-    std::vector<std::set<std::string>> keys_in;
-    std::string duplicate;
-    const auto refuse_duplicates = [&](int, nlohmann::json::parse_event_t event,
-                                       nlohmann::json& parsed) {
-      using Event = nlohmann::json::parse_event_t;
-      if (event == Event::object_start) keys_in.emplace_back();
-      if (event == Event::object_end && !keys_in.empty()) keys_in.pop_back();
-      if (event == Event::key && !keys_in.empty() && duplicate.empty() &&
-          !keys_in.back().insert(parsed.get<std::string>()).second) {
-        duplicate = parsed.get<std::string>();
-      }
-      return true;
-    };
-    try {
-      merged = nlohmann::json::parse(in, refuse_duplicates, /*allow_exceptions=*/true,
-                                     /*ignore_comments=*/true);
-    } catch (const nlohmann::json::exception& e) {
-      // parse_error, and out_of_range for a number no double holds (1e400).
-      throw ConfigError("config", "'" + config_file + "' is not valid JSON: " + e.what());
-    }
-    if (!duplicate.empty()) {
-      throw ConfigError("config",
-                        "'" + config_file + "' gives the key '" +
-                            (duplicate.size() > 80 ? duplicate.substr(0, 60) + "..." : duplicate) +
-                            "' twice in one object; give each key once");
-    }
+    merged = read_config_json(in, config_file);
     // Merging flags into anything but an object would silently replace it.
     if (!merged.is_object()) {
       throw ConfigError("config", "'" + config_file + "' must hold a JSON object, got " +

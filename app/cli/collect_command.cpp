@@ -39,7 +39,23 @@ nlohmann::json read_json(const std::string& path, const std::string& what) {
     throw BadFolder(why);
   std::ifstream file(path);
   if (!file) throw BadFolder(path + ": cannot be read (" + what + ")");
-  auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
+  // Nesting no file of a run has (a 300 KB config.json of 150,000 nested arrays once overflowed
+  // the stack): refused while parsing.
+  constexpr int kDeepest = 64;
+  struct TooDeep {};
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(
+        file,
+        [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+          if (depth > kDeepest) throw TooDeep{};
+          return true;
+        },
+        /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    throw BadFolder(path + ": nests deeper than " + std::to_string(kDeepest) + " levels (" + what +
+                    ")");
+  }
   if (json.is_discarded() || !json.is_object())
     throw BadFolder(path + ": not a JSON object (" + what + ")");
   return json;

@@ -86,10 +86,13 @@ int run_command(RunFlags& flags, RunOutputs outputs, bool no_reference, std::ost
     backend_choice = check_environment(config);
     // "auto" and "synthetic" name built-in corpora, not files.
     const bool data_is_file = config.data != "auto" && config.data != "synthetic";
-    claims = check_output_files(outputs.files, {{"--data", data_is_file ? config.data : ""},
-                                                {"--config", outputs.config_file},
-                                                {"--init-weights", config.init_weights},
-                                                {"--resume", config.resume}});
+    claims =
+        check_output_files(outputs.files, {{"--data", data_is_file ? config.data : ""},
+                                           {"--config", outputs.config_file},
+                                           {"--init-weights", config.init_weights},
+                                           {"--resume", config.resume},
+                                           {"--resume", checkpoint_root_of(config.resume), true},
+                                           {"--checkpoint-dir", config.checkpoint_dir, true}});
   } catch (const ConfigError& e) {
     err << "error: " << RunFlags::describe_key(e.field()) << ": "
         << std::string(e.what()).substr(e.field().size() + 2) << "\n";

@@ -15,6 +15,7 @@
 #include "app/cli/exit_code.h"
 #include "app/cli/run_summary_text.h"
 #include "engine/state/atomic_file.h"
+#include "engine/state/checkpoint.h"
 #include "engine/state/weights_file.h"
 #include "engine/train/config.h"
 #include "engine/train/run.h"
@@ -125,6 +126,18 @@ void require_distinct(const std::vector<OutputFile>& outputs,
     }
     for (const InputFile& input : inputs) {
       if (input.path.empty()) continue;
+      if (input.checkpoints) {
+        std::string root = canonical(input.path);
+        while (root.size() > 1 && root.back() == '/') root.pop_back();
+        const std::string& at = claims[i].canonical;
+        if (at == root ||
+            (at.rfind(root + "/", 0) == 0 && is_checkpoint_entry(at.substr(root.size() + 1))))
+          throw ConfigError(claims[i].flag, claims[i].path + " is a checkpoint's file in " +
+                                                input.flag + " " + input.path +
+                                                ": an output would ruin it; give it a place "
+                                                "outside the checkpoints");
+        continue;
+      }
       if (lands_on(claims[i], {input.flag, input.path, canonical(input.path), false}))
         throw ConfigError(claims[i].flag, claims[i].path + " is the " + input.flag +
                                               " input: an output would overwrite it");

@@ -21,9 +21,13 @@ struct OutputFiles {
 };
 
 // A file the run reads, by the flag that names it (--data, --config, --init-weights, --resume).
+// `checkpoints`: a checkpoint directory (--checkpoint-dir, the one --resume names): no output may
+// be it or what its checkpoints keep in it (is_checkpoint_entry; a summary written over its
+// `latest`, weights over a shard, once left the newest checkpoint unusable, exit 0).
 struct InputFile {
   std::string flag;
   std::string path;
+  bool checkpoints = false;
 };
 
 // Checked before training, so a long run does not end in a write that was bound to fail and never

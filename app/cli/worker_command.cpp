@@ -12,6 +12,7 @@
 #include "engine/launch/stop_request.h"
 #include "engine/state/atomic_file.h"
 #include "engine/train/config.h"
+#include "engine/train/config_json.h"
 #include "profiling/io/input_file.h"
 
 namespace shardscope::cli {
@@ -48,8 +49,7 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
       throw ConfigError("config", why);
     std::ifstream file(config_file);
     if (!file) throw ConfigError("config", "cannot read '" + config_file + "'");
-    auto json = nlohmann::json::parse(file, nullptr, /*allow_exceptions=*/false);
-    if (json.is_discarded()) throw ConfigError("config", "'" + config_file + "' is not JSON");
+    auto json = read_config_json(file, config_file);
     // A config written for any size of job: the launcher's WORLD_SIZE says how many ranks.
     if (json.is_object() && !json.contains("world")) json["world"] = env.world;
     Config config = config_from_json(json);

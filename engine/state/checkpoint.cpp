@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -159,6 +160,22 @@ std::string checkpoint_step_directory(const std::string& root, int step) {
   char name[32];
   std::snprintf(name, sizeof name, "step-%06d", step);
   return root + "/" + name;
+}
+
+std::string checkpoint_root_of(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return path;
+  std::error_code ec;
+  fs::path p = fs::path(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "dir/" names dir
+  if (!fs::exists(p / "manifest.json", ec)) return path;
+  const fs::path parent = p.parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+bool is_checkpoint_entry(const std::string& relative) {
+  const std::string first = relative.substr(0, relative.find('/'));
+  return first == "latest" || first == ".lock" || first.rfind("step-", 0) == 0;
 }
 
 void check_checkpoint_directory(const std::string& root) {

@@ -24,6 +24,12 @@ struct CheckpointInfo {
 };
 
 std::string checkpoint_step_directory(const std::string& root, int step);
+// The checkpoint directory a --resume path names: the path, or the directory above a step's
+// folder (one holding a manifest).
+std::string checkpoint_root_of(const std::string& path);
+// Whether `relative`, a path inside a checkpoint directory, is what its checkpoints keep there:
+// `latest`, `.lock`, a step's folder or anything in one. An output there would ruin a checkpoint.
+bool is_checkpoint_entry(const std::string& relative);
 // Creates `root` if needed and checks that it can be written (ConfigError on "checkpoint_dir"),
 // so a bad directory is reported before training rather than at the first checkpoint.
 void check_checkpoint_directory(const std::string& root);

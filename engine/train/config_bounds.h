@@ -9,6 +9,13 @@ namespace shardscope {
 struct Config;
 struct ModelConfig;
 
+// A pipeline's micro-batches a step: Megatron's largest published pipelines ran 512 (Korthikanti
+// et al. 2022, the 1T row); 65,536 leaves room and bounds the schedule a projection builds.
+constexpr int kMostMicroBatches = 65536;
+// Accumulation passes a step, which a projection walks one by one: half a million project in a
+// second; 2e9 ran out of memory.
+constexpr int kMostAccumulation = 1 << 20;
+
 // Sizes are bounded before anything is allocated: a batch or model that no memory here could
 // hold, or a thread count that would only thrash, is refused with the field to change instead of
 // growing until the machine kills the run. Throws ConfigError.

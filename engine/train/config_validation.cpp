@@ -145,6 +145,8 @@ void validate_strategy_options(const StrategyOptions& so) {
   require(so.pipeline_parallel >= 0, "strategy_options.pipeline_parallel", "must not be negative");
   require(so.data_parallel >= 0, "strategy_options.data_parallel", "must not be negative");
   require(so.micro_batches >= 0, "strategy_options.micro_batches", "must not be negative");
+  require(so.micro_batches <= kMostMicroBatches, "strategy_options.micro_batches",
+          "at most " + std::to_string(kMostMicroBatches) + " a step");
   require(so.context_parallel >= 0, "strategy_options.context_parallel", "must not be negative");
   require(so.expert_parallel >= 0, "strategy_options.expert_parallel", "must not be negative");
   // Which schedules exist, and what each needs, is the pipeline strategies' to check.
@@ -193,6 +195,10 @@ void validate(const Config& c) {
 }
 
 void validate_structure(const Config& c) {
+  // Counts a projection also walks (`project` of a configuration too big to run): 2e9 once ran out
+  // of memory, or overflowed a product in a message.
+  require(c.grad_accum >= 1 && c.grad_accum <= kMostAccumulation, "grad_accum",
+          "must be from 1 to " + std::to_string(kMostAccumulation));
   validate_model(c);
   validate_optimizer(c.optimizer);
   validate_strategy_options(c.strategy_options);

@@ -383,6 +383,17 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
   const size_t n_ranks = measured.ranks.size();
   if (n_ranks == 0)
     throw std::runtime_error("the trace holds no ranks: there is nothing to replay");
+  // Ranks whose events lie in no step (only metadata, or every step number cut): a projection of
+  // nothing once printed a step of 0.00 ms, exit 0.
+  const bool any_step =
+      std::any_of(measured.ranks.begin(), measured.ranks.end(), [](const auto& r) {
+        return std::any_of(r.events.begin(), r.events.end(),
+                           [](const Event& e) { return e.step >= 0; });
+      });
+  if (!any_step)
+    throw std::runtime_error(
+        "the trace holds no training step (no event lies in one): there is "
+        "nothing to replay");
   if (static_cast<int>(n_ranks) > hw.gpus())
     throw std::runtime_error(std::to_string(n_ranks) + " ranks do not fit on " + hw.name + " (" +
                              std::to_string(hw.gpus()) + " GPUs)");

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
@@ -79,6 +81,65 @@ TEST(HostileCheckpointDir, TheUsersFoldersNeitherCountNorGo) {
                  "tiny", "--no-reference", "--resume", ck.string()});
   EXPECT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("step 3"), std::string::npos) << resumed.out;
+}
+
+// Hostile sweep 3 (2026-11-28): an output written among the checkpoints (--json over `latest`,
+// --export-weights over a shard, --trace over a manifest) exited 0 and left the newest checkpoint
+// unusable. Refused before training, by --checkpoint-dir and by --resume (a directory, or one
+// step's folder, whose directory is protected too); a file of the user's beside them is fine.
+TEST(HostileCheckpointDir, NoOutputLandsOnACheckpointsFiles) {
+  const fs::path dir = test::test_temp_dir(), ck = dir / "ck";
+  ASSERT_EQ(test::cli(train(ck, 2, 0)).code, 0);
+  const std::string latest = read(ck / "latest"), manifest = read(ck / "step-000002/manifest.json");
+  const auto with = [](std::vector<std::string> args, std::vector<std::string> extra) {
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const std::vector<std::string> resume = {
+      "run",     "--strategy", "ddp_bucketed", "--world", "2",
+      "--steps", "3",          "--preset",     "tiny",    "--no-reference"};
+  for (const auto& [args, flag] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {with(train(ck, 3, 0), {"--json", (ck / "latest").string()}), "--json"},
+           {with(resume, {"--resume", ck.string(), "--json", (ck / "latest").string()}), "--json"},
+           {with(resume,
+                 {"--resume", (ck / "step-000002").string(), "--json", (ck / "latest").string()}),
+            "--json"},
+           {with(resume, {"--resume", ck.string(), "--export-weights",
+                          (ck / "step-000002/rank-0.ckpt").string()}),
+            "--export-weights"},
+           {with(resume,
+                 {"--resume", ck.string(), "--trace", (ck / "step-000002/manifest.json").string()}),
+            "--trace"},
+           {with(resume, {"--resume", ck.string(), "--trace", ck.string() + "/"}), "--trace"}}) {
+    const test::CliResult r = test::cli(args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find(flag + ": "), std::string::npos) << r.err;
+    // "a checkpoint's file in --resume", or for the directory itself "is the --resume input".
+    EXPECT_TRUE(r.err.find("checkpoint") != std::string::npos ||
+                r.err.find("--resume input") != std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(read(ck / "latest"), latest);
+  EXPECT_EQ(read(ck / "step-000002/manifest.json"), manifest);
+  const test::CliResult beside =
+      test::cli(with(resume, {"--resume", ck.string(), "--json", (ck / "summary.json").string()}));
+  EXPECT_EQ(beside.code, 0) << beside.err;
+}
+
+// A config nested 150,000 arrays deep (a 300 KB file) once overflowed the stack (rc 139) in run,
+// a worker and collect: refused while parsing.
+TEST(HostileCheckpointDir, AConfigNestedPastAnyConfigIsRefusedWhileParsing) {
+  const fs::path dir = test::test_temp_dir();
+  const int deep = 150000;
+  write(dir / "deep.json", "{\"model\":" + std::string(deep, '[') + std::string(deep, ']') + "}");
+  const test::CliResult r = test::cli({"run", "--config", (dir / "deep.json").string()});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("nests deeper than 64 levels"), std::string::npos) << r.err;
+  fs::create_directories(dir / "out");
+  fs::copy_file(dir / "deep.json", dir / "out/config.json");
+  const test::CliResult collected = test::cli({"collect", (dir / "out").string()});
+  EXPECT_EQ(collected.code, 2) << collected.err;
+  EXPECT_NE(collected.err.find("nests deeper"), std::string::npos) << collected.err;
 }
 
 }  // namespace

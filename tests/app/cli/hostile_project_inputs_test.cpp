@@ -3,8 +3,11 @@
 // collective prints no table first, and a trace `perf` cannot open is bad input.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tests/support/cli_runner.h"
 #include "tests/support/temp_dir.h"
@@ -64,6 +67,63 @@ TEST(HostileProjectInputs, ATracePerfCannotOpenIsBadInputBeforeTheSuite) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("--trace"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("[gui]"), std::string::npos) << "the suite started first:\n" << r.err;
+}
+
+// Hostile sweep 3 (2026-11-28): counts a projection walks are bounded (--grad-accum 2e9 ran out
+// of memory; --micro-batches 2e9 overflowed a product in its message).
+TEST(HostileProjectInputs, AccumulationAndMicroBatchesAreBounded) {
+  const std::vector<std::string> gpt = {"project", "--preset", "gpt-7b", "--world", "8"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = gpt;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  expect_refused(with({"--strategy", "ddp_bucketed", "--grad-accum", "2000000000"}),
+                 "--grad-accum");
+  expect_refused(with({"--strategy", "pp", "--micro-batches", "2000000000"}), "--micro-batches");
+  EXPECT_EQ(test::cli(with({"--strategy", "ddp_bucketed", "--grad-accum", "64"})).code, 0);
+}
+
+// A trace of ours whose recorded config could not have run (edited: heads 0 divided by zero in
+// `project`, experts 1e9 ran out of memory), or that holds no step (a projection of nothing
+// printed 0.00 ms, exit 0), is bad input naming the trace and the key.
+TEST(HostileProjectInputs, ATracesRecordedConfigAndStepsAreChecked) {
+  const auto dir = test::test_temp_dir();
+  const std::string chrome = (dir / "t.json").string();
+  const test::CliResult ran =
+      test::cli({"run", "--preset", "tiny", "--strategy", "ddp_bucketed", "--world", "2", "--steps",
+                 "2", "--no-reference", "--quiet", "--trace", chrome});
+  ASSERT_EQ(ran.code, 0) << ran.err;
+  std::ifstream in(chrome);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  const auto edited = [&](const std::string& name, auto&& edit) {
+    nlohmann::json t = trace;
+    edit(t);
+    const std::string path = (dir / name).string();
+    std::ofstream(path) << t.dump();
+    return path;
+  };
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"heads", 0}, {"experts", 1000000000}, {"vocab", 0}, {"d_model", -64}}) {
+    const std::string path = edited(key + ".json", [&](nlohmann::json& t) {
+      t["otherData"]["run"]["config"]["model"][key] = value;
+    });
+    for (const char* command : {"project", "report"}) {
+      const test::CliResult r = test::cli({command, path});
+      EXPECT_EQ(r.code, 2) << command << " " << key << ": " << r.err;
+      EXPECT_NE(r.err.find("model." + key), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(path), std::string::npos) << r.err;
+    }
+  }
+  const std::string no_steps = edited("no-steps.json", [](nlohmann::json& t) {
+    nlohmann::json kept = nlohmann::json::array();
+    for (const auto& e : t["traceEvents"])
+      if (e.value("ph", "") == "M") kept.push_back(e);
+    t["traceEvents"] = kept;
+  });
+  const test::CliResult r = test::cli({"project", no_steps});
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_NE(r.err.find("no training step"), std::string::npos) << r.err;
 }
 
 }  // namespace
