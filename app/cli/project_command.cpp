@@ -59,9 +59,17 @@ int project_collective(const ProjectOptions& o, const profiling::HardwareProfile
   if (o.ranks_given && o.ranks < 2)
     throw std::invalid_argument("--ranks must be at least 2, got " + std::to_string(o.ranks));
   const int ranks = o.ranks_given ? o.ranks : hw.gpus();
+  // The model's own words, prefixed with the flag the user typed.
+  const auto flagged = [](const char* flag, auto&& f) {
+    try {
+      return f();
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(flag) + ": " + e.what());
+    }
+  };
   std::vector<int64_t> sizes;
   if (!o.bytes.empty()) {
-    sizes.push_back(profiling::parse_bytes(o.bytes));
+    sizes.push_back(flagged("--bytes", [&] { return profiling::parse_bytes(o.bytes); }));
   } else {
     for (int64_t s = 4; s <= (int64_t{1} << 30); s *= 4) sizes.push_back(s);
   }
@@ -69,6 +77,17 @@ int project_collective(const ProjectOptions& o, const profiling::HardwareProfile
       << " ranks, algorithm " << o.algorithm << "\n"
       << pad("size", 12) << pad("time us", 12) << pad("algbw", 12) << pad("busbw", 12)
       << pad("algorithm", 14) << "protocol\n";
+  // What the model refuses, named by the flag at fault: the algorithm, checked first, then the
+  // collective, then the ranks.
+  try {
+    profiling::estimate_collective(o.collective, sizes.front(), ranks, hw, o.algorithm);
+  } catch (const std::invalid_argument& e) {
+    const std::string why = e.what();
+    const char* flag = why.find("algorithm") != std::string::npos ? "--algorithm"
+                       : why.rfind("no cost model", 0) == 0       ? "--collective"
+                                                                  : "--ranks";
+    throw std::invalid_argument(std::string(flag) + ": " + why);
+  }
   for (int64_t size : sizes) {
     const auto e = profiling::estimate_collective(o.collective, size, ranks, hw, o.algorithm);
     out << pad(human_bytes(double(size)), 12) << pad(fmt("%.1f", e.time_s * 1e6), 12)

@@ -45,16 +45,23 @@ NamedTensors match_parameters(const NamedTensors& file, const NamedTensors& para
     if (!by_name.emplace(name, &tensor).second)
       throw WeightsFileError(path + ": tensor '" + name + "' appears twice");
   }
+  // Our GPT's tied embeddings (engine/model/gpt_model.cpp): the LM head is the token embedding.
+  const std::string embedding = "tok_emb.weight", head = "lm_head.weight";
   std::set<std::string> expected;
   NamedTensors out;
   for (const auto& [name, param] : params) {
     expected.insert(name);
     auto it = by_name.find(name);
     if (it == by_name.end()) {
+      const bool tied_file = name == head && by_name.count(embedding) > 0;
       throw WeightsFileError(path + ": no tensor named '" + name + "' (a parameter of shape " +
                              shape_text(param.sizes()) + "); the file has " +
                              std::to_string(file.size()) + " tensors, the model " +
-                             std::to_string(params.size()) + " parameters");
+                             std::to_string(params.size()) + " parameters" +
+                             (tied_file ? " (a model with tied embeddings wrote the file, which "
+                                          "keeps its LM head as the token embedding: add "
+                                          "--tie-embeddings)"
+                                        : ""));
     }
     if (it->second->sizes() != param.sizes()) {
       throw WeightsFileError(path + ": tensor '" + name + "' has shape " +
@@ -70,6 +77,12 @@ NamedTensors match_parameters(const NamedTensors& file, const NamedTensors& para
     out.emplace_back(name, *it->second);
   }
   for (const auto& [name, tensor] : file) {
+    // A PyTorch state_dict of a tied model lists the head beside the embedding it is: equal to
+    // it, it is the same parameter, not a stranger.
+    if (name == head && expected.count(head) == 0 && expected.count(embedding) > 0) {
+      const torch::Tensor& tok = *by_name.at(embedding);
+      if (tensor.sizes() == tok.sizes() && torch::equal(tensor, tok)) continue;
+    }
     if (expected.count(name) == 0) {
       throw WeightsFileError(path + ": tensor '" + name + "' (shape " + shape_text(tensor.sizes()) +
                              ") is not a parameter of this model (--preset and the model flags "

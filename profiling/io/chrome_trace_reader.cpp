@@ -403,6 +403,11 @@ struct TraceBuilder {
     out.step = optional_field<int32_t>(args, kStep, -1);
     out.micro = optional_field<int16_t>(args, kMicro, -1);
     out.bytes = optional_field<int64_t>(args, kBytes, 0);
+    // As the native reader: a negative payload is a corrupt event, named here rather than as a
+    // bare "negative size" from whatever prices it later.
+    if (out.bytes < 0)
+      throw TraceFormatError("X event '" + trace.str(out.name) + "': args.bytes is negative (" +
+                             std::to_string(out.bytes) + ")");
     out.seq = optional_field<int64_t>(args, kSeq, -1);
     out.peer = optional_field<int16_t>(args, kPeer, -1);
     out.group_size = optional_field<int16_t>(args, kGroupSize, 0);

@@ -58,6 +58,15 @@ TEST(HostileProjectInputs, ARefusedCollectivePrintsNoTableFirst) {
   expect_refused({"project", "--collective", "bogus"}, "bogus");
   expect_refused({"project", "--collective", "all_reduce", "--ranks", "9"}, "9 ranks");
   expect_refused({"project", "--collective", "all_reduce", "--algorithm", "bogus"}, "bogus");
+  // Each names its flag (sweep 3: the model's words came alone).
+  expect_refused({"project", "--collective", "bogus"}, "--collective: no cost model");
+  expect_refused({"project", "--collective", "all_reduce", "--ranks", "9"}, "--ranks: 9 ranks");
+  expect_refused({"project", "--collective", "all_gather", "--algorithm", "tree"},
+                 "--algorithm: the tree algorithm");
+  expect_refused({"project", "--collective", "all_reduce", "--algorithm", "zigzag"},
+                 "--algorithm: unknown algorithm 'zigzag'");
+  expect_refused({"project", "--collective", "all_reduce", "--bytes", "-1"},
+                 "--bytes: expected a size");
 }
 
 TEST(HostileProjectInputs, ATracePerfCannotOpenIsBadInputBeforeTheSuite) {

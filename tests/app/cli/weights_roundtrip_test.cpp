@@ -196,6 +196,33 @@ TEST(WeightsRoundTrip, BadInitialWeightsExitWithTwoNamingTheFileAndTheTensor) {
   expect_refused({"--config", config.string()}, "/nonexistent/c.safetensors", "no such file");
 }
 
+// A PyTorch state_dict of a model with tied embeddings lists the LM head beside the embedding it
+// is (hostile sweep 3: refused as "not a parameter of this model"). Equal to it, it is the same
+// parameter and the file loads; a different head is refused; an untied model given our tied
+// export is told to add --tie-embeddings.
+TEST(WeightsRoundTrip, ATiedModelsStateDictWithItsHeadLoads) {
+  Config c = run_config();
+  c.model.tie_embeddings = true;
+  NamedTensors tied = to_cpu_copy(GptModel(c.model, c.seed)->named_params());
+  const torch::Tensor embedding = tied.front().second;  // tok_emb.weight comes first
+  ASSERT_EQ(tied.front().first, "tok_emb.weight");
+  const fs::path dir = test::test_temp_dir();
+  NamedTensors with_head = tied;
+  with_head.emplace_back("lm_head.weight", embedding.clone());
+  write_weights_file((dir / "state_dict.safetensors").string(), with_head);
+  const CliResult loaded = cli(kRun, {"--steps", "2", "--tie-embeddings", "--init-weights",
+                                      (dir / "state_dict.safetensors").string()});
+  EXPECT_EQ(loaded.code, 0) << loaded.err;
+  with_head.back().second = embedding + 1;
+  write_weights_file((dir / "other_head.safetensors").string(), with_head);
+  const std::string other = (dir / "other_head.safetensors").string();
+  expect_refused({"--tie-embeddings", "--init-weights", other}, other,
+                 "tensor 'lm_head.weight' (shape [256, 64]) is not a parameter");
+  write_weights_file((dir / "tied.safetensors").string(), tied);
+  const std::string ours = (dir / "tied.safetensors").string();
+  expect_refused({"--init-weights", ours}, ours, "add --tie-embeddings");
+}
+
 TEST(WeightsRoundTrip, AResumeContinuesFromItsCheckpointAndItsReferenceFromTheSameFile) {
   torch::manual_seed(5);
   const std::string init = weights_file("init.safetensors", [](NamedTensors& w) {

@@ -128,6 +128,22 @@ TEST(NativeTrace, AnEventOfNegativeBytesIsCorrupt) {
     EXPECT_NE(std::string(e.what()).find("negative number of bytes"), std::string::npos)
         << e.what();
   }
+  // The Chrome form too, naming the event (sweep 3: "negative size" came from the pricing, or
+  // report drew it).
+  Trace collective = test::sample_trace();
+  for (Event& e : collective.ranks[0].events) {
+    if (e.category == Category::kCollective) {
+      e.bytes = -5;
+      break;
+    }
+  }
+  try {
+    from_chrome_json(to_chrome_json(collective));
+    ADD_FAILURE() << "read a Chrome event of -5 bytes";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("args.bytes is negative (-5)"), std::string::npos)
+        << e.what();
+  }
   // After its end, bytes are named as such, not as a cut.
   const std::string whole = to_native(test::sample_trace());
   try {
