@@ -27,6 +27,10 @@ double positive(const json& object, const char* key, const std::string& where) {
   const double value = object[key].get<double>();
   if (!(value > 0) || !std::isfinite(value))
     throw std::runtime_error(where + ": '" + key + "' must be positive and finite");
+  // No rate, latency, size or fraction of a machine lies outside these (a link of 1e-300 GB/s
+  // once priced a step in 63 digits).
+  if (value < 1e-6 || value > 1e9)
+    throw std::runtime_error(where + ": '" + key + "' must lie between 1e-6 and 1e9");
   return value;
 }
 

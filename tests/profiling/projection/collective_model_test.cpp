@@ -149,6 +149,21 @@ TEST(HardwareProfiles, MalformedProfilesNameTheField) {
     EXPECT_NE(std::string(e.what()).find("bandwidth_gbps"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_hardware_profile("[1,2]", "t"), std::runtime_error);
+  // Positive but out of any machine's range (sweep 3: 1e-300 GB/s priced a step in 63 digits).
+  for (const char* bandwidth : {"1e-300", "1e300"}) {
+    try {
+      parse_hardware_profile(
+          std::string(R"({"name":"x","gpus_per_node":8,"nodes":1,
+        "gpu_memory_gib":80,"peak_bf16_tflops":1,"intra":{"bandwidth_gbps":)") +
+              bandwidth + R"(,"efficiency":1,"hw_latency_us":{"ll":1,"ll128":1,"simple":1}}})",
+          "test.json");
+      ADD_FAILURE() << "accepted a bandwidth of " << bandwidth;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("'bandwidth_gbps' must lie between 1e-6 and 1e9"),
+                std::string::npos)
+          << e.what();
+    }
+  }
   // A truncated file, or a NaN JSON cannot spell, says where it broke.
   for (const char* text : {R"({"name":"x","gpus_per_node":8,"nod)", R"({"name":"x","sms":NaN})"}) {
     try {
