@@ -102,6 +102,10 @@ std::pair<double, std::string> calibrated_scale(const profiling::Trace& measured
 
 }  // namespace
 
+double scaling_efficiency(const StepSummary& s, size_t ranks) {
+  return s.step_s > 0 && ranks > 0 ? s.compute_s / (double(ranks) * s.step_s) : 0.0;
+}
+
 TraceProjection project_recorded_trace(const profiling::Trace& measured,
                                        const profiling::HardwareProfile& hw, double compute_scale,
                                        const std::string& precision) {
@@ -151,12 +155,8 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
   t.measured_summary = summarise(measured);
   t.projected_summary = summarise(t.projected);
   const size_t n = measured.ranks.size();
-  // Scaling efficiency: one GPU would do every rank's compute itself.
-  auto efficiency = [n](const StepSummary& s) {
-    return s.step_s > 0 ? s.compute_s / (n * s.step_s) : 0.0;
-  };
-  t.measured_efficiency = efficiency(t.measured_summary);
-  t.projected_efficiency = efficiency(t.projected_summary);
+  t.measured_efficiency = scaling_efficiency(t.measured_summary, n);
+  t.projected_efficiency = scaling_efficiency(t.projected_summary, n);
   // A trace without our run description has no model, so no MFU.
   const std::optional<Config>& c = config;
   if (c && t.projected_summary.step_s > 0 && hw.peak_bf16_tflops > 0) {

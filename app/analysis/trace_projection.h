@@ -14,6 +14,9 @@ struct StepSummary {
   double step_s = 0, exposed_s = 0, overlap = 0, compute_s = 0;
 };
 StepSummary summarise(const profiling::Trace& trace);
+// Scaling efficiency against one GPU, which would do every rank's compute itself: compute over
+// `ranks` x the step.
+double scaling_efficiency(const StepSummary& s, size_t ranks);
 
 // A recorded trace replayed onto a hardware profile, with the figures `shardscope project` and
 // the GUI's what-if panel show side by side.

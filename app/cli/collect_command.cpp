@@ -15,6 +15,7 @@
 #include "engine/state/atomic_file.h"
 #include "engine/state/weights.h"
 #include "engine/train/config.h"
+#include "engine/train/config_json.h"
 #include "engine/train/run.h"
 #include "profiling/io/trace_io.h"
 
@@ -41,7 +42,7 @@ nlohmann::json read_json(const std::string& path, const std::string& what) {
   if (!file) throw BadFolder(path + ": cannot be read (" + what + ")");
   // Nesting no file of a run has (a 300 KB config.json of 150,000 nested arrays once overflowed
   // the stack): refused while parsing.
-  constexpr int kDeepest = 64;
+  constexpr int kDeepest = kDeepestRunJson;
   struct TooDeep {};
   nlohmann::json json;
   try {

@@ -88,7 +88,9 @@ std::string file_problem(const std::string& path, bool make_folders = true) {
 std::string canonical(const std::string& path) {
   std::error_code ec;
   const fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
-  return ec ? path : p.string();
+  std::string where = ec ? path : p.string();
+  while (where.size() > 1 && where.back() == '/') where.pop_back();  // "DIR/" is DIR
+  return where;
 }
 
 // Where an output lands: the file, or for a trace directory the directory, whose files of
@@ -114,9 +116,7 @@ void require_distinct(const std::vector<OutputFile>& outputs,
   for (const OutputFile& o : outputs) {
     if (o.path.empty()) continue;
     const bool directory = o.trace && analysis::is_trace_directory(o.path);
-    std::string where = canonical(o.path);
-    while (where.size() > 1 && where.back() == '/') where.pop_back();
-    claims.push_back({o.flag, o.path, where, directory});
+    claims.push_back({o.flag, o.path, canonical(o.path), directory});
   }
   for (size_t i = 0; i < claims.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
@@ -127,8 +127,7 @@ void require_distinct(const std::vector<OutputFile>& outputs,
     for (const InputFile& input : inputs) {
       if (input.path.empty()) continue;
       if (input.checkpoints) {
-        std::string root = canonical(input.path);
-        while (root.size() > 1 && root.back() == '/') root.pop_back();
+        const std::string root = canonical(input.path);
         const std::string& at = claims[i].canonical;
         if (at == root ||
             (at.rfind(root + "/", 0) == 0 && is_checkpoint_entry(at.substr(root.size() + 1))))

@@ -44,12 +44,11 @@ void project(GuiSession& session, LoadedRun& run) {
     // student comparing the outer columns alone would credit the hardware with both.
     if (const ShownRun here = session.shown(run); here.device_time && here.trace != nullptr) {
       const analysis::StepSummary s = analysis::summarise(*here.trace);
-      const double n = double(here.trace->ranks.size());
       w.figures["here_lens"] = here.title;
       w.figures["here_step_ms"] = s.step_s * 1e3;
       w.figures["here_exposed_ms"] = s.exposed_s * 1e3;
       w.figures["here_overlap"] = s.overlap;
-      w.figures["here_efficiency"] = s.step_s > 0 ? s.compute_s / (n * s.step_s) : 0.0;
+      w.figures["here_efficiency"] = analysis::scaling_efficiency(s, here.trace->ranks.size());
     }
     w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
     if (!t.compute_model.empty()) {

@@ -11,7 +11,7 @@
 namespace shardscope {
 
 nlohmann::json read_config_json(std::istream& in, const std::string& name) {
-  constexpr int kDeepest = 64;
+  constexpr int kDeepest = kDeepestRunJson;
   using Event = nlohmann::json::parse_event_t;
   std::vector<std::set<std::string>> keys_in;  // one set of keys per object being read
   std::string duplicate;

@@ -13,5 +13,7 @@ namespace shardscope {
 // refused while parsing (an array nested 150,000 deep, a 300 KB file, once overflowed the stack;
 // no config nests past 3). Throws ConfigError("config", ...) naming `name`.
 nlohmann::json read_config_json(std::istream& in, const std::string& name);
+// The nesting no file of a run goes past (collect reads the rank files with the same bound).
+constexpr int kDeepestRunJson = 64;
 
 }  // namespace shardscope
