@@ -35,7 +35,7 @@ profiling::HardwareProfile on_nodes(profiling::HardwareProfile hw, int nodes) {
   if (nodes < 0) throw ConfigError("nodes", "must be at least 1");
   if (nodes == 0) return hw;
   if (nodes > 1 && !hw.has_inter)
-    throw ConfigError("nodes", hw.name + " has no link between nodes ('inter')");
+    throw ConfigError("nodes", hw.label() + " has no link between nodes ('inter')");
   if (nodes > 100000) throw ConfigError("nodes", "at most 100000");
   hw.nodes = nodes;
   return hw;

@@ -148,7 +148,7 @@ void check_priced_precision(const std::string& precision, const profiling::Hardw
   if (!hw.gpu.prices_fp32()) {
     throw ConfigError(
         "strategy_options.precision",
-        hw.name +
+        hw.label() +
             " has no measured fp32 GEMM and attention rates (its gpu's 'fp32_matmul_tflops' and "
             "'fp32_attention_*_fraction'), so fp32 cannot be priced there: give bf16, or a "
             "profile that measured them (8xH100, 8xH200)");

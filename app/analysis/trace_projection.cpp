@@ -171,7 +171,7 @@ TraceProjection project_recorded_trace(const profiling::Trace& measured,
 void require_priced_precision(const TraceProjection& t, const profiling::HardwareProfile& hw) {
   if (t.compute_model.empty())
     throw ConfigError("strategy_options.precision",
-                      "this trace's compute is not priced kernel by kernel on " + hw.name +
+                      "this trace's compute is not priced kernel by kernel on " + hw.label() +
                           " but scaled (" + t.scale_source + "), so no precision applies to it");
 }
 

@@ -104,16 +104,24 @@ struct Members {
   const char* name(size_t k) const { return (*keys)[k]; }
 };
 
+// Why a field's value is not a T: a number too large for it (`"peer": 99999` for a rank), or
+// something else than a number where one belongs.
+template <typename T, size_t N>
+TraceFormatError unconvertible(const Members<N>& object, size_t k, const char* where) {
+  const std::string field = std::string(where) + ": field '" + object.name(k) + "'";
+  if (!std::is_arithmetic_v<T> || !object.value[k].is_number())
+    return TraceFormatError(field + " has the wrong type");
+  return TraceFormatError(field + " is out of range (" +
+                          simdjson::minify(object.value[k]).substr(0, 40) + ")");
+}
+
 template <typename T, size_t N>
 T field(const Members<N>& object, size_t k, const char* where) {
   if (!object.found[k]) {
     throw TraceFormatError(std::string(where) + ": missing field '" + object.name(k) + "'");
   }
   T value{};
-  if (!convert(object.value[k], &value)) {
-    throw TraceFormatError(std::string(where) + ": field '" + object.name(k) +
-                           "' has the wrong type");
-  }
+  if (!convert(object.value[k], &value)) throw unconvertible<T>(object, k, where);
   return value;
 }
 
@@ -121,10 +129,7 @@ template <typename T, size_t N>
 T optional_field(const Members<N>& object, size_t k, T fallback) {
   if (!object.found[k] || object.value[k].is_null()) return fallback;
   T value{};
-  if (!convert(object.value[k], &value)) {
-    throw TraceFormatError(std::string("trace event: field '") + object.name(k) +
-                           "' has the wrong type");
-  }
+  if (!convert(object.value[k], &value)) throw unconvertible<T>(object, k, "trace event");
   return value;
 }
 
@@ -472,8 +477,15 @@ void read_failures(Trace& trace, const json& other) {
 
 Trace from_chrome_json(const std::string& text) {
   TraceBuilder read;
-  const chrome_json::Document doc =
-      chrome_json::scan(text, [&](simdjson::dom::object object) { read.on_event(object); });
+  size_t index = 0;  // which event a fault is in, counted as traceEvents lists them
+  const chrome_json::Document doc = chrome_json::scan(text, [&](simdjson::dom::object object) {
+    try {
+      read.on_event(object);
+    } catch (const TraceFormatError& e) {
+      throw TraceFormatError("traceEvents[" + std::to_string(index) + "]: " + e.what());
+    }
+    ++index;
+  });
   if (!doc.saw_events) throw TraceFormatError("not a Chrome trace: no traceEvents array");
   Trace trace = std::move(read.trace);
   const json& other = doc.other;

@@ -71,7 +71,7 @@ CollectiveEstimate estimate_collective(const std::string& op, int64_t bytes, int
   if (algorithm != "auto" && algorithm != "ring" && algorithm != "tree")
     throw std::invalid_argument("unknown algorithm '" + algorithm + "' (ring, tree, auto)");
   if (ranks < 1 || ranks > hw.gpus())
-    throw std::invalid_argument(std::to_string(ranks) + " ranks on " + hw.name + ", which has " +
+    throw std::invalid_argument(std::to_string(ranks) + " ranks on " + hw.label() + ", which has " +
                                 std::to_string(hw.gpus()) + " GPUs");
   if (bytes < 0) throw std::invalid_argument("negative size");
   if (algorithm == "tree" && op != "all_reduce")

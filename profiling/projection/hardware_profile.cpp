@@ -323,7 +323,9 @@ HardwareProfile load_hardware_profile(const std::string& name_or_path) {
   }
   std::stringstream text;
   text << file.rdbuf();
-  return parse_hardware_profile(text.str(), path);
+  HardwareProfile hw = parse_hardware_profile(text.str(), path);
+  if (is_path) hw.file = path;
+  return hw;
 }
 
 }  // namespace shardscope::profiling

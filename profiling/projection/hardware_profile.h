@@ -28,6 +28,11 @@ struct Link {
 struct HardwareProfile {
   std::string name;
   std::string description;
+  // The file it was read from when given by path, not by name (empty otherwise).
+  std::string file;
+  // How a message names it: "8xH100", or "8xH100 (from FILE)" for a copy given by path, whose
+  // name field says what it was copied from rather than which file is at fault.
+  std::string label() const { return file.empty() ? name : name + " (from " + file + ")"; }
   int gpus_per_node = 8;
   int nodes = 1;
   double gpu_memory_gib = 80;

@@ -395,8 +395,8 @@ Trace replay_trace(const Trace& measured, const HardwareProfile& hw, const Repla
         "the trace holds no training step (no event lies in one): there is "
         "nothing to replay");
   if (static_cast<int>(n_ranks) > hw.gpus())
-    throw std::runtime_error(std::to_string(n_ranks) + " ranks do not fit on " + hw.name + " (" +
-                             std::to_string(hw.gpus()) + " GPUs)");
+    throw std::runtime_error(std::to_string(n_ranks) + " ranks do not fit on " + hw.label() +
+                             ", which has " + std::to_string(hw.gpus()) + " GPUs");
   const double scale = options.compute_scale;
   if (!(scale > 0)) throw std::runtime_error("compute scale must be positive");
   for (const auto& spans : options.span_scales) {

@@ -10,6 +10,7 @@
 
 #include "engine/comm/comm.h"
 #include "engine/launch/device_turns.h"
+#include "profiling/record/host_tracing.h"
 #include "profiling/record/memory_tags.h"
 
 namespace shardscope {
@@ -87,6 +88,12 @@ void ReducerSync::before_forward() {
   if (!reducer_->should_rebuild_buckets()) return;
   DeviceTurns::Release give_up_the_device;
   profiling::MemoryTag buckets(profiling::MemoryKind::kGradients);  // rebuilt buckets
+  if (!armed_once_) {  // before any backward there is no order to rebuild by: nothing happens
+    reducer_->rebuild_buckets();
+    return;
+  }
+  // Named on the host lane: the gap it leaves before this step's forward is DDP's, not ours.
+  profiling::ScopedSpan span(profiling::Category::kOther, kRebuildBucketsSpan);
   reducer_->rebuild_buckets();
 }
 
@@ -95,6 +102,7 @@ void ReducerSync::after_backward() {
 }
 
 void ReducerSync::arm(const std::vector<torch::Tensor>& outputs) {
+  armed_once_ = true;
   reducer_->prepare_for_forward();
   reducer_->prepare_for_backward(find_unused_ ? outputs : std::vector<torch::Tensor>{});
   // The Reducer waits for its buckets (and, finding unused parameters, for their all_reduce) in

@@ -17,6 +17,11 @@ namespace shardscope {
 class Comm;
 class CommWork;
 
+// The host span of the one rebuild, in the second step: the gap before that step's forward (rank
+// 0's bucket order broadcast, new bucket buffers allocated) is DDP's own.
+inline constexpr char kRebuildBucketsSpan[] =
+    "DDP rebuilds its buckets in the order the first step's gradients arrived";
+
 // PyTorch's DDP engine, c10d::Reducer, over any list of parameters and any group, driven the way
 // torch.nn.parallel.DistributedDataParallel drives it from Python: gradients bucketed in reverse
 // order and all-reduced (through our traced Comm) as buckets fill during backward, buckets
@@ -41,6 +46,7 @@ class ReducerSync {
   // The bucket all-reduces of the armed backward still to be waited for.
   std::shared_ptr<std::vector<CommWork>> in_flight_;
   bool find_unused_ = false;
+  bool armed_once_ = false;  // a backward has recorded the order gradients arrive in
 };
 
 }  // namespace shardscope

@@ -135,5 +135,28 @@ TEST(HostileProjectInputs, ATracesRecordedConfigAndStepsAreChecked) {
   EXPECT_NE(r.err.find("no training step"), std::string::npos) << r.err;
 }
 
+// A profile given by path is named by its path wherever it is at fault: a copy of 8xH100 edited
+// to one GPU was once "8xH100 (1 GPUs)", which blamed the shipped profile.
+TEST(HostileProjectInputs, AProfileGivenByPathIsNamedByItsPath) {
+  std::ifstream shipped(std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/hardware/8xH100.json");
+  nlohmann::json profile = nlohmann::json::parse(shipped);
+  profile["gpus_per_node"] = 1;
+  profile.erase("inter");
+  const std::string path = (test::test_temp_dir() / "one-gpu.json").string();
+  std::ofstream(path) << profile.dump();
+  const std::string trace =
+      std::string(SHARDSCOPE_SOURCE_DIR) + "/assets/traces/ddp_bucketed-w2.sst";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"project", trace, "--hardware", path},
+        std::vector<std::string>{"project", "--collective", "all_reduce", "--ranks", "2",
+                                 "--hardware", path},
+        std::vector<std::string>{"project", "--preset", "tiny", "--strategy", "ddp_bucketed",
+                                 "--world", "2", "--nodes", "2", "--hardware", path}}) {
+    const test::CliResult r = test::cli(args);
+    EXPECT_EQ(r.code, 2) << args[1] << ": " << r.err;
+    EXPECT_NE(r.err.find("8xH100 (from " + path + ")"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace shardscope

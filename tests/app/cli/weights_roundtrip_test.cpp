@@ -20,6 +20,7 @@
 #include "engine/state/weights.h"
 #include "engine/state/weights_file.h"
 #include "engine/train/config.h"
+#include "tests/support/python_modules.h"
 #include "tests/support/reference_check.h"
 #include "tests/support/temp_dir.h"
 
@@ -50,12 +51,6 @@ CliResult cli(std::vector<std::string> args, const std::vector<std::string>& mor
   return {code, out.str(), err.str()};
 }
 
-bool python_has_torch_and_safetensors() {
-  const std::string command = std::string(SHARDSCOPE_TEST_PYTHON) +
-                              " -c 'import torch.distributed, safetensors.torch' > /dev/null 2>&1";
-  return std::system(command.c_str()) == 0;
-}
-
 // Runs the Python command line; on failure, what it printed.
 testing::AssertionResult python(const std::string& args, const fs::path& log) {
   const std::string command = std::string(SHARDSCOPE_TEST_PYTHON) + " " + SHARDSCOPE_SOURCE_DIR +
@@ -81,7 +76,7 @@ nlohmann::json read_json(const fs::path& path) {
 }
 
 TEST(WeightsRoundTrip, PythonTrainsOurExportAndWeStartFromEveryFileItWrites) {
-  if (!python_has_torch_and_safetensors()) {
+  if (!test::python_has_packages("torch safetensors")) {
     GTEST_SKIP() << "no Python with torch and safetensors at " << SHARDSCOPE_TEST_PYTHON;
   }
   const fs::path dir = test::test_temp_dir();

@@ -395,11 +395,26 @@ TEST(ChromeTrace, ManyBatchesReadWholeAndTheFirstFaultIsNamed) {
   broken.insert(broken.size() - 1000, "\xff");
   EXPECT_NE(chrome_error(broken).find("not valid JSON"), std::string::npos);
   broken.replace(broken.find(R"("ts":3000,)"), 10, R"("ts":"x",)");
-  EXPECT_NE(chrome_error(broken).find("field 'ts' has the wrong type"), std::string::npos);
+  EXPECT_NE(chrome_error(broken).find("traceEvents[3000]: X event: field 'ts' has the wrong type"),
+            std::string::npos)
+      << chrome_error(broken);
   EXPECT_NE(chrome_error(text.substr(0, text.size() / 2)).find("not valid JSON"),
             std::string::npos);
   const size_t second = text.find("},{") + 2;
   EXPECT_NE(chrome_error(text.substr(0, second) + "7," + text.substr(second)).find("not an object"),
+            std::string::npos);
+}
+
+// A field's fault names the event (its place in traceEvents) and what is wrong with the value:
+// a rank too large for a peer was once "the wrong type".
+TEST(ChromeTrace, AFieldsFaultNamesItsEventAndWhetherItIsItsTypeOrItsRange) {
+  const std::string two = R"({"traceEvents":[)" + x_event(1) + ",";
+  EXPECT_NE(chrome_error(two + x_event(2, R"({"peer":99999})") + "]}")
+                .find("traceEvents[1]: trace event: field 'peer' is out of range (99999)"),
+            std::string::npos)
+      << chrome_error(two + x_event(2, R"({"peer":99999})") + "]}");
+  EXPECT_NE(chrome_error(two + x_event(2, R"({"peer":"one"})") + "]}")
+                .find("traceEvents[1]: trace event: field 'peer' has the wrong type"),
             std::string::npos);
 }
 
@@ -411,8 +426,9 @@ TEST(ChromeTrace, WhatOpenedBeforeStillOpens) {
                          R"(],"seed":-)" + huge + "}"),
             "(read)");
   EXPECT_NE(chrome_error(R"({"traceEvents":[)" + x_event(1, R"({"bytes":)" + huge + "}") + "]}")
-                .find("field 'bytes' has the wrong type"),
-            std::string::npos);
+                .find("field 'bytes' is out of range"),
+            std::string::npos)
+      << chrome_error(R"({"traceEvents":[)" + x_event(1, R"({"bytes":)" + huge + "}") + "]}");
   EXPECT_NE(chrome_error(R"({"traceEvents":[)" + x_event(1, R"({"bytes":1e400})") + "]}")
                 .find("not valid JSON"),
             std::string::npos);

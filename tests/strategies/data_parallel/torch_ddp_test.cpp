@@ -2,10 +2,15 @@
 // every rank are compared with the single-device reference after 5 AdamW steps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <limits>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/train/config.h"
 #include "engine/train/run.h"
+#include "strategies/data_parallel/reducer_sync.h"
 #include "tests/support/reference_check.h"
 
 namespace shardscope {
@@ -109,6 +114,31 @@ TEST(TorchDdp, ReducesOncePerStepNotPerMicroBatch) {
     EXPECT_GT(per_step[1].all_reduces, 1) << "then rebuilds buckets of bucket_mb";
     // Four accumulation micro-batches still reduce each bucket once per step.
     EXPECT_EQ(test::traffic_per_step(b.ranks[r]), per_step);
+  }
+}
+
+// The rebuild is DDP's own host work before the second step's forward (with accumulation, before
+// that step's first micro-batch only): the timeline names it there, once a rank, and nowhere else
+// (before any backward, DDP's call does nothing and shows nothing).
+TEST(TorchDdp, TheBucketRebuildIsNamedOnceBeforeTheSecondStepsForward) {
+  Config c = ddp_config(2, 2);
+  c.reference = false;
+  c.steps = 3;
+  RunSummary s = run_training(c);
+  ASSERT_TRUE(s.ok) << s.failure;
+  ASSERT_EQ(s.trace.ranks.size(), 2u);
+  for (const auto& rank : s.trace.ranks) {
+    std::vector<const profiling::Event*> rebuilds;
+    int64_t first_forward_of_step_1 = std::numeric_limits<int64_t>::max();
+    for (const auto& e : rank.events) {
+      if (s.trace.str(e.name) == kRebuildBucketsSpan) rebuilds.push_back(&e);
+      if (e.category == profiling::Category::kForward && e.step == 1)
+        first_forward_of_step_1 = std::min(first_forward_of_step_1, e.t0_ns);
+    }
+    ASSERT_EQ(rebuilds.size(), 1u) << "rank " << rank.rank;
+    EXPECT_EQ(rebuilds[0]->step, 1) << "rank " << rank.rank;
+    EXPECT_EQ(rebuilds[0]->category, profiling::Category::kOther);
+    EXPECT_LE(rebuilds[0]->t1_ns, first_forward_of_step_1) << "rank " << rank.rank;
   }
 }
 

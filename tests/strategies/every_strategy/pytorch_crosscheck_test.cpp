@@ -14,6 +14,7 @@
 #include "engine/state/weights.h"
 #include "engine/train/config.h"
 #include "engine/train/run.h"
+#include "tests/support/python_modules.h"
 #include "tests/support/reference_check.h"
 #include "tests/support/temp_dir.h"
 
@@ -31,16 +32,10 @@ void PrintTo(const CrossCheck& c, std::ostream* os) {
   *os << c.ours << " vs PyTorch " << c.theirs << ", world " << c.world << ", accum " << c.accum;
 }
 
-bool python_has_torch() {
-  const std::string command =
-      std::string(SHARDSCOPE_TEST_PYTHON) + " -c 'import torch.distributed' > /dev/null 2>&1";
-  return std::system(command.c_str()) == 0;
-}
-
 class PyTorchCrossCheck : public testing::TestWithParam<CrossCheck> {};
 
 TEST_P(PyTorchCrossCheck, SameWeightsAsPyTorchAfterFiveSteps) {
-  if (!python_has_torch()) {
+  if (!test::python_has_packages("torch")) {
     GTEST_SKIP() << "no Python with torch at " << SHARDSCOPE_TEST_PYTHON
                  << " (configure with -DSHARDSCOPE_PYTHON=...)";
   }
