@@ -53,6 +53,17 @@ void project(GuiSession& session, LoadedRun& run) {
     w.figures["projected_lens"] = "device time on " + hw.name + ": " + t.device_model;
     if (!t.compute_model.empty()) {
       w.figures["compute_model"] = t.compute_model;
+      // The configuration projection slows a GPU's compute and its collectives where they run
+      // together; a replay keeps each at its own pace. Said, where the GPU measured the slowdown.
+      if (const auto c = hw.gpu.contention(); c.measured) {
+        char text[320];
+        std::snprintf(text, sizeof text,
+                      "Not modelled in a replay: compute and collectives slowing each other where "
+                      "they overlap on one GPU (%s measured its GEMMs at %.2f of their pace beside "
+                      "a collective), so overlapped communication hides here for free.",
+                      hw.name.c_str(), c.compute_rate);
+        w.figures["not_modelled"] = text;
+      }
       if (t.launch_bound) {
         w.figures["launch_bound"] =
             "On " + hw.name +
