@@ -1,6 +1,7 @@
 #include "app/analysis/device_time_lens.h"
 
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "app/analysis/trace_projection.h"
@@ -33,8 +34,12 @@ LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {
     return out;
   }
   const std::string name = lens.hardware.empty() ? default_lens_hardware(measured) : lens.hardware;
-  const profiling::HardwareProfile hw = profiling::load_hardware_profile(name);
+  // A profile asked for is read or refused (the caller names --hardware); the default, missing
+  // or broken (a binary moved away from its assets), leaves the recording's own times, said.
+  std::optional<profiling::HardwareProfile> asked;
+  if (!lens.hardware.empty()) asked = profiling::load_hardware_profile(name);
   try {
+    const profiling::HardwareProfile hw = asked ? *asked : profiling::load_hardware_profile(name);
     TraceProjection t = project_recorded_trace(measured, hw, lens.compute_scale);
     out.trace = std::move(t.projected);
     out.device_time = true;

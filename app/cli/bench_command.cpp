@@ -236,11 +236,18 @@ std::optional<BenchPlan> plan_bench(const RunFlags& flags, const BenchOptions& o
   }
   plan.lens.measured = options.measured;
   plan.lens.hardware = options.hardware;
-  if (!plan.lens.measured && !plan.lens.hardware.empty()) {
+  if (!plan.lens.measured) {
+    // Read before any training: a profile missing or broken (the binary moved away from its
+    // assets) once aborted bench after every strategy had trained. Without --hardware, the
+    // default of the runs' device is the one read.
+    const bool given = !plan.lens.hardware.empty();
+    const std::string name =
+        given ? plan.lens.hardware : (base.device.rfind("cuda", 0) == 0 ? "8xH100" : "cpu-10GbE");
     try {
-      profiling::load_hardware_profile(plan.lens.hardware);
+      profiling::load_hardware_profile(name);
     } catch (const std::exception& e) {
-      err << "error: --hardware: " << e.what() << "\n";
+      err << "error: --hardware: " << e.what()
+          << (given ? "" : " (the default for device time; give --hardware or --measured)") << "\n";
       return std::nullopt;
     }
   }

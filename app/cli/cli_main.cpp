@@ -245,8 +245,9 @@ void add_gui_subcommand(CLI::App& app, GuiArgs* gui_args) {
   sub.add_option("--screenshot", options.screenshot,
                  "render, write the last frame to this PNG and exit");
   sub.add_option("--frames", options.frames,
-                 "frames to render (after the script) before the screenshot and exit")
-      ->check(CLI::NonNegativeNumber);
+                 "frames to render (after the script) before the screenshot and exit (at most "
+                 "3600, a minute's worth, as a script's `frames`)")
+      ->check(CLI::Range(0, 3600));
   sub.add_option("--script", options.script,
                  "replay actions from this file (open, tab, range, click, select, set, run, "
                  "wait-runs, project, screenshot, state; see app/gui/gui_script.h)");
@@ -389,10 +390,22 @@ int dispatch_gui(const CLI::App& app, GuiArgs& gui_args, std::ostream& out, std:
     const size_t x = gui_args.size.find('x');
     try {
       if (x == std::string::npos) throw std::invalid_argument(gui_args.size);
-      gui_args.options.width = std::stoi(gui_args.size.substr(0, x));
-      gui_args.options.height = std::stoi(gui_args.size.substr(x + 1));
+      size_t used_w = 0, used_h = 0;
+      const std::string w = gui_args.size.substr(0, x), h = gui_args.size.substr(x + 1);
+      gui_args.options.width = std::stoi(w, &used_w);
+      gui_args.options.height = std::stoi(h, &used_h);
+      if (used_w != w.size() || used_h != h.size()) throw std::invalid_argument(gui_args.size);
     } catch (const std::exception&) {
       err << "error: --size: expected WIDTHxHEIGHT, got '" << gui_args.size << "'\n";
+      return kExitBadInput;
+    }
+    // A window (and a screenshot's image) the display can hold: 100000x100000 ended in an X
+    // error after the window failed to map.
+    constexpr int kLeast = 200, kMost = 8192;
+    if (gui_args.options.width < kLeast || gui_args.options.height < kLeast ||
+        gui_args.options.width > kMost || gui_args.options.height > kMost) {
+      err << "error: --size: each side from " << kLeast << " to " << kMost << " pixels, got '"
+          << gui_args.size << "'\n";
       return kExitBadInput;
     }
   }

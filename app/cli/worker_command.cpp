@@ -8,6 +8,7 @@
 
 #include "app/cli/exit_code.h"
 #include "app/cli/run_summary_text.h"
+#include "engine/launch/environment.h"
 #include "engine/launch/rank_process.h"
 #include "engine/launch/stop_request.h"
 #include "engine/state/atomic_file.h"
@@ -41,6 +42,7 @@ int worker_command(const std::string& config_file, const std::string& out_dir, s
   try {
     const RankEnvironment env = rank_environment_from_env();
     who = "rank " + std::to_string(env.rank);
+    check_launch_environment(env.world);
     // A FIFO would block the read forever (SIGTERM only restarts the open), a folder would throw
     // from inside the stream: refused by what they are first.
     if (const std::string why = profiling::input_file_problem(

@@ -1,6 +1,7 @@
 #include "engine/launch/process_group_factory.h"
 
 #include "engine/comm/shm/process_group_shm.h"
+#include "engine/launch/environment.h"
 
 #include <csignal>
 #include <cstdlib>
@@ -14,23 +15,6 @@
 #endif
 
 namespace shardscope {
-
-namespace {
-
-// A size in bytes from the environment (tests shrink the shm segment to exercise its rounds).
-size_t bytes_from_env(const char* name, size_t fallback, size_t least) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  char* end = nullptr;
-  const unsigned long long value = std::strtoull(text, &end, 10);
-  if (*end != '\0' || value < least) {
-    throw std::invalid_argument(std::string(name) + ": expected a byte count of at least " +
-                                std::to_string(least) + ", got '" + text + "'");
-  }
-  return static_cast<size_t>(value);
-}
-
-}  // namespace
 
 // Gloo writes to its peers' sockets without MSG_NOSIGNAL: when a failing rank closes its
 // connections, a peer's write raises SIGPIPE, whose default action kills the whole process
@@ -63,8 +47,9 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec
     shm::ProcessGroupShm::Options options;
     options.timeout = spec.timeout;
     options.slot_bytes = bytes_from_env("SHARDSCOPE_SHM_SLOT_BYTES", options.slot_bytes,
-                                        64 * (static_cast<size_t>(spec.world) + 2));
-    options.ring_bytes = bytes_from_env("SHARDSCOPE_SHM_RING_BYTES", options.ring_bytes, 32);
+                                        64 * (static_cast<size_t>(spec.world) + 2), kMostShmBytes);
+    options.ring_bytes =
+        bytes_from_env("SHARDSCOPE_SHM_RING_BYTES", options.ring_bytes, 32, kMostShmBytes);
     auto shared = c10::make_intrusive<shm::ProcessGroupShm>(store, spec.rank, spec.world, options);
     auto group = c10::make_intrusive<c10d::ProcessGroup>(store, spec.rank, spec.world);
     group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::CUSTOM, shared);

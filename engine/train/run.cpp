@@ -8,6 +8,7 @@
 
 #include "engine/comm/step_traffic.h"
 #include "engine/launch/device_turns.h"
+#include "engine/launch/environment.h"
 #include "engine/launch/launcher.h"
 #include "engine/launch/process_launcher.h"
 #include "engine/launch/stop_request.h"
@@ -90,6 +91,7 @@ profiling::RunRecord run_description(const Config& config) {
 std::string check_environment(Config& config) {
   const std::string choice = resolve_backend(config, static_cast<int>(torch::cuda::device_count()));
   validate(config);  // what auto resolved to may rule out a combination
+  check_launch_environment(config.world);
   if (config.device != "cpu" && !torch::cuda::is_available()) {
     throw ConfigError("device",
                       "'" + config.device + "' requested but no CUDA device is available");

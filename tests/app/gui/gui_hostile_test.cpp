@@ -32,6 +32,14 @@ TEST(GuiHostile, ScriptsAndStatePathsAreCheckedBeforeTheWindow) {
             "--state: " + fifo.string() + " is not a regular file"},
            {{"gui", "--script", script.string(), "--state", dir.string()},
             "--state: " + dir.string() + " is a directory"},
+           // A window no display holds (an X error once, after the window failed to map), or a
+           // count of frames that would hold the app for a year.
+           {{"gui", "--script", script.string(), "--size", "100000x100000"},
+            "--size: each side from 200 to 8192 pixels, got '100000x100000'"},
+           {{"gui", "--script", script.string(), "--size", "800x600px"},
+            "--size: expected WIDTHxHEIGHT"},
+           {{"gui", "--script", script.string(), "--frames", "2000000000"}, "--frames"},
+           {{"gui", "--script", script.string(), "--frames", "-1"}, "not in range 0 to 3600"},
        }) {
     const test::CliResult r = test::cli(c.args);
     EXPECT_EQ(r.code, 2) << r.err;
