@@ -273,6 +273,7 @@ class RankWatch {
         stop_forwarded_ = true;
       }
       const auto now = Clock::now();
+      stop_a_lone_rank_that_stalled(now);
       if (first_failure_ && !terminated_ && now - *first_failure_ > kGracePeriod) {
         signal_running(SIGTERM);
         terminated_ = now;
@@ -285,7 +286,8 @@ class RankWatch {
 
   std::vector<RankExit> exits() const {
     std::vector<RankExit> exits(config_.world);
-    for (int r = 0; r < config_.world; ++r) exits[r] = {true, statuses_[r], exited_ns_[r]};
+    for (int r = 0; r < config_.world; ++r) exits[r] = {true, statuses_[r], exited_ns_[r], {}};
+    if (!stalled_.empty()) exits[0].stalled = stalled_;
     return exits;
   }
 
@@ -312,7 +314,33 @@ class RankWatch {
           step_record_of(nlohmann::json::parse(std::string(bytes.begin(), bytes.end())));
       if (on_step_) on_step_(s);
       ++next_step_;
+      last_progress_ = Clock::now();
+      slowest_step_s_ = std::max(slowest_step_s_, s.step_time_s);
     }
+  }
+
+  // Ranks find a hung peer by their collectives' timeout; a rank alone has no peer to find it,
+  // and a hang of its own held the launcher forever. Once it has stepped, the launcher applies
+  // the peers' rule to its steps: the timeout given, or max(5 s, 10 x the slowest step), given
+  // ten minutes while a step may be writing a checkpoint.
+  void stop_a_lone_rank_that_stalled(Clock::time_point now) {
+    if (config_.world != 1 || !running_[0] || first_failure_ || stop_forwarded_ || next_step_ < 1 ||
+        next_step_ >= config_.steps)
+      return;
+    double limit_s = config_.collective_timeout_s > 0 ? config_.collective_timeout_s
+                                                      : std::max(5.0, 10.0 * slowest_step_s_);
+    if (config_.collective_timeout_s <= 0 && config_.checkpoint_every > 0)
+      limit_s = std::max(limit_s, 600.0);
+    const double quiet_s = std::chrono::duration<double>(now - last_progress_).count();
+    if (quiet_s <= limit_s) return;
+    char why[200];
+    std::snprintf(why, sizeof why,
+                  "it made no progress for %.0f s after step %d (the limit: %.0f s), so the "
+                  "launcher stopped it",
+                  quiet_s, next_step_ - 1, limit_s);
+    stalled_ = why;
+    first_failure_ = terminated_ = now;  // no peer to wait for: asked to stop now, then killed
+    signal_running(SIGTERM);
   }
 
   void signal_running(int sig) {
@@ -330,6 +358,9 @@ class RankWatch {
   std::vector<bool> running_;
   std::optional<Clock::time_point> first_failure_, terminated_;
   int next_step_ = 0;
+  Clock::time_point last_progress_ = Clock::now();
+  double slowest_step_s_ = 0;
+  std::string stalled_;
   bool stop_forwarded_ = false;
 };
 
@@ -391,6 +422,7 @@ ProcessLaunchOutcome read_rank_outcomes(const std::string& dir, int world,
       } else if (read && rank.failure) {
         why += "; it " + rank.failure->message;
       }
+      if (!ended.stalled.empty()) why += "; " + ended.stalled;
       outcome.launch.failures.push_back({r, why, ended.t_ns});
       vanished[r] = true;
     }

@@ -37,6 +37,7 @@ struct RankExit {
   bool seen = false;
   int wait_status = 0;  // waitpid's status
   int64_t t_ns = 0;     // when it was reaped
+  std::string stalled;  // why the launcher stopped it, when it stopped making progress
 };
 
 // The outcome of `world` rank processes from the files they left in `dir` (rank-R.json and

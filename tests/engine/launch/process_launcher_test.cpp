@@ -149,6 +149,25 @@ TEST_F(ProcessMode, AHungRankIsTerminatedOnceTheOthersTimeOut) {
   EXPECT_TRUE(no_children_left());
 }
 
+// A rank alone has no peer whose collective would time out: its hang once held the launcher (and
+// the user) forever. The launcher applies the peers' rule to its steps.
+TEST_F(ProcessMode, ALoneRankThatHangsIsStoppedByTheLauncher) {
+  Config c = test::tiny_config("ddp_bucketed", 1, 1);
+  c.reference = false;
+  c.steps = 4;
+  c.collective_timeout_s = 2;
+  c.fault = parse_fault("rank=0,step=1,kind=hang");
+  const auto t0 = std::chrono::steady_clock::now();
+  RunSummary s = run_training(processes(c));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.failure.find("rank 0"), std::string::npos) << s.failure;
+  EXPECT_NE(s.failure.find("made no progress for"), std::string::npos) << s.failure;
+  EXPECT_NE(s.failure.find("after step 0 (the limit: 2 s)"), std::string::npos) << s.failure;
+  EXPECT_LT(took, 60) << "seconds: the limit, then SIGTERM and SIGKILL";
+  EXPECT_TRUE(no_children_left());
+}
+
 // With the default (adaptive) timeout, the others give up on a hung rank after max(5 s, 10 x the
 // slowest step), not after a fixed minute: tiny steps take milliseconds, so 5 s.
 TEST_F(ProcessMode, AHangIsFoundFromTheStepTimes) {
