@@ -4,6 +4,7 @@
 #include "app/analysis/device_time_lens.h"
 #include "app/analysis/trace_projection.h"
 #include "app/cli/run_outputs.h"
+#include "app/cli/run_summary_text.h"
 
 #include <unistd.h>
 #include <algorithm>
@@ -16,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/launch/stop_request.h"
 #include "engine/state/atomic_file.h"
 #include "engine/state/weights.h"
 #include "engine/train/config.h"
@@ -311,6 +313,7 @@ struct BenchResults {
   std::vector<analysis::ComparisonRow> rows;
   std::vector<std::string> layout_notes;  // the strategies that ran in a layout of their own
   int failed = 0;
+  int stopped_by_signal = 0;  // the signal that stopped the bench before its last strategy
 };
 
 BenchResults run_entries(const BenchPlan& plan, const TrainedReference& reference,
@@ -341,6 +344,14 @@ BenchResults run_entries(const BenchPlan& plan, const TrainedReference& referenc
     }
     RunSummary s =
         run_entry(config, entry, k, entries.size(), options.live_progress, reference, err);
+    if (s.stopped_by_signal != 0) {
+      // Ctrl-C or SIGTERM: this strategy stopped at a step boundary, and the bench stops with
+      // it; the rows so far are shown, the stopped one not (it trained part of its steps).
+      results.stopped_by_signal = s.stopped_by_signal;
+      err << "bench stopped by " << signal_name(s.stopped_by_signal) << " during " << entry.label()
+          << " (" << k + 1 << " of " << entries.size() << ")\n";
+      break;
+    }
     if (!s.ok) ++results.failed;
     results.rows.push_back(measure(entry.strategy, s, plan.lens));
     // The layout the row ran as: bench's own where it had to choose one, else the recorded one.
@@ -394,8 +405,14 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   const std::optional<BenchPlan> plan = plan_bench(flags, options, err);
   if (!plan) return 2;
 
+  install_stop_signal_handlers(/*escalate=*/true);
   err << "training the single-device reference...\n";
   RunSummary reference = run_training(reference_config(plan->base));
+  if (reference.stopped_by_signal != 0) {
+    err << "bench stopped by " << signal_name(reference.stopped_by_signal)
+        << " while training the reference: nothing to compare\n";
+    return 128 + reference.stopped_by_signal;
+  }
   if (!reference.ok) {
     err << "error: the reference run failed: " << reference.failure << "\n";
     return 1;
@@ -405,6 +422,7 @@ int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostre
   for (const auto& step : reference.steps) trained.losses.push_back(step.loss);
   const BenchResults results = run_entries(*plan, trained, options, err);
   print_results(results, plan->base, options, out, err);
+  if (results.stopped_by_signal != 0) return 128 + results.stopped_by_signal;
   return results.failed > 0 ? 1 : 0;
 }
 
