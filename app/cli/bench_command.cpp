@@ -31,6 +31,12 @@
 #include "strategies/pipeline/pipeline_schedule.h"
 
 namespace shardscope::cli {
+
+nlohmann::json bench_defaults(bool quick) {
+  // A comparison: world 4 on `small`, or a few steps of `tiny` with --quick.
+  return {{"world", 4}, {"preset", quick ? "tiny" : "small"}, {"steps", quick ? 3 : 6}};
+}
+
 namespace {
 
 // The run's row, from its trace. The run compared itself with the one reference all runs share
@@ -109,11 +115,7 @@ void report_config_error(const ConfigError& e, std::ostream& err) {
 // The configuration every run starts from: the bench's defaults, then the config file and the
 // flags. Throws ConfigError, as do strategies and schedules that do not exist.
 Config base_config(const RunFlags& flags, const BenchOptions& options) {
-  nlohmann::json overrides = nlohmann::json::object();
-  // Defaults of a comparison: world 4 on `small`, or a few steps of `tiny` with --quick.
-  overrides["world"] = 4;
-  overrides["preset"] = options.quick ? "tiny" : "small";
-  overrides["steps"] = options.quick ? 3 : 6;
+  nlohmann::json overrides = bench_defaults(options.quick);
   overrides.merge_patch(flags.config_overrides(options.config_file));
   Config base = config_from_json(overrides);
   base.reference = false;  // one reference for all, below

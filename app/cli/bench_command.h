@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "app/cli/cli_flags.h"
 
 namespace shardscope::cli {
@@ -29,6 +31,10 @@ struct BenchOptions {
 // `shardscope bench`: the same model, data, seed and steps under each strategy, one after
 // another, against one single-device reference, as one comparison table. Returns the exit code:
 // 0 all ran, 1 some run failed (the others still complete), 2 bad input.
+// What bench runs unless told otherwise (the help says these, not run's): world 4 on `small` for
+// 6 steps, or `tiny` for 3 with --quick.
+nlohmann::json bench_defaults(bool quick);
+
 int bench_command(const RunFlags& flags, const BenchOptions& options, std::ostream& out,
                   std::ostream& err);
 

@@ -270,11 +270,16 @@ const std::vector<FlagSpec>& run_flag_specs() {
 }
 
 void RunFlags::add_to(CLI::App& app) {
+  add_to(app, nlohmann::json::object());
+}
+
+void RunFlags::add_to(CLI::App& app, const nlohmann::json& command_defaults) {
   // Values are held as text until every flag is known (see overrides()), so CLI11 would call
   // each one TEXT: the help names the real type, and the default of a fresh Config.
   // A named Config, not a temporary: GCC 12 takes a temporary's strings for uninitialised.
   const Config fresh;
-  const nlohmann::json defaults = to_json(fresh);
+  nlohmann::json defaults = to_json(fresh);
+  defaults.merge_patch(command_defaults);
   for (const auto& spec : run_flag_specs()) {
     CLI::Option* option = nullptr;
     if (spec.kind == Kind::Bool || spec.kind == Kind::BoolOff) {

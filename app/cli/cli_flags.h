@@ -26,7 +26,9 @@ const std::vector<FlagSpec>& run_flag_specs();
 // Holds raw flag text until parsing is over, then turns the given ones into config overrides.
 class RunFlags {
  public:
+  // `defaults`: a command's own defaults over a fresh Config's, for the help (bench's world 4).
   void add_to(CLI::App& app);
+  void add_to(CLI::App& app, const nlohmann::json& defaults);
   // Throws ConfigError naming the config key when a value does not parse.
   nlohmann::json overrides() const;
   // The keys of `config_file` (if not empty; JSON with comments), then the given flags on top.

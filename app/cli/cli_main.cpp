@@ -169,7 +169,7 @@ void add_bench_subcommand(CLI::App& app, BenchArgs* bench) {
       ->group("Bench");
   sub.add_option("--config", options.config_file, "JSON config file (flags override it)")
       ->group("Input");
-  bench->flags.add_to(sub);
+  bench->flags.add_to(sub, bench_defaults(/*quick=*/false));
 }
 
 void add_report_subcommand(CLI::App& app, ReportArgs* report) {
@@ -228,7 +228,7 @@ void add_collect_subcommand(CLI::App& app, CollectArgs* collect) {
   sub.add_option("--tolerance", options.tolerance,
                  "relative deviation above which the exit code is 3 (default 1e-5; 2e-2 "
                  "when bf16 is used)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0.0, 1e6))
       ->group("Check");
   add_output_options(sub, options.outputs, options.quiet);
 }

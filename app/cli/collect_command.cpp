@@ -28,18 +28,20 @@ class BadFolder : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-nlohmann::json read_json(const std::string& path, const std::string& what) {
+// `noun`: what the file is ("rank's outcome file"); `who_writes`: said when it is missing.
+nlohmann::json read_json(const std::string& path, const std::string& noun,
+                         const std::string& who_writes) {
   std::error_code ec;
   if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
-    throw BadFolder(path + ": missing (" + what + ")");
+    throw BadFolder(path + ": missing (" + who_writes + ")");
   // A FIFO would block the read forever, a folder would throw from inside the stream: refused by
   // what they are first.
   if (const std::string why =
-          profiling::input_file_problem(path, profiling::kMaxTextInputBytes, what);
+          profiling::input_file_problem(path, profiling::kMaxTextInputBytes, noun);
       !why.empty())
     throw BadFolder(why);
   std::ifstream file(path);
-  if (!file) throw BadFolder(path + ": cannot be read (" + what + ")");
+  if (!file) throw BadFolder(path + ": cannot be read (" + noun + ")");
   // Nesting no file of a run has (a 300 KB config.json of 150,000 nested arrays once overflowed
   // the stack): refused while parsing.
   constexpr int kDeepest = kDeepestRunJson;
@@ -54,19 +56,19 @@ nlohmann::json read_json(const std::string& path, const std::string& what) {
         },
         /*allow_exceptions=*/false);
   } catch (const TooDeep&) {
-    throw BadFolder(path + ": nests deeper than " + std::to_string(kDeepest) + " levels (" + what +
+    throw BadFolder(path + ": nests deeper than " + std::to_string(kDeepest) + " levels (" + noun +
                     ")");
   }
   if (json.is_discarded() || !json.is_object())
-    throw BadFolder(path + ": not a JSON object (" + what + ")");
+    throw BadFolder(path + ": not a JSON object (" + noun + ")");
   return json;
 }
 
 // The run's config as rank 0 kept it (its world resolved from WORLD_SIZE).
 Config folder_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  const nlohmann::json json =
-      read_json(path, "rank 0 of `shardscope worker --out " + dir + "` writes it");
+  const nlohmann::json json = read_json(
+      path, "run's config file", "rank 0 of `shardscope worker --out " + dir + "` writes it");
   try {
     Config config = config_from_json(json);
     finalize(config);
@@ -81,9 +83,10 @@ Config folder_config(const std::string& dir) {
 void check_rank_files(const std::string& dir, int world) {
   for (int r = 0; r < world; ++r) {
     const std::string base = dir + "/rank-" + std::to_string(r);
-    const nlohmann::json json = read_json(
-        base + ".json", "rank " + std::to_string(r) + " of world " + std::to_string(world) +
-                            " writes it when it ends; is it still running, or did it never start?");
+    const nlohmann::json json =
+        read_json(base + ".json", "rank's outcome file",
+                  "rank " + std::to_string(r) + " of world " + std::to_string(world) +
+                      " writes it when it ends; is it still running, or did it never start?");
     if (!json.contains("rank") || json["rank"] != r || !json.contains("events"))
       throw BadFolder(base + ".json: not rank " + std::to_string(r) + "'s outcome");
     if (json.contains("partial")) {
@@ -112,8 +115,11 @@ int collect_command(const CollectOptions& options, std::ostream& out, std::ostre
   Config config;
   try {
     std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec))
-      throw BadFolder(dir + ": no such folder (the workers' --out)");
+    if (!std::filesystem::is_directory(dir, ec)) {
+      throw BadFolder(dir +
+                      (std::filesystem::exists(dir, ec) ? ": not a folder" : ": no such folder") +
+                      " (the workers' --out)");
+    }
     config = folder_config(dir);
     check_rank_files(dir, config.world);
     config.reference = options.reference;

@@ -119,6 +119,13 @@ TEST(Cli, HelpDocumentsEveryFlag) {
         "--grad-accum", "--bucket-mb", "--config", "--no-reference"}) {
     EXPECT_NE(run.out.find(flag), std::string::npos) << flag;
   }
+  // bench's help says bench's defaults (it said run's, world 1 on tiny, and then blamed a
+  // --world 4 the user never gave).
+  CliResult bench = cli({"bench", "--help"});
+  EXPECT_EQ(bench.code, 0);
+  EXPECT_NE(bench.out.find("--world INT=4"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("--preset TEXT=small"), std::string::npos) << bench.out;
+  EXPECT_NE(bench.out.find("--steps INT=6"), std::string::npos) << bench.out;
 }
 
 TEST(Cli, ListsStrategiesAndPresets) {

@@ -295,6 +295,7 @@ TEST(Collect, RefusesWhatIsNotAFinishedRunNamingTheFile) {
     EXPECT_NE(r.err.find(names), std::string::npos) << r.err;
   };
   expect_refused(dir / "nowhere", (dir / "nowhere").string() + ": no such folder");
+  expect_refused("/dev/null", "/dev/null: not a folder");  // there, but not a folder
 
   const auto other = dir / "other";  // a folder of something else
   std::filesystem::create_directories(other);
@@ -312,6 +313,11 @@ TEST(Collect, RefusesWhatIsNotAFinishedRunNamingTheFile) {
   failed.failure = RankFailure{0, "connection closed by peer", 1};
   write_rank_outcome(run.string(), 0, failed, profiling::RankEventLog(0));
   expect_refused(run, (run / "rank-1.json").string() + ": missing");
+  // Once "is a directory, not a rank 1 of world 2 writes it when it ends; ...".
+  std::filesystem::create_directories(run / "rank-1.json");
+  expect_refused(run,
+                 (run / "rank-1.json").string() + " is a directory, not a rank's outcome file");
+  std::filesystem::remove(run / "rank-1.json");
   std::ofstream(run / "rank-1.json") << "not json";
   expect_refused(run, (run / "rank-1.json").string() + ": not a JSON object");
   RankOutcome partial;
