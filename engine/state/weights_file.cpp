@@ -63,7 +63,8 @@ std::string quoted(const std::string& name) {
   return "'" + name + "'";
 }
 
-std::vector<char> read_whole_file(const std::string& path) {
+// The size of a weights file that can be read: a regular file within the bound.
+uint64_t weights_file_size(const std::string& path) {
   struct stat info {};
   if (stat(path.c_str(), &info) != 0) throw WeightsFileError(path + ": no such file");
   if (S_ISDIR(info.st_mode)) throw WeightsFileError(path + " is a directory, not a weights file");
@@ -71,12 +72,21 @@ std::vector<char> read_whole_file(const std::string& path) {
           profiling::input_file_problem(path, profiling::kMaxWeightsBytes, "weights file");
       !why.empty())
     throw WeightsFileError(why);
+  return static_cast<uint64_t>(info.st_size);
+}
+
+// The first `count` bytes of `path` (count no more than its size).
+std::vector<char> read_file_bytes(const std::string& path, uint64_t count) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw WeightsFileError(path + ": cannot open for reading");
-  std::vector<char> bytes(static_cast<size_t>(info.st_size));
-  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+  std::vector<char> bytes(static_cast<size_t>(count));
+  if (count > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
     throw WeightsFileError(path + ": read failed");
   return bytes;
+}
+
+std::vector<char> read_whole_file(const std::string& path) {
+  return read_file_bytes(path, weights_file_size(path));
 }
 
 // A weight as training holds it: fp32, contiguous, on the CPU, owning its memory.
@@ -95,6 +105,28 @@ uint64_t read_u64_le(const char* p) {
   uint64_t v = 0;
   std::memcpy(&v, p, sizeof(v));
   return v;
+}
+
+// A safetensors file's header is read and parsed before its data: a file that is not one (2 GB
+// of zeros) was read whole into memory before its first 8 bytes were looked at.
+void check_safetensors_header(const std::string& path, uint64_t size) {
+  constexpr uint64_t kMostHeaderBytes = uint64_t{100} << 20;  // safetensors' own limit
+  if (size < 8) return;                                       // parse_safetensors_bytes says why
+  const uint64_t header_size = read_u64_le(read_file_bytes(path, 8).data());
+  if (header_size == 0 || header_size > kMostHeaderBytes) {
+    throw WeightsFileError(path + ": not a weights file (a safetensors header of " +
+                           std::to_string(header_size) + " bytes; a PyTorch file is a zip)");
+  }
+  if (header_size > size - 8) {
+    throw WeightsFileError(path + ": the safetensors header claims " + std::to_string(header_size) +
+                           " bytes, the file has " + std::to_string(size - 8) +
+                           " after the length (truncated or corrupt)");
+  }
+  const std::vector<char> head = read_file_bytes(path, 8 + header_size);
+  const json header = json::parse(head.data() + 8, head.data() + head.size(), nullptr,
+                                  /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object())
+    throw WeightsFileError(path + ": the safetensors header is not a JSON object (corrupt?)");
 }
 
 // One tensor's header entry, checked against the data it points at.
@@ -214,19 +246,23 @@ NamedTensors parse_safetensors(const std::string& bytes, const std::string& wher
 }
 
 NamedTensors read_weights_file(const std::string& path) {
-  const std::vector<char> bytes = read_whole_file(path);
-  if (bytes.size() >= 4 && std::memcmp(bytes.data(), "PK\x03\x04", 4) == 0) {
+  const uint64_t size = weights_file_size(path);
+  // What the file is, from its first bytes, before the rest is read.
+  const std::vector<char> start = read_file_bytes(path, std::min<uint64_t>(size, 8));
+  if (start.size() >= 4 && std::memcmp(start.data(), "PK\x03\x04", 4) == 0) {
     NamedTensors out;
     for (const auto& [name, tensor] : read_torch_zip(path))
       out.emplace_back(name, as_parameter(tensor, name, path, c10::toString(tensor.scalar_type())));
     return out;
   }
   // PyTorch's pre-1.6 format is a bare pickle stream (it starts with the PROTO opcode 0x80).
-  if (!bytes.empty() && static_cast<unsigned char>(bytes[0]) == 0x80) {
+  if (!start.empty() && static_cast<unsigned char>(start[0]) == 0x80) {
     throw WeightsFileError(path +
                            " is in PyTorch's legacy format; save it again with torch.save "
                            "(the zip format, the default since PyTorch 1.6) or as safetensors");
   }
+  check_safetensors_header(path, size);
+  const std::vector<char> bytes = read_whole_file(path);
   return parse_safetensors_bytes(bytes.data(), bytes.size(), path);
 }
 
