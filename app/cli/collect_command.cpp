@@ -80,7 +80,8 @@ Config folder_config(const std::string& dir) {
 
 // Every rank left its whole outcome: a rank still running, or one that died, left none or an
 // unfinished snapshot, and a summary of it would say less than the run did.
-void check_rank_files(const std::string& dir, int world) {
+void check_rank_files(const std::string& dir, const Config& config) {
+  const int world = config.world;
   for (int r = 0; r < world; ++r) {
     const std::string base = dir + "/rank-" + std::to_string(r);
     const nlohmann::json json =
@@ -93,6 +94,18 @@ void check_rank_files(const std::string& dir, int world) {
       throw BadFolder(base + ".json: unfinished (a " + json["partial"].get<std::string>() +
                       " taken while the rank ran): the rank is still running, or died before "
                       "it could write its outcome");
+    }
+    // The config beside the ranks is theirs: one of another run (five steps where they ran two)
+    // had `collect --reference` train five and call the ranks wrong.
+    const nlohmann::json& result = json.value("result", nlohmann::json::object());
+    if (result.is_object() && result.contains("steps") && result["steps"].is_array() &&
+        result.value("stopped_by_signal", 0) == 0) {
+      const int ran = result.value("first_step", 0) + static_cast<int>(result["steps"].size());
+      if (ran != config.steps) {
+        throw BadFolder(base + ".json: the rank trained to step " + std::to_string(ran) + ", " +
+                        dir + "/config.json says " + std::to_string(config.steps) +
+                        " steps: the config is not this run's");
+      }
     }
     if (json.contains("result") && !std::filesystem::exists(base + ".weights"))
       throw BadFolder(base + ".weights: missing (rank " + std::to_string(r) + "'s weights)");
@@ -121,7 +134,7 @@ int collect_command(const CollectOptions& options, std::ostream& out, std::ostre
                       " (the workers' --out)");
     }
     config = folder_config(dir);
-    check_rank_files(dir, config.world);
+    check_rank_files(dir, config);
     config.reference = options.reference;
     if (config.reference) check_environment(config);  // it trains here, on the run's device
   } catch (const BadFolder& e) {

@@ -325,6 +325,21 @@ TEST(Collect, RefusesWhatIsNotAFinishedRunNamingTheFile) {
   write_rank_outcome(run.string(), 1, partial, profiling::RankEventLog(1));
   expect_refused(run, (run / "rank-1.json").string() + ": unfinished");
 
+  // A config beside the ranks that is not theirs: they trained two steps, it says five (and
+  // `collect --reference` once trained five and called the ranks wrong, exit 3).
+  const auto other_config = dir / "other-config";
+  std::filesystem::create_directories(other_config);
+  Config five = tiny_run();
+  five.steps = 5;
+  std::ofstream(other_config / "config.json") << to_json(five).dump();
+  RankOutcome two_steps;
+  two_steps.result = RankResult{};
+  two_steps.result->steps.resize(2);
+  write_rank_outcome(other_config.string(), 0, two_steps, profiling::RankEventLog(0));
+  expect_refused(other_config, (other_config / "rank-0.json").string() +
+                                   ": the rank trained to step 2, " + other_config.string() +
+                                   "/config.json says 5 steps");
+
   // Both ranks finished: the run failed, which is exit 1 as for `run`.
   RankOutcome root;
   root.failure = RankFailure{1, "out of memory", 0};
