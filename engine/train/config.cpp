@@ -366,11 +366,13 @@ FaultInjection parse_fault(const std::string& text) {
   std::stringstream parts(text);
   std::string part;
   bool have_rank = false;
+  std::set<std::string> given;  // each key once: "rank=1,...,rank=0" took the last silently
   while (std::getline(parts, part, ',')) {
     auto eq = part.find('=');
     require(eq != std::string::npos, "inject_fault",
             "expected key=value pairs, got '" + part + "'");
     std::string key = part.substr(0, eq), value = part.substr(eq + 1);
+    require(given.insert(key).second, "inject_fault", "'" + key + "' is given twice");
     if (key == "kind") {
       fault.kind = value;
       continue;

@@ -120,6 +120,8 @@ TEST(Config, ParsesFaultInjection) {
   // Past an int: refused with the field named, not std::stoi's out_of_range.
   EXPECT_THROW(parse_fault("rank=99999999999"), ConfigError);
   EXPECT_THROW(parse_fault("rank=0,step=4294967296"), ConfigError);
+  EXPECT_THROW(parse_fault("rank=1,step=2,rank=0"), ConfigError);  // which rank? refused
+  EXPECT_THROW(parse_fault("rank=1,kind=hang,kind=throw"), ConfigError);
 }
 
 }  // namespace
