@@ -12,8 +12,10 @@
 
 #include "app/cli/exit_code.h"
 #include "app/cli/run_summary_text.h"
+#include "engine/model/gpt_model.h"
 #include "engine/state/atomic_file.h"
 #include "engine/state/weights.h"
+#include "engine/state/weights_file.h"
 #include "engine/train/config.h"
 #include "engine/train/config_json.h"
 #include "engine/train/run.h"
@@ -78,6 +80,18 @@ Config folder_config(const std::string& dir) {
   }
 }
 
+// The parameters of rank 0's weights against the config's model.
+void check_model_of(const std::string& dir, const Config& config, const std::string& base) {
+  int64_t held = 0;
+  for (const auto& [name, tensor] : read_weights_file(base + ".weights")) held += tensor.numel();
+  const int64_t expected = parameter_count(config.model);
+  if (held != expected) {
+    throw BadFolder(base + ".weights holds " + std::to_string(held) + " parameters, the model of " +
+                    dir + "/config.json has " + std::to_string(expected) +
+                    ": the config is not this run's");
+  }
+}
+
 // Every rank left its whole outcome: a rank still running, or one that died, left none or an
 // unfinished snapshot, and a summary of it would say less than the run did.
 void check_rank_files(const std::string& dir, const Config& config) {
@@ -117,6 +131,9 @@ void check_rank_files(const std::string& dir, const Config& config) {
         throw BadFolder(why + " (rank " + std::to_string(r) + "'s weights)");
       if (const std::string why = weights_file_problem(base + ".weights"); !why.empty())
         throw BadFolder(why + " (rank " + std::to_string(r) + "'s weights)");
+      // A replica holds the whole model: the config's model must be that one (a config of
+      // d_model 128 beside ranks of 64 was summarised as the 128-wide model, exit 0).
+      if (r == 0 && result.value("replicated", false)) check_model_of(dir, config, base);
     }
   }
 }

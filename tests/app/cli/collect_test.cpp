@@ -340,6 +340,20 @@ TEST(Collect, RefusesWhatIsNotAFinishedRunNamingTheFile) {
                                    ": the rank trained to step 2, " + other_config.string() +
                                    "/config.json says 5 steps");
 
+  // Or whose model is not theirs: a replica holds the whole model (a config of another width was
+  // summarised as that model, exit 0).
+  const auto other_model = dir / "other-model";
+  std::filesystem::create_directories(other_model);
+  std::ofstream(other_model / "config.json") << to_json(tiny_run()).dump();
+  RankOutcome narrow;
+  narrow.result = RankResult{};
+  narrow.result->steps.resize(2);
+  narrow.result->weights = {{"tok_emb.weight", torch::zeros({10, 3})}};
+  write_rank_outcome(other_model.string(), 0, narrow, profiling::RankEventLog(0));
+  expect_refused(other_model, (other_model / "rank-0.weights").string() +
+                                  " holds 30 parameters, the model of " + other_model.string() +
+                                  "/config.json has ");
+
   // Both ranks finished: the run failed, which is exit 1 as for `run`.
   RankOutcome root;
   root.failure = RankFailure{1, "out of memory", 0};
