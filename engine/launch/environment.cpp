@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -24,12 +25,12 @@ unsigned long long whole_from_env(const char* name, unsigned long long least,
   const std::string text = set_value(name);
   const std::string expected = std::string("expected ") + what + " from " + std::to_string(least) +
                                " to " + std::to_string(most) + ", got '" + text.substr(0, 40) + "'";
-  if (text.size() > 20) throw ConfigError(name, expected);
   for (char c : text) {
     if (!std::isdigit(static_cast<unsigned char>(c))) throw ConfigError(name, expected);
   }
+  errno = 0;  // past 2^64 - 1, strtoull says so only here
   const unsigned long long value = std::strtoull(text.c_str(), nullptr, 10);
-  if (value < least || value > most || text.size() == 20) throw ConfigError(name, expected);
+  if (errno == ERANGE || value < least || value > most) throw ConfigError(name, expected);
   return value;
 }
 
