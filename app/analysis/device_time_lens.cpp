@@ -10,8 +10,12 @@
 
 namespace shardscope::analysis {
 
+std::string default_lens_hardware(const std::string& device) {
+  return device.rfind("cuda", 0) == 0 ? "8xH100" : "cpu-10GbE";
+}
+
 std::string default_lens_hardware(const profiling::Trace& measured) {
-  return measured.run.device.rfind("cuda", 0) == 0 ? "8xH100" : "cpu-10GbE";
+  return default_lens_hardware(measured.run.device);
 }
 
 LensedTrace apply_lens(const profiling::Trace& measured, const Lens& lens) {

@@ -34,6 +34,8 @@ struct LensedTrace {
 // 10 Gb Ethernet (cpu-10GbE), a GPU trace's ranks GPUs on NVSwitch (8xH100). Both are common
 // systems where a preset's communication and compute are of the same order.
 std::string default_lens_hardware(const profiling::Trace& measured);
+// The same for runs on `device` ("cpu", "cuda:0"), before they have recorded anything.
+std::string default_lens_hardware(const std::string& device);
 
 // Never throws for a trace it cannot replay: it falls back to the measured trace, says why in
 // `note`. Throws std::runtime_error for a hardware profile that cannot be read.

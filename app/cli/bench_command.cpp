@@ -246,7 +246,7 @@ std::optional<BenchPlan> plan_bench(const RunFlags& flags, const BenchOptions& o
     // default of the runs' device is the one read.
     const bool given = !plan.lens.hardware.empty();
     const std::string name =
-        given ? plan.lens.hardware : (base.device.rfind("cuda", 0) == 0 ? "8xH100" : "cpu-10GbE");
+        given ? plan.lens.hardware : analysis::default_lens_hardware(base.device);
     try {
       profiling::load_hardware_profile(name);
     } catch (const std::exception& e) {

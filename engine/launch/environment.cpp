@@ -48,18 +48,29 @@ void check_job_name(const char* name) {
   }
 }
 
-}  // namespace
-
+// A byte count from `name`, between `least` and `most`; `fallback` when unset or empty. Digits
+// only: strtoull took "-1" for 2^64 - 1, and a slot that large crashed the first collective.
 size_t bytes_from_env(const char* name, size_t fallback, size_t least, size_t most) {
   if (set_value(name) == nullptr) return fallback;
   return static_cast<size_t>(whole_from_env(name, least, most, "a byte count"));
 }
 
+}  // namespace
+
+constexpr size_t kMostShmBytes = size_t{1} << 30;
+
+size_t shm_slot_bytes(size_t fallback, int world) {
+  return bytes_from_env("SHARDSCOPE_SHM_SLOT_BYTES", fallback,
+                        64 * (static_cast<size_t>(world) + 2), kMostShmBytes);
+}
+
+size_t shm_ring_bytes(size_t fallback) {
+  return bytes_from_env("SHARDSCOPE_SHM_RING_BYTES", fallback, 32, kMostShmBytes);
+}
+
 void check_launch_environment(int world) {
-  // The same bounds make_process_group reads them with.
-  bytes_from_env("SHARDSCOPE_SHM_SLOT_BYTES", 0, 64 * (static_cast<size_t>(world) + 2),
-                 kMostShmBytes);
-  bytes_from_env("SHARDSCOPE_SHM_RING_BYTES", 0, 32, kMostShmBytes);
+  shm_slot_bytes(0, world);  // as make_process_group reads them
+  shm_ring_bytes(0);
   if (set_value("SHARDSCOPE_SNAPSHOT_MS") != nullptr)
     whole_from_env("SHARDSCOPE_SNAPSHOT_MS", 0, 86400000, "milliseconds");
   if (set_value("TORCHELASTIC_RESTART_COUNT") != nullptr)

@@ -4,14 +4,11 @@
 
 namespace shardscope {
 
-// A byte count from the environment variable `name`, between `least` and `most` (tests shrink the
-// shm backend's rounds with them); `fallback` when it is unset or empty. Digits only: strtoull
-// took "-1" for 2^64 - 1, and a slot that large crashed the first collective. Throws ConfigError
-// naming the variable.
-size_t bytes_from_env(const char* name, size_t fallback, size_t least, size_t most);
-
-// The most a shm slot or ring may hold: each is one rank's share of memory it maps.
-inline constexpr size_t kMostShmBytes = size_t{1} << 30;
+// The shm backend's slot and ring sizes from SHARDSCOPE_SHM_SLOT_BYTES and _RING_BYTES (tests
+// shrink them to exercise the backend's rounds), `fallback` where unset; at most 1 GiB each, one
+// rank's share of memory it maps, and a slot at least 64 bytes a rank and two more.
+size_t shm_slot_bytes(size_t fallback, int world);
+size_t shm_ring_bytes(size_t fallback);
 
 // Checks every environment variable that changes how ranks of `world` start and talk, before the
 // first of them starts: a bad one is the user's input (exit 2, naming it), not a rank that failed

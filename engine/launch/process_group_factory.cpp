@@ -46,10 +46,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> make_process_group(const ProcessGroupSpec
     // Ranks of one host: every tensor, host or CUDA, through shared memory.
     shm::ProcessGroupShm::Options options;
     options.timeout = spec.timeout;
-    options.slot_bytes = bytes_from_env("SHARDSCOPE_SHM_SLOT_BYTES", options.slot_bytes,
-                                        64 * (static_cast<size_t>(spec.world) + 2), kMostShmBytes);
-    options.ring_bytes =
-        bytes_from_env("SHARDSCOPE_SHM_RING_BYTES", options.ring_bytes, 32, kMostShmBytes);
+    options.slot_bytes = shm_slot_bytes(options.slot_bytes, spec.world);
+    options.ring_bytes = shm_ring_bytes(options.ring_bytes);
     auto shared = c10::make_intrusive<shm::ProcessGroupShm>(store, spec.rank, spec.world, options);
     auto group = c10::make_intrusive<c10d::ProcessGroup>(store, spec.rank, spec.world);
     group->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::CUSTOM, shared);

@@ -107,6 +107,27 @@ uint64_t read_u64_le(const char* p) {
   return v;
 }
 
+// A safetensors file of `size` bytes (at least 8) can hold the header its length claims.
+void check_header_fits(uint64_t header_size, uint64_t size, const std::string& where) {
+  if (header_size > size - 8) {
+    throw WeightsFileError(where + ": the safetensors header claims " +
+                           std::to_string(header_size) + " bytes, the file has " +
+                           std::to_string(size - 8) + " after the length (truncated or corrupt)");
+  }
+}
+
+// The JSON header of a safetensors file of `size` bytes, whose first 8 + header_size bytes are at
+// `data`: refused when the file cannot hold it or it is not a JSON object.
+json parsed_header(const char* data, uint64_t header_size, uint64_t size,
+                   const std::string& where) {
+  check_header_fits(header_size, size, where);
+  const json header = json::parse(data + 8, data + 8 + header_size, nullptr,
+                                  /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object())
+    throw WeightsFileError(where + ": the safetensors header is not a JSON object (corrupt?)");
+  return header;
+}
+
 // A safetensors file's header is read and parsed before its data: a file that is not one (2 GB
 // of zeros) was read whole into memory before its first 8 bytes were looked at.
 void check_safetensors_header(const std::string& path, uint64_t size) {
@@ -117,16 +138,9 @@ void check_safetensors_header(const std::string& path, uint64_t size) {
     throw WeightsFileError(path + ": not a weights file (a safetensors header of " +
                            std::to_string(header_size) + " bytes; a PyTorch file is a zip)");
   }
-  if (header_size > size - 8) {
-    throw WeightsFileError(path + ": the safetensors header claims " + std::to_string(header_size) +
-                           " bytes, the file has " + std::to_string(size - 8) +
-                           " after the length (truncated or corrupt)");
-  }
+  check_header_fits(header_size, size, path);
   const std::vector<char> head = read_file_bytes(path, 8 + header_size);
-  const json header = json::parse(head.data() + 8, head.data() + head.size(), nullptr,
-                                  /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object())
-    throw WeightsFileError(path + ": the safetensors header is not a JSON object (corrupt?)");
+  parsed_header(head.data(), header_size, size, path);
 }
 
 // One tensor's header entry, checked against the data it points at.
@@ -192,15 +206,7 @@ NamedTensors parse_safetensors_bytes(const char* data, size_t size, const std::s
                            " bytes: too short for a weights file");
   }
   const uint64_t header_size = read_u64_le(data);
-  if (header_size > size - 8) {
-    throw WeightsFileError(where + ": the safetensors header claims " +
-                           std::to_string(header_size) + " bytes, the file has " +
-                           std::to_string(size - 8) + " after the length (truncated or corrupt)");
-  }
-  const json header = json::parse(data + 8, data + 8 + header_size, nullptr,
-                                  /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object())
-    throw WeightsFileError(where + ": the safetensors header is not a JSON object (corrupt?)");
+  const json header = parsed_header(data, header_size, size, where);
   const char* payload = data + 8 + header_size;
   const uint64_t payload_size = size - 8 - header_size;
   std::vector<SafetensorsEntry> entries;
